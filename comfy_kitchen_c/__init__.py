@@ -1,0 +1,20 @@
+"""comfy-kitchen-c: the C/CUDA backend "c" of comfy_kitchen.
+
+Importing registers "c" in comfy_kitchen's registry (when comfy_kitchen is
+installed) without changing backend priorities; ``activate()`` puts "c" first,
+as does setting ``COMFY_KITCHEN_C_ACTIVATE=1`` before the import.  The ops are
+always callable directly as ``comfy_kitchen_c.ops.<name>``.
+"""
+import os
+
+from . import ops
+from ._C import ArgumentError, ArgumentTypeError, KitchenError
+from .backend import BACKEND_NAME, activate, register
+
+__version__ = "0.1.0"
+__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "activate", "ops",
+           "register"]
+
+register()
+if os.environ.get("COMFY_KITCHEN_C_ACTIVATE") == "1":
+    activate()

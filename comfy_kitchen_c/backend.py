@@ -1,0 +1,143 @@
+"""Registration of backend "c" in comfy_kitchen's registry.
+
+The constraints say exactly what the C kernels serve; each function also has a
+call rule that runs the op's own argument check (``ops.check_<name>``), so a
+call the kernels would reject (a group size that is not a power of 4, an
+empty tensor, a scale that does not broadcast, ...) falls through to the next
+backend instead of failing inside "c".
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _C, ops
+from ._C import KitchenError
+
+BACKEND_NAME = "c"
+
+# Ops served, with the parameters the registry checks before a call.
+_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
+
+
+def _devices() -> frozenset[str]:
+    return frozenset({"cpu", "cuda"}) if _C.HAS_CUDA else frozenset({"cpu"})
+
+
+def _call_rule(check):
+    from comfy_kitchen.constraints import ValidationResult
+
+    def rule(kwargs):
+        try:
+            check(**kwargs)
+        except KitchenError as exc:
+            return ValidationResult.fail("__call__", str(exc))
+        return ValidationResult.ok()
+
+    rule.__name__ = f"rule_{check.__name__}"
+    return rule
+
+
+def capabilities() -> dict:
+    """{function name: FunctionConstraints} of everything "c" serves."""
+    from comfy_kitchen.constraints import ExactDims, FunctionConstraints, MinDims, ParamConstraint
+
+    floats = ParamConstraint(dtypes=_FLOATS)
+    integer = ParamConstraint(dtypes=frozenset({int}))
+    boolean = ParamConstraint(dtypes=frozenset({bool}))
+    int8_2d = ParamConstraint(dtypes=frozenset({torch.int8}), shape_rules=(ExactDims(2),))
+    params = {
+        "quantize_int8_rowwise": {
+            "x": ParamConstraint(dtypes=_FLOATS, shape_rules=(MinDims(1),)),
+            "stochastic_rounding": integer,
+        },
+        "quantize_int8_tensorwise": {
+            "x": floats,
+            "scale": ParamConstraint(dtypes=_FLOATS | {float, int, str}),
+            "stochastic_rounding": integer,
+        },
+        "quantize_and_rotate_rowwise": {
+            "x": ParamConstraint(dtypes=_FLOATS, shape_rules=(MinDims(1),)),
+            "h": ParamConstraint(dtypes=_FLOATS, shape_rules=(ExactDims(2),)),
+            "group_size": integer,
+            "stochastic_rounding": integer,
+        },
+        "quantize_int8_convrot_weight": {
+            "weight": ParamConstraint(dtypes=_FLOATS, shape_rules=(ExactDims(2),)),
+            "group_size": integer,
+            "stochastic_rounding": integer,
+        },
+        "rotate_int8_convrot_weight": {
+            "weight": ParamConstraint(dtypes=_FLOATS, shape_rules=(ExactDims(2),)),
+            "group_size": integer,
+        },
+        "dequantize_int8_simple": {
+            "q": ParamConstraint(dtypes=frozenset({torch.int8})),
+            "scale": floats,
+        },
+        "dequantize_int8_simple_dtype": {
+            "q": ParamConstraint(dtypes=frozenset({torch.int8})),
+            "scale": floats,
+            "output_dtype_code": integer,
+        },
+        "dequantize_int8_convrot_weight": {
+            "q": int8_2d,
+            "scale": floats,
+            "group_size": integer,
+        },
+        "dequantize_int8_convrot_weight_dtype": {
+            "q": int8_2d,
+            "scale": floats,
+            "group_size": integer,
+            "output_dtype_code": integer,
+        },
+        "quantize_nvfp4": {
+            "x": ParamConstraint(dtypes=_FLOATS, shape_rules=(ExactDims(2),)),
+            "per_tensor_scale": ParamConstraint(dtypes=frozenset({torch.float32})),
+            "pad_16x": boolean,
+            "hi_first": boolean,
+        },
+        "dequantize_nvfp4": {
+            "qx": ParamConstraint(dtypes=frozenset({torch.uint8}), shape_rules=(ExactDims(2),)),
+            "per_tensor_scale": ParamConstraint(dtypes=frozenset({torch.float32})),
+            "block_scales": ParamConstraint(dtypes=frozenset({torch.float8_e4m3fn})),
+            "output_type": ParamConstraint(dtypes=_FLOATS),
+            "hi_first": boolean,
+        },
+    }
+    devices = _devices()
+    return {
+        name: FunctionConstraints(
+            params=p,
+            default_devices=devices,
+            call_rules=(_call_rule(getattr(ops, f"check_{name}")),),
+        )
+        for name, p in params.items()
+    }
+
+
+def _registry():
+    try:
+        from comfy_kitchen.registry import registry
+    except ImportError:
+        return None
+    return registry
+
+
+def register() -> bool:
+    """Registers "c" in comfy_kitchen's registry (priorities unchanged); False without comfy_kitchen."""
+    registry = _registry()
+    if registry is None:
+        return False
+    registry.register(BACKEND_NAME, ops, capabilities())
+    return True
+
+
+def activate() -> None:
+    """Registers "c" if needed and puts it first in comfy_kitchen's backend priority."""
+    registry = _registry()
+    if registry is None:
+        raise ImportError("comfy_kitchen_c.activate() needs comfy_kitchen installed")
+    if BACKEND_NAME not in registry.list_backends() or not registry.is_available(BACKEND_NAME):
+        register()
+    rest = [name for name in registry._priority if name != BACKEND_NAME]
+    registry.set_priority([BACKEND_NAME] + rest)

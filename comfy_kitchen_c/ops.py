@@ -1,0 +1,338 @@
+"""The ops of backend "c", with comfy_kitchen's names, parameters and results.
+
+Each op checks its arguments (``check_<op>``, also used by the backend's
+constraint rules), allocates its outputs with torch, and runs the C kernels of
+``_C`` on the tensors' device.  Inputs that are not contiguous are copied to a
+contiguous tensor first; outputs are always new tensors.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _C
+from . import _checks as check
+from ._C import ArgumentError, ArgumentTypeError
+
+DTYPE_CODE_TO_DTYPE = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
+_SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = 0, 1, 2
+
+
+# ---- plumbing -------------------------------------------------------------------------------
+
+def _capsule(t: torch.Tensor | None):
+    if t is None:
+        return None
+    if t.requires_grad:
+        t = t.detach()
+    # CUDA work is ordered by the stream we pass, so the producer must not sync (-1).
+    return t.__dlpack__(stream=-1) if t.is_cuda else t.__dlpack__()
+
+
+def _run(kernel, op: str, device: torch.device, tensors, ints) -> None:
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    kernel(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads())
+
+
+def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
+    """The uniform noise eager draws for stochastic rounding, bit for bit."""
+    if seed <= 0:
+        return None
+    generator = torch.Generator(device=x.device)
+    generator.manual_seed(seed)
+    return torch.rand(x.shape, dtype=x.dtype, device=x.device, generator=generator)
+
+
+def _out_dtype(op: str, code) -> torch.dtype:
+    check.integer(op, "output_dtype_code", code)
+    if code not in DTYPE_CODE_TO_DTYPE:
+        raise ArgumentError(f"{op}: argument 'output_dtype_code': {code} is not 0 (float32), 1 (float16) "
+                            "or 2 (bfloat16)")
+    return DTYPE_CODE_TO_DTYPE[code]
+
+
+# ---- int8: quantization ---------------------------------------------------------------------
+
+def _quantize_rows(op: str, x: torch.Tensor, group: int, seed: int):
+    """Row-wise quantization of x viewed as [-1, K], rotated first when group > 0."""
+    k = x.shape[-1]
+    x2 = x.reshape(-1, k).contiguous()
+    q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
+    scale = torch.empty((x2.shape[0], 1), dtype=torch.float32, device=x.device)
+    noise = _noise(x, seed)
+    if noise is not None:
+        noise = noise.reshape(x2.shape)
+    _run(_C.int8_rowwise, op, x.device, (x2, q, scale, noise), (group,))
+    return q.view(x.shape), scale.view(*x.shape[:-1], 1)
+
+
+def check_quantize_int8_rowwise(x, stochastic_rounding=0):
+    op = "quantize_int8_rowwise"
+    check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    return check.seed(op, stochastic_rounding)
+
+
+def quantize_int8_rowwise(x, stochastic_rounding=0):
+    """(q int8 like x, scale float32 [..., 1]): one scale per row of the last dim."""
+    seed = check_quantize_int8_rowwise(x, stochastic_rounding)
+    return _quantize_rows("quantize_int8_rowwise", x, 0, seed)
+
+
+def check_quantize_and_rotate_rowwise(x, h=None, group_size=256, stochastic_rounding=0):
+    op = "quantize_and_rotate_rowwise"
+    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    check.group_size(op, group_size, k)
+    if h is not None:
+        # h is comfy_kitchen's prebuilt H_G; the kernels compute the same rotation directly.
+        check.tensor(op, "h", h, check.FLOAT_DTYPES, ndim=2)
+        if tuple(h.shape) != (group_size, group_size):
+            raise ArgumentError(f"{op}: argument 'h': expected shape [{group_size}, {group_size}], "
+                                f"got {list(h.shape)}")
+    return check.seed(op, stochastic_rounding)
+
+
+def quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding=0):
+    """Row-wise int8 quantization of x rotated group-wise by the regular Hadamard matrix, fused."""
+    seed = check_quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding)
+    return _quantize_rows("quantize_and_rotate_rowwise", x, group_size, seed)
+
+
+def check_quantize_int8_convrot_weight(weight, group_size=256, stochastic_rounding=0):
+    op = "quantize_int8_convrot_weight"
+    _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2))
+    check.group_size(op, group_size, k)
+    return check.seed(op, stochastic_rounding)
+
+
+def quantize_int8_convrot_weight(weight, group_size, stochastic_rounding=0):
+    """ConvRot weight: rotate each group of in_features, then row-wise int8 quantization."""
+    seed = check_quantize_int8_convrot_weight(weight, group_size, stochastic_rounding)
+    return _quantize_rows("quantize_int8_convrot_weight", weight, group_size, seed)
+
+
+def _check_tensorwise_scale(op: str, scale) -> None:
+    if scale is None or (isinstance(scale, str) and scale == "recalculate"):
+        return
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1:
+            raise ArgumentError(f"{op}: argument 'scale': expected one element, got shape {list(scale.shape)}")
+        if not scale.dtype.is_floating_point:
+            raise ArgumentTypeError(f"{op}: argument 'scale': expected a floating dtype, got {scale.dtype}")
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise ArgumentTypeError(f"{op}: argument 'scale': expected a number, a one-element tensor, None or "
+                                f"'recalculate', got {scale!r}")
+
+
+def _tensorwise_scale(x: torch.Tensor, scale):
+    """(float32 scale tensor, 1 if the kernel computes it) for a checked scale."""
+    if scale is None or isinstance(scale, str):
+        return torch.empty((), dtype=torch.float32, device=x.device), 1
+    if isinstance(scale, torch.Tensor):
+        return scale.to(device=x.device, dtype=torch.float32), 0
+    return torch.tensor(float(scale), dtype=torch.float32, device=x.device), 0
+
+
+def check_quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
+    op = "quantize_int8_tensorwise"
+    check.tensor(op, "x", x, check.FLOAT_DTYPES)
+    _check_tensorwise_scale(op, scale)
+    return check.seed(op, stochastic_rounding)
+
+
+def quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
+    """(q int8 like x, float32 scale): one scale for the whole tensor, computed or given."""
+    op = "quantize_int8_tensorwise"
+    seed = check_quantize_int8_tensorwise(x, scale, stochastic_rounding)
+    scale_t, compute = _tensorwise_scale(x, scale)
+    xc = x.contiguous()
+    q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
+    _run(_C.int8_tensorwise, op, x.device, (xc, q, scale_t, _noise(x, seed)), (compute,))
+    return q, scale_t
+
+
+def check_rotate_int8_convrot_weight(weight, group_size=256):
+    op = "rotate_int8_convrot_weight"
+    _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2))
+    check.group_size(op, group_size, k)
+
+
+def rotate_int8_convrot_weight(weight, group_size):
+    """weight with each group of in_features rotated by the regular Hadamard matrix, in its dtype."""
+    op = "rotate_int8_convrot_weight"
+    check_rotate_int8_convrot_weight(weight, group_size)
+    w = weight.contiguous()
+    out = torch.empty_like(w)
+    _run(_C.hadamard_rows, op, w.device, (w, out), (group_size,))
+    return out
+
+
+# ---- int8: dequantization -------------------------------------------------------------------
+
+def _scale_mode(op: str, q: torch.Tensor, scale: torch.Tensor) -> int:
+    """How eager's ``q.float() * scale`` broadcast maps scale onto q viewed as [rows, K]."""
+    try:
+        shape = torch.broadcast_shapes(q.shape, scale.shape)
+    except RuntimeError:
+        shape = None
+    if shape != q.shape:
+        raise ArgumentError(f"{op}: argument 'scale': shape {list(scale.shape)} does not broadcast to "
+                            f"q's shape {list(q.shape)}")
+    if scale.numel() == 1:
+        return _SCALE_SCALAR
+    padded = (1,) * (q.dim() - scale.dim()) + tuple(scale.shape)
+    if padded == tuple(q.shape[:-1]) + (1,):
+        return _SCALE_PER_ROW
+    return _SCALE_FULL
+
+
+def _check_dequant(op, q, scale, ndim=None):
+    check.tensor(op, "q", q, (torch.int8,), ndim=ndim)
+    check.rows_of(op, "q", q)
+    check.tensor(op, "scale", scale, check.FLOAT_DTYPES)
+    check.same_device(op, q=q, scale=scale)
+    _scale_mode(op, q, scale)
+
+
+def _dequantize(op: str, q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype, group: int):
+    mode = _scale_mode(op, q, scale)
+    s = scale.to(dtype=torch.float32)  # exact: scale values are float16/bfloat16/float32
+    s = s.expand(q.shape).contiguous() if mode == _SCALE_FULL else s.contiguous()
+    k = q.shape[-1] if q.dim() else 1
+    q2 = q.reshape(-1, k).contiguous()
+    out = torch.empty(q2.shape, dtype=out_dtype, device=q.device)
+    _run(_C.int8_dequant, op, q.device, (q2, s, out), (mode, group))
+    return out.view(q.shape)
+
+
+def check_dequantize_int8_simple(q, scale):
+    _check_dequant("dequantize_int8_simple", q, scale)
+
+
+def dequantize_int8_simple(q, scale):
+    """float32 q * scale (scale: scalar, per row, or any shape broadcasting to q)."""
+    check_dequantize_int8_simple(q, scale)
+    return _dequantize("dequantize_int8_simple", q, scale, torch.float32, 0)
+
+
+def check_dequantize_int8_simple_dtype(q, scale, output_dtype_code=0):
+    op = "dequantize_int8_simple_dtype"
+    _check_dequant(op, q, scale)
+    _out_dtype(op, output_dtype_code)
+
+
+def dequantize_int8_simple_dtype(q, scale, output_dtype_code):
+    """q * scale rounded to the dtype of output_dtype_code (0 float32, 1 float16, 2 bfloat16)."""
+    op = "dequantize_int8_simple_dtype"
+    check_dequantize_int8_simple_dtype(q, scale, output_dtype_code)
+    return _dequantize(op, q, scale, _out_dtype(op, output_dtype_code), 0)
+
+
+def check_dequantize_int8_convrot_weight(q, scale, group_size=256):
+    op = "dequantize_int8_convrot_weight"
+    _check_dequant(op, q, scale, ndim=2)
+    check.group_size(op, group_size, q.shape[-1])
+
+
+def dequantize_int8_convrot_weight(q, scale, group_size):
+    """float32 (q * scale) rotated back group-wise: the ConvRot weight in its original basis."""
+    check_dequantize_int8_convrot_weight(q, scale, group_size)
+    return _dequantize("dequantize_int8_convrot_weight", q, scale, torch.float32, group_size)
+
+
+def check_dequantize_int8_convrot_weight_dtype(q, scale, group_size=256, output_dtype_code=0):
+    op = "dequantize_int8_convrot_weight_dtype"
+    _check_dequant(op, q, scale, ndim=2)
+    check.group_size(op, group_size, q.shape[-1])
+    _out_dtype(op, output_dtype_code)
+
+
+def dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code):
+    """dequantize_int8_convrot_weight rounded to the dtype of output_dtype_code."""
+    op = "dequantize_int8_convrot_weight_dtype"
+    check_dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code)
+    return _dequantize(op, q, scale, _out_dtype(op, output_dtype_code), group_size)
+
+
+# ---- NVFP4 ----------------------------------------------------------------------------------
+
+def _round_up(v: int, m: int) -> int:
+    return (v + m - 1) // m * m
+
+
+def _scale_shape(rows: int, cols: int) -> tuple[int, int]:
+    """Swizzled block-scale buffer of rows x cols values: (roundup(rows,128), roundup(cols/16,4))."""
+    return _round_up(rows, 128), _round_up(cols // 16, 4)
+
+
+def _per_tensor_scale(op: str, value, device) -> torch.Tensor:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor([float(value)], dtype=torch.float32, device=device)
+    check.tensor(op, "per_tensor_scale", value, (torch.float32,))
+    if value.numel() != 1:
+        raise ArgumentError(f"{op}: argument 'per_tensor_scale': expected one element, got shape "
+                            f"{list(value.shape)}")
+    return value.reshape(1)
+
+
+def check_quantize_nvfp4(x, per_tensor_scale=None, epsilon=0.0, pad_16x=False, hi_first=True):
+    op = "quantize_nvfp4"
+    check.tensor(op, "x", x, check.FLOAT_DTYPES, ndim=2)
+    check.rows_of(op, "x", x)
+    if per_tensor_scale is None:
+        raise ArgumentTypeError(f"{op}: argument 'per_tensor_scale' is required")
+    check.same_device(op, x=x, per_tensor_scale=_per_tensor_scale(op, per_tensor_scale, x.device))
+    if not pad_16x and x.shape[1] % 16:
+        raise ArgumentError(f"{op}: argument 'x': {x.shape[1]} columns is not a multiple of 16; "
+                            "pass pad_16x=True to pad")
+
+
+def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=True):
+    """(qx uint8 [R, C/2], block scales float8_e4m3fn swizzled): NVFP4 with 16-element blocks.
+
+    R, C are x's shape, each rounded up to 16 with zero padding when pad_16x.
+    ``epsilon`` is accepted for compatibility and ignored, as by every comfy_kitchen backend.
+    """
+    op = "quantize_nvfp4"
+    check_quantize_nvfp4(x, per_tensor_scale, epsilon, pad_16x, hi_first)
+    rows, cols = x.shape
+    out_rows, out_cols = (_round_up(rows, 16), _round_up(cols, 16)) if pad_16x else (rows, cols)
+    xc = x.contiguous()
+    qx = torch.empty((out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
+    scales = torch.zeros(_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
+    pts = _per_tensor_scale(op, per_tensor_scale, x.device)
+    _run(_C.nvfp4_quant, op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)),))
+    return qx, scales.view(torch.float8_e4m3fn)
+
+
+def check_dequantize_nvfp4(qx, per_tensor_scale=None, block_scales=None, output_type=torch.bfloat16,
+                           hi_first=True):
+    op = "dequantize_nvfp4"
+    check.tensor(op, "qx", qx, (torch.uint8,), ndim=2)
+    check.rows_of(op, "qx", qx)
+    if per_tensor_scale is None or block_scales is None:
+        raise ArgumentTypeError(f"{op}: arguments 'per_tensor_scale' and 'block_scales' are required")
+    pts = _per_tensor_scale(op, per_tensor_scale, qx.device)
+    check.tensor(op, "block_scales", block_scales, (torch.float8_e4m3fn, torch.uint8))
+    check.same_device(op, qx=qx, per_tensor_scale=pts, block_scales=block_scales)
+    if output_type not in check.FLOAT_DTYPES:
+        raise ArgumentTypeError(f"{op}: argument 'output_type': expected float32, float16 or bfloat16, "
+                                f"got {output_type}")
+    rows, cols = qx.shape[0], 2 * qx.shape[1]
+    if cols % 16:
+        raise ArgumentError(f"{op}: argument 'qx': {qx.shape[1]} packed columns hold {cols} values, "
+                            "not a multiple of 16")
+    want = _scale_shape(rows, cols)
+    if block_scales.numel() != want[0] * want[1]:
+        raise ArgumentError(f"{op}: argument 'block_scales': expected {want[0] * want[1]} elements "
+                            f"(swizzled {list(want)}), got shape {list(block_scales.shape)}")
+
+
+def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloat16, hi_first=True):
+    """NVFP4 codes and swizzled block scales back to values [R, 2 * qx.shape[1]] of output_type."""
+    op = "dequantize_nvfp4"
+    check_dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type, hi_first)
+    rows, cols = qx.shape[0], 2 * qx.shape[1]
+    scales = block_scales.contiguous().view(torch.uint8).reshape(_scale_shape(rows, cols))
+    out = torch.empty((rows, cols), dtype=output_type, device=qx.device)
+    pts = _per_tensor_scale(op, per_tensor_scale, qx.device)
+    _run(_C.nvfp4_dequant, op, qx.device, (qx.contiguous(), pts, scales, out), (int(bool(hi_first)),))
+    return out

@@ -1,0 +1,275 @@
+/* CPU kernels of the int8 family: row-wise and tensor-wise quantization (with
+ * the fused ConvRot rotation), the plain rotation, and dequantization.  Rows
+ * are independent and go to the thread pool; a row is converted to float once,
+ * worked on in per-thread scratch, and written once. */
+#include <string.h>
+
+#include "kernels.h"
+#include "math/int8_quant.h"
+#include "parallel.h"
+#include "rows.h"
+#include "scratch.h"
+
+/* Rows per task: enough elements that a task is worth a wake-up. */
+static int64_t
+row_grain(int64_t cols)
+{
+    const int64_t target = 1 << 14;
+    return cols >= target ? 1 : target / (cols > 0 ? cols : 1);
+}
+
+/* ---- row-wise quantization (optionally rotated) ---- */
+
+typedef struct {
+    const ckc_int8_rowwise_params *p;
+    ckc_scratch scratch;  /* 2 * cols per thread: values, then noise */
+} rowwise_job;
+
+static void
+rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
+{
+    const rowwise_job *job = (const rowwise_job *)ctx;
+    const ckc_int8_rowwise_params *p = job->p;
+    const int64_t k = p->cols;
+    const int64_t elem = ckc_kind_size(p->kind);
+    float *v = ckc_scratch_row(&job->scratch, worker);
+    float *noise = v + k;
+    for (int64_t r = r0; r < r1; r++) {
+        float absmax = 0.0f;
+        float scale;
+        float math_scale;
+        int8_t *q = p->q + r * k;
+        int64_t i;
+        ckc_row_load((const char *)p->x + r * k * elem, p->kind, k, v);
+        if (p->group > 0) {
+            ckc_row_hadamard(v, k, p->group);
+            ckc_row_round(v, p->kind, k);
+        }
+        for (i = 0; i < k; i++) {
+            absmax = ckc_absmax_update(absmax, v[i]);
+        }
+        scale = ckc_int8_scale(absmax);
+        math_scale = ckc_int8_math_scale(scale, p->kind);
+        p->scale[r] = scale;
+        if (p->noise == NULL) {
+            for (i = 0; i < k; i++) {
+                q[i] = ckc_int8_code(v[i], math_scale, p->kind);
+            }
+        } else {
+            ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
+            for (i = 0; i < k; i++) {
+                q[i] = ckc_int8_code_stochastic(v[i], noise[i], math_scale, p->kind);
+            }
+        }
+    }
+}
+
+ckc_status
+ckc_cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
+{
+    rowwise_job job;
+    const int64_t grain = row_grain(p->cols);
+    const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
+    job.p = p;
+    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, 2 * p->cols, err));
+    ckc_parallel_for(p->rows, grain, threads, rowwise_range, &job);
+    ckc_scratch_free(&job.scratch);
+    return CKC_OK;
+}
+
+/* ---- tensor-wise quantization ---- */
+
+#define CKC_ELEMENT_GRAIN (1 << 15)
+#define CKC_BLOCK 4096 /* elements converted per step of an elementwise loop */
+
+typedef struct {
+    const ckc_int8_tensorwise_params *p;
+    float *partial_absmax; /* one per worker */
+    float math_scale;
+} tensorwise_job;
+
+static void
+absmax_range(void *ctx, int64_t b, int64_t e, int worker)
+{
+    tensorwise_job *job = (tensorwise_job *)ctx;
+    const ckc_int8_tensorwise_params *p = job->p;
+    const int64_t elem = ckc_kind_size(p->kind);
+    float buf[CKC_BLOCK];
+    float m = job->partial_absmax[worker];
+    for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {
+        const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
+        ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
+        for (int64_t i = 0; i < n; i++) {
+            m = ckc_absmax_update(m, buf[i]);
+        }
+    }
+    job->partial_absmax[worker] = m;
+}
+
+static void
+tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
+{
+    const tensorwise_job *job = (const tensorwise_job *)ctx;
+    const ckc_int8_tensorwise_params *p = job->p;
+    const int64_t elem = ckc_kind_size(p->kind);
+    float buf[CKC_BLOCK];
+    float noise[CKC_BLOCK];
+    (void)worker;
+    for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {
+        const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
+        int8_t *q = p->q + i0;
+        ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
+        if (p->noise == NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                q[i] = ckc_int8_code(buf[i], job->math_scale, p->kind);
+            }
+        } else {
+            ckc_row_load((const char *)p->noise + i0 * elem, p->kind, n, noise);
+            for (int64_t i = 0; i < n; i++) {
+                q[i] = ckc_int8_code_stochastic(buf[i], noise[i], job->math_scale, p->kind);
+            }
+        }
+    }
+}
+
+ckc_status
+ckc_cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error *err)
+{
+    tensorwise_job job;
+    const int threads = ckc_parallel_threads(p->numel, CKC_ELEMENT_GRAIN, nthreads);
+    job.p = p;
+    job.partial_absmax = NULL;
+    if (p->compute_scale) {
+        float absmax = 0.0f;
+        job.partial_absmax = (float *)calloc((size_t)threads, sizeof(float));
+        if (job.partial_absmax == NULL) {
+            return CKC_FAIL(err, CKC_ERR_MEMORY, "cannot allocate %d partial maxima", threads);
+        }
+        ckc_parallel_for(p->numel, CKC_ELEMENT_GRAIN, threads, absmax_range, &job);
+        for (int t = 0; t < threads; t++) {
+            absmax = ckc_absmax_update(absmax, job.partial_absmax[t]);
+        }
+        free(job.partial_absmax);
+        *p->scale = ckc_int8_scale(absmax);
+    }
+    job.math_scale = ckc_int8_math_scale(*p->scale, p->kind);
+    ckc_parallel_for(p->numel, CKC_ELEMENT_GRAIN, threads, tensorwise_quant_range, &job);
+    return CKC_OK;
+}
+
+/* ---- plain rotation (rotate_int8_convrot_weight) ---- */
+
+typedef struct {
+    const ckc_hadamard_rows_params *p;
+    ckc_scratch scratch;
+} hadamard_job;
+
+static void
+hadamard_range(void *ctx, int64_t r0, int64_t r1, int worker)
+{
+    const hadamard_job *job = (const hadamard_job *)ctx;
+    const ckc_hadamard_rows_params *p = job->p;
+    const int64_t k = p->cols;
+    const int64_t row_bytes = k * ckc_kind_size(p->kind);
+    float *v = ckc_scratch_row(&job->scratch, worker);
+    for (int64_t r = r0; r < r1; r++) {
+        ckc_row_load((const char *)p->x + r * row_bytes, p->kind, k, v);
+        ckc_row_hadamard(v, k, p->group);
+        ckc_row_store(v, p->kind, k, (char *)p->out + r * row_bytes);
+    }
+}
+
+ckc_status
+ckc_cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err)
+{
+    hadamard_job job;
+    const int64_t grain = row_grain(p->cols);
+    const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
+    job.p = p;
+    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, p->cols, err));
+    ckc_parallel_for(p->rows, grain, threads, hadamard_range, &job);
+    ckc_scratch_free(&job.scratch);
+    return CKC_OK;
+}
+
+/* ---- dequantization (simple and ConvRot) ---- */
+
+/* q.float() * scale: one float32 rounding, whatever the scale mode. */
+static void
+dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float *v)
+{
+    const int8_t *q = p->q + start;
+    int64_t i;
+    if (p->scale_mode == CKC_SCALE_FULL) {
+        const float *s = p->scale + start;
+        for (i = 0; i < n; i++) {
+            v[i] = (float)q[i] * s[i];
+        }
+    } else {
+        /* Callers never let a per-row span cross a row boundary. */
+        const float s = p->scale[p->scale_mode == CKC_SCALE_PER_ROW ? start / p->cols : 0];
+        for (i = 0; i < n; i++) {
+            v[i] = (float)q[i] * s;
+        }
+    }
+}
+
+typedef struct {
+    const ckc_int8_dequant_params *p;
+    ckc_scratch scratch;
+} dequant_job;
+
+/* Without rotation the op is elementwise: blocks of the flat tensor, split at
+ * row ends so a per-row scale is constant within a block. */
+static void
+dequant_flat_range(void *ctx, int64_t b, int64_t e, int worker)
+{
+    const dequant_job *job = (const dequant_job *)ctx;
+    const ckc_int8_dequant_params *p = job->p;
+    const int64_t elem = ckc_kind_size(p->out_kind);
+    float v[CKC_BLOCK];
+    (void)worker;
+    for (int64_t i0 = b; i0 < e;) {
+        int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
+        if (p->scale_mode == CKC_SCALE_PER_ROW) {
+            const int64_t row_end = (i0 / p->cols + 1) * p->cols;
+            n = row_end - i0 < n ? row_end - i0 : n;
+        }
+        dequant_values(p, i0, n, v);
+        ckc_row_store(v, p->out_kind, n, (char *)p->out + i0 * elem);
+        i0 += n;
+    }
+}
+
+static void
+dequant_rotated_range(void *ctx, int64_t r0, int64_t r1, int worker)
+{
+    const dequant_job *job = (const dequant_job *)ctx;
+    const ckc_int8_dequant_params *p = job->p;
+    const int64_t k = p->cols;
+    const int64_t row_bytes = k * ckc_kind_size(p->out_kind);
+    float *v = ckc_scratch_row(&job->scratch, worker);
+    for (int64_t r = r0; r < r1; r++) {
+        dequant_values(p, r * k, k, v);
+        ckc_row_hadamard(v, k, p->group);
+        ckc_row_store(v, p->out_kind, k, (char *)p->out + r * row_bytes);
+    }
+}
+
+ckc_status
+ckc_cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
+{
+    dequant_job job;
+    job.p = p;
+    job.scratch.base = NULL;
+    if (p->group == 0) {
+        ckc_parallel_for(p->rows * p->cols, CKC_ELEMENT_GRAIN, nthreads, dequant_flat_range, &job);
+    } else {
+        const int64_t grain = row_grain(p->cols);
+        const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
+        CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, p->cols, err));
+        ckc_parallel_for(p->rows, grain, threads, dequant_rotated_range, &job);
+        ckc_scratch_free(&job.scratch);
+    }
+    return CKC_OK;
+}

@@ -1,0 +1,163 @@
+/* Import of DLPack capsules (see dlpack.h for the contract). */
+#include "dlpack.h"
+
+static const char *const dtype_names[CKC_DTYPE_COUNT] = {
+    "float32", "float16", "bfloat16", "uint8", "int8", "int32",
+};
+
+const char *
+ckc_dtype_name(ckc_dtype d)
+{
+    return (d >= 0 && d < CKC_DTYPE_COUNT) ? dtype_names[d] : "unknown";
+}
+
+static int
+map_dtype(ckc_dl_dtype t, ckc_dtype *out)
+{
+    if (t.lanes != 1) {
+        return 0;
+    }
+    if (t.code == CKC_DL_FLOAT && t.bits == 32) {
+        *out = CKC_DTYPE_FLOAT32;
+    } else if (t.code == CKC_DL_FLOAT && t.bits == 16) {
+        *out = CKC_DTYPE_FLOAT16;
+    } else if (t.code == CKC_DL_BFLOAT && t.bits == 16) {
+        *out = CKC_DTYPE_BFLOAT16;
+    } else if (t.code == CKC_DL_UINT && t.bits == 8) {
+        *out = CKC_DTYPE_UINT8;
+    } else if (t.code == CKC_DL_INT && t.bits == 8) {
+        *out = CKC_DTYPE_INT8;
+    } else if (t.code == CKC_DL_INT && t.bits == 32) {
+        *out = CKC_DTYPE_INT32;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Takes ownership of the capsule's tensor; returns its DLTensor and flags. */
+static ckc_status
+take_capsule(PyObject *capsule, const char *arg, ckc_dlpack_hold *hold,
+             ckc_dl_tensor **dl, uint64_t *flags, ckc_error *err)
+{
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        ckc_dl_managed_versioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        if (m == NULL || PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) {
+            PyErr_Clear();
+            return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': unreadable DLPack capsule", arg);
+        }
+        hold->managed = m;
+        hold->versioned = 1;
+        if (m->version.major != 1) {
+            return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': unsupported DLPack version %u.%u",
+                            arg, m->version.major, m->version.minor);
+        }
+        *dl = &m->dl_tensor;
+        *flags = m->flags;
+        return CKC_OK;
+    }
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+        ckc_dl_managed *m = PyCapsule_GetPointer(capsule, "dltensor");
+        if (m == NULL || PyCapsule_SetName(capsule, "used_dltensor") != 0) {
+            PyErr_Clear();
+            return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': unreadable DLPack capsule", arg);
+        }
+        hold->managed = m;
+        hold->versioned = 0;
+        *dl = &m->dl_tensor;
+        *flags = 0;
+        return CKC_OK;
+    }
+    return CKC_FAIL(err, CKC_ERR_TYPE,
+                    "argument '%s': expected an unconsumed DLPack capsule (tensor.__dlpack__())", arg);
+}
+
+ckc_status
+ckc_dlpack_import(PyObject *capsule, const char *arg, int writable,
+                  ckc_tensor *out, ckc_dlpack_hold *hold, ckc_error *err)
+{
+    ckc_dl_tensor *dl = NULL;
+    uint64_t flags = 0;
+    int64_t numel = 1;
+    int64_t expected_stride = 1;
+    int elem;
+    hold->managed = NULL;
+    hold->versioned = 0;
+    CKC_TRY(take_capsule(capsule, arg, hold, &dl, &flags, err));
+
+    if (dl->device.device_type == CKC_DL_CPU || dl->device.device_type == CKC_DL_CUDA_HOST) {
+        out->device = CKC_DEVICE_CPU;
+    } else if (dl->device.device_type == CKC_DL_CUDA) {
+        out->device = CKC_DEVICE_CUDA;
+    } else {
+        return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': unsupported device type %d (cpu or cuda only)",
+                        arg, (int)dl->device.device_type);
+    }
+    out->device_index = dl->device.device_id;
+    if (!map_dtype(dl->dtype, &out->dtype)) {
+        return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': unsupported dtype (code %u, %u bits, %u lanes)",
+                        arg, dl->dtype.code, dl->dtype.bits, dl->dtype.lanes);
+    }
+    if (dl->ndim < 0 || dl->ndim > CKC_MAX_DIMS) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': %d dimensions (at most %d)",
+                        arg, (int)dl->ndim, CKC_MAX_DIMS);
+    }
+    if (writable && (flags & CKC_DL_FLAG_READ_ONLY)) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': output tensor is read-only", arg);
+    }
+    out->ndim = dl->ndim;
+    for (int d = 0; d < dl->ndim; d++) {
+        const int64_t n = dl->shape[d];
+        if (n < 0) {
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': negative size in dimension %d", arg, d);
+        }
+        if (n != 0 && numel > INT64_MAX / n) {
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': element count overflows 64 bits", arg);
+        }
+        numel *= n;
+        out->shape[d] = n;
+    }
+    out->numel = numel;
+    /* Compact row-major, ignoring strides of size-1 dimensions (any value is valid there). */
+    if (dl->strides != NULL && numel > 0) {
+        for (int d = dl->ndim - 1; d >= 0; d--) {
+            if (dl->shape[d] != 1 && dl->strides[d] != expected_stride) {
+                return CKC_FAIL(err, CKC_ERR_VALUE,
+                                "argument '%s': tensor is not contiguous (stride %lld in dimension %d, "
+                                "expected %lld)", arg, (long long)dl->strides[d], d,
+                                (long long)expected_stride);
+            }
+            expected_stride *= dl->shape[d];
+        }
+    }
+    elem = ckc_dtype_size(out->dtype);
+    out->data = (char *)dl->data + dl->byte_offset;
+    if (numel > 0 && ((uintptr_t)out->data % (uintptr_t)elem) != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': data pointer is not aligned to its %d-byte elements",
+                        arg, elem);
+    }
+    if (numel > 0 && out->data == NULL) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': null data pointer", arg);
+    }
+    return CKC_OK;
+}
+
+void
+ckc_dlpack_release(ckc_dlpack_hold *hold)
+{
+    if (hold->managed == NULL) {
+        return;
+    }
+    if (hold->versioned) {
+        ckc_dl_managed_versioned *m = hold->managed;
+        if (m->deleter != NULL) {
+            m->deleter(m);
+        }
+    } else {
+        ckc_dl_managed *m = hold->managed;
+        if (m->deleter != NULL) {
+            m->deleter(m);
+        }
+    }
+    hold->managed = NULL;
+}

@@ -1,0 +1,286 @@
+/* comfy_kitchen_c._C: the Python face of the C ops.  Every op spec of
+ * ckc_op_table becomes one function taking
+ *     (op_name, tensor capsules..., ints..., stream, nthreads)
+ * which imports the DLPack capsules, checks dtypes and devices, runs the op
+ * with the GIL released, hands the capsules' tensors back, and raises the
+ * op-named exception for any failure.  Exceptions are created here once. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "cpu/parallel.h"
+#include "dlpack.h"
+#include "ops/op.h"
+
+#define CKC_MAX_OPS 32
+
+static PyObject *KitchenError;
+static PyObject *ArgumentError;
+static PyObject *ArgumentTypeError;
+
+static PyMethodDef op_defs[CKC_MAX_OPS];
+
+static void
+raise_error(const char *op, const ckc_error *err)
+{
+    PyObject *type;
+    switch (err->status) {
+    case CKC_ERR_VALUE:
+        type = ArgumentError;
+        break;
+    case CKC_ERR_TYPE:
+        type = ArgumentTypeError;
+        break;
+    case CKC_ERR_MEMORY:
+        type = PyExc_MemoryError;
+        break;
+    default:
+        type = PyExc_RuntimeError;
+        break;
+    }
+    PyErr_Format(type, "%s: %s", op, err->message);
+}
+
+static void
+describe_device(const ckc_tensor *t, char *buf, size_t cap)
+{
+    if (t->device == CKC_DEVICE_CPU) {
+        PyOS_snprintf(buf, cap, "cpu");
+    } else {
+        PyOS_snprintf(buf, cap, "cuda:%d", (int)t->device_index);
+    }
+}
+
+/* Tensors of one call must share a device; returns the index of the first. */
+static ckc_status
+check_devices(ckc_op_args *a, ckc_error *err)
+{
+    int first = -1;
+    for (int k = 0; k < a->spec->n_tensors; k++) {
+        const ckc_tensor *t;
+        const ckc_tensor *f;
+        if (!a->present[k]) {
+            continue;
+        }
+        if (first < 0) {
+            first = k;
+            a->device = a->t[k].device;
+            continue;
+        }
+        t = &a->t[k];
+        f = &a->t[first];
+        if (t->device != f->device || (t->device == CKC_DEVICE_CUDA && t->device_index != f->device_index)) {
+            char dt[32];
+            char df[32];
+            describe_device(t, dt, sizeof dt);
+            describe_device(f, df, sizeof df);
+            return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s' is on %s but '%s' is on %s",
+                            a->spec->tensors[k].name, dt, a->spec->tensors[first].name, df);
+        }
+    }
+    return CKC_OK;
+}
+
+static ckc_status
+import_tensors(PyObject *args, ckc_op_args *a, ckc_dlpack_hold *holds, ckc_error *err)
+{
+    const ckc_op_spec *spec = a->spec;
+    for (int k = 0; k < spec->n_tensors; k++) {
+        const ckc_tensor_arg *ta = &spec->tensors[k];
+        PyObject *obj = PyTuple_GetItem(args, 1 + k);
+        if (obj == Py_None) {
+            if (!(ta->flags & CKC_ARG_OPTIONAL)) {
+                return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s' is required", ta->name);
+            }
+            continue;
+        }
+        CKC_TRY(ckc_dlpack_import(obj, ta->name, (ta->flags & CKC_ARG_OUTPUT) != 0, &a->t[k], &holds[k], err));
+        a->present[k] = 1;
+        if (!(ta->dtypes & CKC_DTYPE_BIT(a->t[k].dtype))) {
+            char allowed[128] = "";
+            size_t used = 0;
+            for (int d = 0; d < CKC_DTYPE_COUNT; d++) {
+                if (ta->dtypes & CKC_DTYPE_BIT(d)) {
+                    used += (size_t)PyOS_snprintf(allowed + used, sizeof allowed - used, "%s%s",
+                                                  used ? ", " : "", ckc_dtype_name((ckc_dtype)d));
+                }
+            }
+            return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': expected dtype %s, got %s",
+                            ta->name, allowed, ckc_dtype_name(a->t[k].dtype));
+        }
+    }
+    return check_devices(a, err);
+}
+
+static ckc_status
+parse_ints(PyObject *args, ckc_op_args *a, ckc_error *err)
+{
+    const ckc_op_spec *spec = a->spec;
+    const Py_ssize_t base = 1 + spec->n_tensors;
+    long long nthreads;
+    for (int k = 0; k < spec->n_ints; k++) {
+        a->i[k] = PyLong_AsLongLong(PyTuple_GetItem(args, base + k));
+        if (a->i[k] == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': expected an integer", spec->ints[k]);
+        }
+    }
+    a->exec.stream = (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GetItem(args, base + spec->n_ints));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return CKC_FAIL(err, CKC_ERR_TYPE, "argument 'stream': expected a non-negative integer");
+    }
+    nthreads = PyLong_AsLongLong(PyTuple_GetItem(args, base + spec->n_ints + 1));
+    if (nthreads < 1 || nthreads > 1024) {
+        PyErr_Clear();
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'nthreads': expected 1..1024");
+    }
+    a->exec.nthreads = (int)nthreads;
+    return CKC_OK;
+}
+
+static PyObject *
+call_op(PyObject *self, PyObject *args)
+{
+    const ckc_op_spec *spec = PyCapsule_GetPointer(self, "comfy_kitchen_c.op");
+    ckc_dlpack_hold holds[CKC_OP_MAX_TENSORS] = {{0}};
+    ckc_op_args a;
+    ckc_error err;
+    ckc_status status;
+    const char *op;
+    Py_ssize_t expected;
+    if (spec == NULL) {
+        return NULL;
+    }
+    expected = 1 + spec->n_tensors + spec->n_ints + 2;
+    if (PyTuple_Size(args) != expected) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", spec->name, expected,
+                     PyTuple_Size(args));
+        return NULL;
+    }
+    op = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(args, 0), NULL);
+    if (op == NULL) {
+        return NULL;
+    }
+    memset(&a, 0, sizeof a);
+    a.spec = spec;
+    err.status = CKC_OK;
+    status = import_tensors(args, &a, holds, &err);
+    if (status == CKC_OK) {
+        status = parse_ints(args, &a, &err);
+    }
+    if (status == CKC_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        status = spec->run(&a, &err);
+        Py_END_ALLOW_THREADS
+    }
+    for (int k = 0; k < spec->n_tensors; k++) {
+        ckc_dlpack_release(&holds[k]);
+    }
+    if (status != CKC_OK) {
+        raise_error(op, &err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static int
+add_exceptions(PyObject *m)
+{
+    PyObject *bases;
+    KitchenError = PyErr_NewExceptionWithDoc(
+        "comfy_kitchen_c.KitchenError", "Base class of every error comfy-kitchen-c raises.", NULL, NULL);
+    if (KitchenError == NULL) {
+        return -1;
+    }
+    bases = PyTuple_Pack(2, KitchenError, PyExc_ValueError);
+    if (bases == NULL) {
+        return -1;
+    }
+    ArgumentError = PyErr_NewExceptionWithDoc(
+        "comfy_kitchen_c.ArgumentError",
+        "An argument's shape, size or value is invalid for the op (a ValueError).", bases, NULL);
+    Py_DECREF(bases);
+    if (ArgumentError == NULL) {
+        return -1;
+    }
+    bases = PyTuple_Pack(2, KitchenError, PyExc_TypeError);
+    if (bases == NULL) {
+        return -1;
+    }
+    ArgumentTypeError = PyErr_NewExceptionWithDoc(
+        "comfy_kitchen_c.ArgumentTypeError",
+        "An argument's type, dtype or device is invalid for the op (a TypeError).", bases, NULL);
+    Py_DECREF(bases);
+    if (ArgumentTypeError == NULL) {
+        return -1;
+    }
+    /* The statics keep their own references; the module takes new ones. */
+    if (PyModule_AddObjectRef(m, "KitchenError", KitchenError) < 0 ||
+        PyModule_AddObjectRef(m, "ArgumentError", ArgumentError) < 0 ||
+        PyModule_AddObjectRef(m, "ArgumentTypeError", ArgumentTypeError) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int
+add_ops(PyObject *m)
+{
+    PyObject *modname = PyModule_GetNameObject(m);
+    int k;
+    if (modname == NULL) {
+        return -1;
+    }
+    for (k = 0; ckc_op_table[k] != NULL; k++) {
+        const ckc_op_spec *spec = ckc_op_table[k];
+        PyObject *self;
+        PyObject *fn;
+        if (k + 1 >= CKC_MAX_OPS) {
+            PyErr_SetString(PyExc_RuntimeError, "too many ops for CKC_MAX_OPS");
+            break;
+        }
+        op_defs[k].ml_name = spec->name;
+        op_defs[k].ml_meth = call_op;
+        op_defs[k].ml_flags = METH_VARARGS;
+        op_defs[k].ml_doc = spec->doc;
+        self = PyCapsule_New((void *)spec, "comfy_kitchen_c.op", NULL);
+        if (self == NULL) {
+            break;
+        }
+        fn = PyCFunction_NewEx(&op_defs[k], self, modname);
+        Py_DECREF(self);
+        if (fn == NULL) {
+            break;
+        }
+        if (PyModule_AddObjectRef(m, spec->name, fn) < 0) {
+            Py_DECREF(fn);
+            break;
+        }
+        Py_DECREF(fn);
+    }
+    Py_DECREF(modname);
+    return ckc_op_table[k] == NULL ? 0 : -1;
+}
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_C",
+    .m_doc = "C kernels of comfy-kitchen-c.  Call them through comfy_kitchen_c.ops.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__C(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) {
+        return NULL;
+    }
+    ckc_parallel_init();
+    if (add_exceptions(m) < 0 || add_ops(m) < 0 ||
+        PyModule_AddIntConstant(m, "HAS_CUDA", 0) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,75 @@
+/* The shape of every op: a static spec (name, tensor arguments with their dtype
+ * sets, integer arguments, and the function that runs it) and the validated
+ * arguments of one call.  module.c turns each spec into a Python function;
+ * csrc/ops/<family>.c define the specs and their run functions, which check
+ * shapes and route to the device's kernels. */
+#ifndef CKC_OPS_OP_H
+#define CKC_OPS_OP_H
+
+#include "math/float_bits.h"
+#include "status.h"
+#include "tensor.h"
+
+#define CKC_OP_MAX_TENSORS 6
+#define CKC_OP_MAX_INTS 4
+
+/* Flags of a tensor argument. */
+#define CKC_ARG_OUTPUT 1u    /* written by the op */
+#define CKC_ARG_OPTIONAL 2u  /* may be None */
+
+typedef struct {
+    const char *name;
+    unsigned dtypes;         /* mask of CKC_DTYPE_BIT() */
+    unsigned flags;
+} ckc_tensor_arg;
+
+/* Where and how a call runs. */
+typedef struct {
+    int nthreads;            /* CPU threads (torch.get_num_threads()) */
+    uintptr_t stream;        /* CUDA stream of the caller, 0 for CPU */
+} ckc_exec;
+
+struct ckc_op_spec;
+
+typedef struct {
+    const struct ckc_op_spec *spec;
+    ckc_tensor t[CKC_OP_MAX_TENSORS];
+    int present[CKC_OP_MAX_TENSORS];
+    int64_t i[CKC_OP_MAX_INTS];
+    ckc_device_type device;  /* common device of all tensor arguments */
+    ckc_exec exec;
+} ckc_op_args;
+
+typedef struct ckc_op_spec {
+    const char *name;
+    const char *doc;
+    int n_tensors;
+    ckc_tensor_arg tensors[CKC_OP_MAX_TENSORS];
+    int n_ints;
+    const char *ints[CKC_OP_MAX_INTS];
+    ckc_status (*run)(const ckc_op_args *a, ckc_error *err);
+} ckc_op_spec;
+
+/* All ops, NULL-terminated (ops/registry.c). */
+extern const ckc_op_spec *const ckc_op_table[];
+
+/* ---- checks shared by the run functions; messages name the argument ---- */
+
+/* Largest row count and row length the kernels index (rows and columns each
+ * stay below 2^31, so CUDA grids and in-row offsets fit 32 bits). */
+#define CKC_MAX_EXTENT INT64_C(2147483647)
+
+ckc_status ckc_check_shape(const ckc_op_args *a, int idx, int ndim, const int64_t *shape, ckc_error *err);
+ckc_status ckc_check_numel(const ckc_op_args *a, int idx, int64_t numel, ckc_error *err);
+ckc_status ckc_check_same_dtype(const ckc_op_args *a, int idx, int like, ckc_error *err);
+ckc_status ckc_check_extent(const ckc_op_args *a, int idx, int64_t rows, int64_t cols, ckc_error *err);
+ckc_status ckc_check_group(const char *arg, int64_t group, int64_t cols, ckc_error *err);
+ckc_status ckc_unsupported_device(const ckc_op_args *a, ckc_error *err);
+
+static inline ckc_float_kind
+ckc_float_kind_of(ckc_dtype d)
+{
+    return d == CKC_DTYPE_FLOAT16 ? CKC_F16 : (d == CKC_DTYPE_BFLOAT16 ? CKC_BF16 : CKC_F32);
+}
+
+#endif /* CKC_OPS_OP_H */

@@ -1,0 +1,19 @@
+/* The table of every op the extension exposes (see op.h). */
+#include "op.h"
+
+extern const ckc_op_spec ckc_op_int8_rowwise;
+extern const ckc_op_spec ckc_op_int8_tensorwise;
+extern const ckc_op_spec ckc_op_rotate_rows;
+extern const ckc_op_spec ckc_op_int8_dequant;
+extern const ckc_op_spec ckc_op_nvfp4_quant;
+extern const ckc_op_spec ckc_op_nvfp4_dequant;
+
+const ckc_op_spec *const ckc_op_table[] = {
+    &ckc_op_int8_rowwise,
+    &ckc_op_int8_tensorwise,
+    &ckc_op_rotate_rows,
+    &ckc_op_int8_dequant,
+    &ckc_op_nvfp4_quant,
+    &ckc_op_nvfp4_dequant,
+    NULL,
+};

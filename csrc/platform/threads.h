@@ -1,0 +1,33 @@
+/* The few OS primitives the thread pool needs, one implementation per OS
+ * (threads_posix.c, threads_win32.c).  Nothing else in csrc/ includes an OS
+ * threading header. */
+#ifndef CKC_PLATFORM_THREADS_H
+#define CKC_PLATFORM_THREADS_H
+
+#if defined(_WIN32)
+#include <windows.h>
+typedef SRWLOCK ckc_mutex;
+typedef CONDITION_VARIABLE ckc_cond;
+#else
+#include <pthread.h>
+typedef pthread_mutex_t ckc_mutex;
+typedef pthread_cond_t ckc_cond;
+#endif
+
+void ckc_mutex_init(ckc_mutex *m);
+void ckc_mutex_lock(ckc_mutex *m);
+void ckc_mutex_unlock(ckc_mutex *m);
+void ckc_cond_init(ckc_cond *c);
+void ckc_cond_wait(ckc_cond *c, ckc_mutex *m);
+void ckc_cond_broadcast(ckc_cond *c);
+
+/* Starts a detached thread running fn(arg); returns 0 on success. */
+int ckc_thread_start(void (*fn)(void *), void *arg);
+
+/* Logical processors available to this process. */
+int ckc_cpu_count(void);
+
+/* Identifier of the current process, to notice a fork. */
+long ckc_process_id(void);
+
+#endif /* CKC_PLATFORM_THREADS_H */

@@ -1,0 +1,90 @@
+/* Windows implementation of platform/threads.h. */
+#if defined(_WIN32)
+
+#include <stdlib.h>
+
+#include "threads.h"
+
+void
+ckc_mutex_init(ckc_mutex *m)
+{
+    InitializeSRWLock(m);
+}
+
+void
+ckc_mutex_lock(ckc_mutex *m)
+{
+    AcquireSRWLockExclusive(m);
+}
+
+void
+ckc_mutex_unlock(ckc_mutex *m)
+{
+    ReleaseSRWLockExclusive(m);
+}
+
+void
+ckc_cond_init(ckc_cond *c)
+{
+    InitializeConditionVariable(c);
+}
+
+void
+ckc_cond_wait(ckc_cond *c, ckc_mutex *m)
+{
+    SleepConditionVariableSRW(c, m, INFINITE, 0);
+}
+
+void
+ckc_cond_broadcast(ckc_cond *c)
+{
+    WakeAllConditionVariable(c);
+}
+
+typedef struct {
+    void (*fn)(void *);
+    void *arg;
+} thread_start_args;
+
+static DWORD WINAPI
+thread_trampoline(LPVOID p)
+{
+    thread_start_args a = *(thread_start_args *)p;
+    free(p);
+    a.fn(a.arg);
+    return 0;
+}
+
+int
+ckc_thread_start(void (*fn)(void *), void *arg)
+{
+    HANDLE h;
+    thread_start_args *a = malloc(sizeof *a);
+    if (a == NULL) {
+        return -1;
+    }
+    a->fn = fn;
+    a->arg = arg;
+    h = CreateThread(NULL, 0, thread_trampoline, a, 0, NULL);
+    if (h == NULL) {
+        free(a);
+        return -1;
+    }
+    CloseHandle(h);
+    return 0;
+}
+
+int
+ckc_cpu_count(void)
+{
+    DWORD n = GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
+    return n > 0 ? (int)n : 1;
+}
+
+long
+ckc_process_id(void)
+{
+    return (long)GetCurrentProcessId();
+}
+
+#endif /* _WIN32 */

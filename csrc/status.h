@@ -1,0 +1,45 @@
+/* Error reporting below the Python boundary: functions return a ckc_status and
+ * fill a ckc_error; module.c turns it into the matching Python exception once.
+ * CKC_FAIL records the file, line and function where the failure was found. */
+#ifndef CKC_STATUS_H
+#define CKC_STATUS_H
+
+#include <stddef.h>
+
+typedef enum {
+    CKC_OK = 0,
+    CKC_ERR_VALUE,        /* bad shape, size or value: ArgumentError (ValueError) */
+    CKC_ERR_TYPE,         /* bad dtype or device: ArgumentTypeError (TypeError) */
+    CKC_ERR_MEMORY,       /* host allocation failed: MemoryError */
+    CKC_ERR_RUNTIME       /* anything else: RuntimeError */
+} ckc_status;
+
+typedef struct {
+    ckc_status status;
+    const char *op;       /* op being run when the error happened */
+    const char *file;
+    const char *func;
+    int line;
+    char message[512];
+} ckc_error;
+
+ckc_status ckc_error_set(ckc_error *err, ckc_status status, const char *file, int line,
+                         const char *func, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 6, 7)))
+#endif
+    ;
+
+#define CKC_FAIL(err, status, ...) \
+    ckc_error_set((err), (status), __FILE__, __LINE__, __func__, __VA_ARGS__)
+
+/* Propagate a failing status from a call that already filled the error. */
+#define CKC_TRY(expr)                    \
+    do {                                 \
+        ckc_status ckc_try_ = (expr);    \
+        if (ckc_try_ != CKC_OK) {        \
+            return ckc_try_;             \
+        }                                \
+    } while (0)
+
+#endif /* CKC_STATUS_H */
