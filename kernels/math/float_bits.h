@@ -154,8 +154,7 @@ ckc_e4m3_to_f32(uint8_t code)
 /* ---- fp4 e2m1 (values 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign) ---- */
 
 /* Port of comfy_kitchen's _f32_to_floatx_unpacked(x, 2, 1): round to nearest
- * even, saturate at 6.  NaN takes the normal path there and comes out as
- * 0x3 | sign; we keep that so codes match eager bit for bit. */
+ * even, saturate at 6.  NaN has no code; callers map it first (see nvfp4.h). */
 CKC_HD uint8_t
 ckc_f32_to_e2m1(float f)
 {

@@ -29,6 +29,9 @@ ckc_nvfp4_total_scale(uint8_t block_scale, float per_tensor_scale)
     return per_tensor_scale * ckc_e4m3_to_f32(block_scale);
 }
 
+/* Code of one value.  A NaN quotient (a NaN input, or any value of a block whose
+ * scale is NaN) has no E2M1 code and no defined result in eager: it gets +0,
+ * and the block's NaN scale still decodes the whole block to NaN. */
 CKC_HD uint8_t
 ckc_nvfp4_code(float x, float total_scale)
 {
@@ -37,6 +40,9 @@ ckc_nvfp4_code(float x, float total_scale)
         return 0;
     }
     t = x / total_scale;
+    if (t != t) {
+        return 0;
+    }
     t = t < -CKC_E2M1_MAX ? -CKC_E2M1_MAX : t;
     t = t > CKC_E2M1_MAX ? CKC_E2M1_MAX : t;
     return ckc_f32_to_e2m1(t);

@@ -1,0 +1,63 @@
+"""Shared fixtures and comparison helpers.  comfy_kitchen's eager backend is the
+reference for parity (the project's contract)."""
+import pytest
+import torch
+
+E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
+
+FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DTYPE_IDS = ["f32", "f16", "bf16"]
+
+
+@pytest.fixture
+def eager():
+    return E
+
+
+def assert_bitwise_equal(ours: torch.Tensor, ref: torch.Tensor, what: str):
+    """Same dtype, shape and bits (NaN payloads included for float outputs)."""
+    assert ours.dtype == ref.dtype, f"{what}: dtype {ours.dtype} != {ref.dtype}"
+    assert ours.shape == ref.shape, f"{what}: shape {tuple(ours.shape)} != {tuple(ref.shape)}"
+    if ours.dtype.is_floating_point:
+        same = (ours == ref) | (torch.isnan(ours) & torch.isnan(ref))
+        assert bool(same.all()), f"{what}: {int((~same).sum())} of {ours.numel()} elements differ"
+    else:
+        assert torch.equal(ours, ref), f"{what}: {int((ours != ref).sum())} of {ours.numel()} elements differ"
+
+
+# Rotated int8 codes: our fast Walsh-Hadamard transform sums in a different order
+# than eager's matmul, so a rotated value can land on the other side of a rounding
+# boundary (of the input dtype, then of the int8 grid).  The issue bounds this:
+# codes off by at most 1 on at most 0.1% of elements, scales within 1e-5 relative.
+ROTATED_CODE_MAX_DIFF = 1
+ROTATED_CODE_MAX_FRACTION = 1e-3
+ROTATED_SCALE_RTOL = 1e-5
+
+
+def assert_rotated_quant_close(q, s, q_ref, s_ref, what: str):
+    assert q.shape == q_ref.shape and s.shape == s_ref.shape, what
+    finite = torch.isfinite(s_ref)
+    torch.testing.assert_close(s[finite], s_ref[finite], rtol=ROTATED_SCALE_RTOL, atol=0, msg=what)
+    assert torch.equal(torch.isfinite(s), finite), f"{what}: non-finite scales differ"
+    rows = finite.reshape(-1)
+    d = (q.reshape(-1, q.shape[-1])[rows].int() - q_ref.reshape(-1, q.shape[-1])[rows].int()).abs()
+    if d.numel():
+        assert int(d.max()) <= ROTATED_CODE_MAX_DIFF, f"{what}: code difference {int(d.max())}"
+        frac = float((d > 0).float().mean())
+        assert frac <= ROTATED_CODE_MAX_FRACTION, f"{what}: {frac:.4%} of codes differ"
+
+
+def ulp(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps
+
+
+def assert_rotation_close(ours: torch.Tensor, ref: torch.Tensor, what: str):
+    """Rotations in fp32 summed in another order: within one unit of the output dtype's
+    last place of the group's scale (each output sums G products of one row)."""
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape, what
+    o, r = ours.float(), ref.float()
+    row_max = r.abs().amax(dim=-1, keepdim=True)
+    # float32 outputs: reordering G terms of size <= row_max/sqrt(G) moves the sum by a few ulps.
+    tol = row_max * (ulp(ours.dtype) if ours.dtype != torch.float32 else 8 * ulp(torch.float32))
+    bad = (o - r).abs() > tol
+    assert not bool(bad.any()), f"{what}: {int(bad.sum())} elements beyond 1 ulp of the row's scale"

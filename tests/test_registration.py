@@ -1,0 +1,131 @@
+"""Backend "c" in comfy_kitchen's registry: registration, priority, activation,
+fall-through for calls it cannot serve, and proof that calls are served by our C code."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import comfy_kitchen as ck
+from comfy_kitchen.registry import registry
+from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+
+import comfy_kitchen_c
+from comfy_kitchen_c import _C
+
+
+def run_python(code: str, **env) -> str:
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            env={**os.environ, **env}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def activated():
+    saved = list(registry._priority)
+    comfy_kitchen_c.activate()
+    yield
+    registry.set_priority(saved)
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Counts calls into each C kernel (ops.py looks them up on _C at call time)."""
+    calls = {}
+    for name in ("int8_rowwise", "int8_tensorwise", "int8_dequant", "nvfp4_quant"):
+        real = getattr(_C, name)
+
+        def spy(*args, _real=real, _name=name):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _real(*args)
+
+        monkeypatch.setattr(_C, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("first", ["comfy_kitchen", "comfy_kitchen_c"])
+def test_registered_in_either_import_order_without_reordering(first):
+    second = "comfy_kitchen_c" if first == "comfy_kitchen" else "comfy_kitchen"
+    out = run_python(f"""
+        import {first}, {second}
+        from comfy_kitchen.registry import registry
+        import comfy_kitchen as ck
+        info = ck.list_backends()["c"]
+        print(info["available"], "quantize_nvfp4" in info["capabilities"], registry._priority[0] != "c")
+    """)
+    assert out == "True True True"
+
+
+def test_env_variable_activates_at_import():
+    out = run_python("""
+        import comfy_kitchen_c
+        from comfy_kitchen.registry import registry
+        print(registry._priority[0])
+    """, COMFY_KITCHEN_C_ACTIVATE="1")
+    assert out == "c"
+
+
+def test_imports_and_serves_ops_without_comfy_kitchen():
+    out = run_python("""
+        import sys
+        sys.modules["comfy_kitchen"] = None  # import comfy_kitchen now raises ImportError
+        import torch, comfy_kitchen_c
+        q, s = comfy_kitchen_c.ops.quantize_int8_rowwise(torch.ones(2, 8))
+        print(int(q.sum()), comfy_kitchen_c.register())
+    """)
+    assert out == "2032 False"
+
+
+def test_activate_puts_c_first_and_keeps_the_others(activated):
+    assert registry._priority[0] == "c"
+    assert registry._priority.count("c") == 1
+    assert "eager" in registry._priority
+
+
+def test_public_api_call_is_served_by_c(activated, kernel_calls):
+    x = torch.randn(8, 64, dtype=torch.bfloat16)
+    q, s = ck.quantize_int8_rowwise(x)
+    assert kernel_calls.get("int8_rowwise") == 1
+    assert registry.get_capable_backend("quantize_int8_rowwise", {"x": x, "stochastic_rounding": 0}) == "c"
+    qx, sx = ck.quantize_nvfp4(x, torch.tensor(0.01))
+    assert kernel_calls.get("nvfp4_quant") == 1
+
+
+def test_convrot_layout_quantization_is_served_by_c(activated, kernel_calls):
+    w = torch.randn(32, 512, dtype=torch.bfloat16)
+    qdata, params = TensorWiseINT8Layout.quantize(w, is_weight=True, per_channel=True, convrot=True,
+                                                  convrot_groupsize=256)
+    assert kernel_calls.get("int8_rowwise") == 1
+    assert params.convrot and qdata.dtype == torch.int8 and params.scale.shape == (32, 1)
+    # and the layout's dequantization goes through torch.ops into the registry too
+    back = TensorWiseINT8Layout.dequantize(qdata, params)
+    rel = float((back.float() - w.float()).abs().mean() / w.float().abs().max())
+    assert rel < 0.02
+
+
+def test_unservable_calls_fall_through_to_eager(activated, kernel_calls):
+    x = torch.randn(8, 64)
+    per_channel_scale = torch.full((8, 1), 0.1)
+    assert registry.get_capable_backend(
+        "quantize_int8_tensorwise", {"x": x, "scale": per_channel_scale, "stochastic_rounding": 0}) == "eager"
+    q = torch.zeros(4, 64, dtype=torch.int8)
+    assert registry.get_capable_backend(
+        "dequantize_int8_simple_dtype",
+        {"q": q, "scale": torch.tensor(1.0), "output_dtype_code": 5}) == "eager"
+    assert registry.get_capable_backend(
+        "quantize_int8_convrot_weight",
+        {"weight": torch.randn(4, 96), "group_size": 32, "stochastic_rounding": 0}) == "eager"
+    assert registry.get_capable_backend(
+        "quantize_int8_rowwise", {"x": torch.randn(4, 8, device="meta"), "stochastic_rounding": 0}) == "eager"
+    assert kernel_calls == {}
+
+
+def test_constraints_state_devices_and_dtypes():
+    caps = comfy_kitchen_c.backend.capabilities()
+    assert set(caps) <= set(dir(comfy_kitchen_c.ops))
+    for name, fc in caps.items():
+        assert fc.default_devices == ({"cpu", "cuda"} if _C.HAS_CUDA else {"cpu"}), name
+        assert fc.call_rules, name
