@@ -18,6 +18,42 @@ row_grain(int64_t cols)
     return cols >= target ? 1 : target / (cols > 0 ? cols : 1);
 }
 
+/* ---- quantization loops ---- */
+
+/* The element type is a compile-time constant in each instance below, which
+ * lets every loop vectorize; quantize_span picks the instance. */
+static inline void
+quantize_span_as(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale,
+                 ckc_float_kind kind)
+{
+    int64_t i;
+    if (noise == NULL) {
+        for (i = 0; i < n; i++) {
+            q[i] = ckc_int8_code(v[i], math_scale, kind);
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            q[i] = ckc_int8_code_stochastic(v[i], noise[i], math_scale, kind);
+        }
+    }
+}
+
+static void
+quantize_span(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind)
+{
+    switch (kind) {
+    case CKC_BF16:
+        quantize_span_as(v, noise, q, n, math_scale, CKC_BF16);
+        break;
+    case CKC_F16:
+        quantize_span_as(v, noise, q, n, math_scale, CKC_F16);
+        break;
+    default:
+        quantize_span_as(v, noise, q, n, math_scale, CKC_F32);
+        break;
+    }
+}
+
 /* ---- row-wise quantization (optionally rotated) ---- */
 
 typedef struct {
@@ -35,32 +71,19 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
     float *v = ckc_scratch_row(&job->scratch, worker);
     float *noise = v + k;
     for (int64_t r = r0; r < r1; r++) {
-        float absmax = 0.0f;
         float scale;
-        float math_scale;
-        int8_t *q = p->q + r * k;
-        int64_t i;
         ckc_row_load((const char *)p->x + r * k * elem, p->kind, k, v);
         if (p->group > 0) {
             ckc_row_hadamard(v, k, p->group);
             ckc_row_round(v, p->kind, k);
         }
-        for (i = 0; i < k; i++) {
-            absmax = ckc_absmax_update(absmax, v[i]);
-        }
-        scale = ckc_int8_scale(absmax);
-        math_scale = ckc_int8_math_scale(scale, p->kind);
+        scale = ckc_int8_scale(ckc_row_absmax(v, k));
         p->scale[r] = scale;
-        if (p->noise == NULL) {
-            for (i = 0; i < k; i++) {
-                q[i] = ckc_int8_code(v[i], math_scale, p->kind);
-            }
-        } else {
+        if (p->noise != NULL) {
             ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
-            for (i = 0; i < k; i++) {
-                q[i] = ckc_int8_code_stochastic(v[i], noise[i], math_scale, p->kind);
-            }
         }
+        quantize_span(v, p->noise != NULL ? noise : NULL, p->q + r * k, k,
+                      ckc_int8_math_scale(scale, p->kind), p->kind);
     }
 }
 
@@ -99,9 +122,7 @@ absmax_range(void *ctx, int64_t b, int64_t e, int worker)
     for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {
         const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
         ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
-        for (int64_t i = 0; i < n; i++) {
-            m = ckc_absmax_update(m, buf[i]);
-        }
+        m = ckc_absmax_update(m, ckc_row_absmax(buf, n));
     }
     job->partial_absmax[worker] = m;
 }
@@ -117,18 +138,11 @@ tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
     (void)worker;
     for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {
         const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
-        int8_t *q = p->q + i0;
         ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
-        if (p->noise == NULL) {
-            for (int64_t i = 0; i < n; i++) {
-                q[i] = ckc_int8_code(buf[i], job->math_scale, p->kind);
-            }
-        } else {
+        if (p->noise != NULL) {
             ckc_row_load((const char *)p->noise + i0 * elem, p->kind, n, noise);
-            for (int64_t i = 0; i < n; i++) {
-                q[i] = ckc_int8_code_stochastic(buf[i], noise[i], job->math_scale, p->kind);
-            }
         }
+        quantize_span(buf, p->noise != NULL ? noise : NULL, p->q + i0, n, job->math_scale, p->kind);
     }
 }
 

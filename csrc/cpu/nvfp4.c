@@ -2,7 +2,6 @@
  * pad_16x zeros appended), then each block of 16 gets its e4m3 scale, codes
  * and packed bytes; scales go straight to their swizzled offsets. */
 #include "kernels.h"
-#include "math/int8_quant.h"
 #include "math/nvfp4.h"
 #include "parallel.h"
 #include "rows.h"
@@ -18,9 +17,15 @@ nvfp4_row_grain(int64_t cols)
 
 typedef struct {
     const ckc_nvfp4_quant_params *p;
-    ckc_scratch scratch;
+    ckc_scratch scratch;  /* per thread: out_cols values, out_cols divisors, out_cols codes */
     float per_tensor_scale;
 } quant_job;
+
+static int64_t
+quant_scratch_floats(int64_t out_cols)
+{
+    return 2 * out_cols + out_cols / 4 + 1;
+}
 
 static void
 quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
@@ -31,6 +36,8 @@ quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t scale_cols = out_cols / CKC_NVFP4_BLOCK;
     const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
+    float *total = v + out_cols;  /* each block's divisor, repeated for its 16 values */
+    uint8_t *codes = (uint8_t *)(total + out_cols);
     for (int64_t r = r0; r < r1; r++) {
         uint8_t *qrow = p->qx + r * (out_cols / 2);
         int64_t i = 0;
@@ -42,21 +49,20 @@ quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
             v[i] = 0.0f;
         }
         for (int64_t c = 0; c < scale_cols; c++) {
-            const float *blk = v + c * CKC_NVFP4_BLOCK;
-            float absmax = 0.0f;
-            uint8_t scale;
-            float total;
-            int j;
-            for (j = 0; j < CKC_NVFP4_BLOCK; j++) {
-                absmax = ckc_absmax_update(absmax, blk[j]);
-            }
-            scale = ckc_nvfp4_block_scale(absmax, job->per_tensor_scale);
-            total = ckc_nvfp4_total_scale(scale, job->per_tensor_scale);
+            const uint8_t scale = ckc_nvfp4_block_scale(ckc_row_absmax(v + c * CKC_NVFP4_BLOCK, CKC_NVFP4_BLOCK),
+                                                        job->per_tensor_scale);
+            const float t = ckc_nvfp4_total_scale(scale, job->per_tensor_scale);
             p->scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] = scale;
-            for (j = 0; j < CKC_NVFP4_BLOCK; j += 2) {
-                qrow[(c * CKC_NVFP4_BLOCK + j) / 2] = ckc_nvfp4_pack(
-                    ckc_nvfp4_code(blk[j], total), ckc_nvfp4_code(blk[j + 1], total), p->hi_first);
+            for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
+                total[c * CKC_NVFP4_BLOCK + j] = t;
             }
+        }
+        /* Whole-row loops over plain arrays: each vectorizes. */
+        for (i = 0; i < out_cols; i++) {
+            codes[i] = ckc_nvfp4_code(v[i], total[i]);
+        }
+        for (i = 0; i < out_cols / 2; i++) {
+            qrow[i] = ckc_nvfp4_pack(codes[2 * i], codes[2 * i + 1], p->hi_first);
         }
     }
 }
@@ -69,7 +75,7 @@ ckc_cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *er
     const int threads = ckc_parallel_threads(p->out_rows, grain, nthreads);
     job.p = p;
     job.per_tensor_scale = *p->per_tensor_scale;
-    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, p->out_cols, err));
+    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, quant_scratch_floats(p->out_cols), err));
     ckc_parallel_for(p->out_rows, grain, threads, quant_range, &job);
     ckc_scratch_free(&job.scratch);
     return CKC_OK;
@@ -90,18 +96,25 @@ dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t scale_cols = cols / CKC_NVFP4_BLOCK;
     const int64_t row_bytes = cols * ckc_kind_size(p->out_kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
+    float *total = v + cols;  /* each block's multiplier, repeated for its 16 values */
+    uint8_t *codes = (uint8_t *)(total + cols);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *qrow = p->qx + r * (cols / 2);
+        int64_t i;
         for (int64_t c = 0; c < scale_cols; c++) {
             /* Eager forms per_tensor_scale * block_scale in the output type. */
             const float block = ckc_e4m3_to_f32(p->scales[ckc_nvfp4_scale_offset(r, c, scale_cols)]);
-            const float total = ckc_round_to_kind(job->per_tensor_scale * block, p->out_kind);
-            float *out = v + c * CKC_NVFP4_BLOCK;
-            const uint8_t *bytes = qrow + c * (CKC_NVFP4_BLOCK / 2);
-            for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
-                out[2 * j] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p->hi_first)) * total;
-                out[2 * j + 1] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p->hi_first)) * total;
+            const float t = ckc_round_to_kind(job->per_tensor_scale * block, p->out_kind);
+            for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
+                total[c * CKC_NVFP4_BLOCK + j] = t;
             }
+        }
+        for (i = 0; i < cols / 2; i++) {
+            codes[2 * i] = ckc_nvfp4_unpack_even(qrow[i], p->hi_first);
+            codes[2 * i + 1] = ckc_nvfp4_unpack_odd(qrow[i], p->hi_first);
+        }
+        for (i = 0; i < cols; i++) {
+            v[i] = ckc_e2m1_to_f32(codes[i]) * total[i];
         }
         ckc_row_store(v, p->out_kind, cols, (char *)p->out + r * row_bytes);
     }
@@ -115,7 +128,7 @@ ckc_cpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error
     const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
     job.p = p;
     job.per_tensor_scale = ckc_round_to_kind(*p->per_tensor_scale, p->out_kind);
-    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, p->cols, err));
+    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, 2 * p->cols + p->cols / 4 + 1, err));
     ckc_parallel_for(p->rows, grain, threads, dequant_range, &job);
     ckc_scratch_free(&job.scratch);
     return CKC_OK;

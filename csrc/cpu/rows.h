@@ -61,6 +61,20 @@ ckc_row_round(float *v, ckc_float_kind kind, int64_t n)
     }
 }
 
+/* Largest magnitude of a row; NaN wins (as torch's amax).  Compares magnitude
+ * bits as integers: for IEEE floats they order like the values, every NaN sits
+ * above infinity, and an integer max reduction vectorizes. */
+static inline float
+ckc_row_absmax(const float *v, int64_t n)
+{
+    uint32_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t b = ckc_f32_bits(v[i]) & 0x7FFFFFFFu;
+        m = b > m ? b : m;
+    }
+    return ckc_f32_from_bits(m);
+}
+
 /* Rotates each group of a row in place: scale by 1/sqrt(group), butterflies. */
 void ckc_row_hadamard(float *v, int64_t n, int64_t group);
 

@@ -5,8 +5,14 @@
 
 #include <stdint.h>
 
+/* Always inlined: the CPU kernels rely on it so that loops calling these
+ * helpers vectorize (a call left in a loop body blocks that). */
 #if defined(__CUDACC__)
 #define CKC_HD static __host__ __device__ __forceinline__
+#elif defined(_MSC_VER)
+#define CKC_HD static __forceinline
+#elif defined(__GNUC__)
+#define CKC_HD static inline __attribute__((always_inline))
 #else
 #define CKC_HD static inline
 #endif

@@ -162,27 +162,24 @@ ckc_f32_to_e2m1(float f)
     const uint32_t sign = bits & 0x80000000u;
     const uint32_t mag_bits = bits ^ sign;
     const float mag = ckc_f32_from_bits(mag_bits);
-    uint32_t code;
-    if (mag >= 6.0f) {
-        code = 0x7u;
-    } else if (mag < 1.0f) {
-        /* Adding 2^22 rounds to a multiple of 0.5 (the subnormal step). */
-        const uint32_t denorm_magic = 149u << 23;
-        code = ckc_f32_bits(mag + ckc_f32_from_bits(denorm_magic)) - denorm_magic;
-    } else {
-        const uint32_t mant_odd = (mag_bits >> 22) & 1u;
-        code = (mag_bits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + mant_odd) >> 22;
-    }
+    /* Below 1 the result is subnormal: adding 2^22 rounds to a multiple of 0.5. */
+    const uint32_t denorm_magic = 149u << 23;
+    const uint32_t subnormal = ckc_f32_bits(mag + ckc_f32_from_bits(denorm_magic)) - denorm_magic;
+    const uint32_t normal = (mag_bits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + ((mag_bits >> 22) & 1u)) >> 22;
+    /* All three candidates are computed so the selection compiles without branches. */
+    const uint32_t code = mag >= 6.0f ? 0x7u : (mag < 1.0f ? subnormal : normal);
     return (uint8_t)((code & 0xFFu) | (sign >> 28));
 }
 
+/* Value of a code, built from bits so loops over codes vectorize: magnitudes
+ * 0 and 0.5 are subnormal (m * 0.5); 2..7 are 2^(m/2 - 1) * (1 + (m & 1) / 2). */
 CKC_HD float
 ckc_e2m1_to_f32(uint8_t code)
 {
-    /* Index 0..7 is the magnitude; bit 3 flips the sign (0x8 is -0). */
-    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    const float m = mag[code & 0x7u];
-    return (code & 0x8u) ? -m : m;
+    const uint32_t m = code & 0x7u;
+    const uint32_t normal = (((m >> 1) + 126u) << 23) | ((m & 1u) << 22);
+    const uint32_t mag = m < 2u ? ckc_f32_bits((float)m * 0.5f) : normal;
+    return ckc_f32_from_bits(mag | ((uint32_t)(code & 0x8u) << 28));
 }
 
 #endif /* CKC_FLOAT_BITS_H */

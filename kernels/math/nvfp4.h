@@ -35,14 +35,11 @@ ckc_nvfp4_total_scale(uint8_t block_scale, float per_tensor_scale)
 CKC_HD uint8_t
 ckc_nvfp4_code(float x, float total_scale)
 {
-    float t;
-    if (total_scale == 0.0f) {
-        return 0;
-    }
-    t = x / total_scale;
-    if (t != t) {
-        return 0;
-    }
+    float t = x / total_scale;
+    /* +0 encodes as code 0.  Separate float-typed selects (not '&&') keep this
+     * branch-free, so loops over values vectorize. */
+    t = t == t ? t : 0.0f;
+    t = total_scale != 0.0f ? t : 0.0f;
     t = t < -CKC_E2M1_MAX ? -CKC_E2M1_MAX : t;
     t = t > CKC_E2M1_MAX ? CKC_E2M1_MAX : t;
     return ckc_f32_to_e2m1(t);

@@ -1,0 +1,339 @@
+"""CPU benchmark: comfy_kitchen_c's ops against comfy_kitchen's eager backend and against memcpy.
+
+What is measured, for each op and each K (inputs are DiT-sized activations/weights, M rows x K
+columns, bfloat16, group_size 256):
+
+* eager ms   -- ``comfy_kitchen.backends.eager.quantization.<op>``, the reference implementation.
+* ours ms    -- ``comfy_kitchen_c.ops.<op>`` with the same arguments.
+* speedup    -- eager ms / ours ms.
+* MB         -- bytes our op moves: every tensor argument read plus every tensor result written,
+                counted from the actual tensors (so padding and scale tensors are included).
+* GB/s       -- MB / ours ms.
+* memcpy ms  -- ``dst.copy_(src)`` on uint8 tensors of half that many bytes: a copy reads N and
+                writes N bytes, so it moves the same total. This is the floor a memory-bound op
+                can approach on this machine.
+* x memcpy   -- ours ms / memcpy ms (1.0 would be "as fast as moving the bytes").
+* +alloc ms  -- the same copy into a newly allocated destination. Our ops (like eager) return new
+                tensors, and a large fresh buffer costs page faults on first touch; this column
+                shows how much of the gap to memcpy that alone explains.
+
+Every timing is the median of ``--repeats`` runs after one warm-up run, measured with
+``time.perf_counter`` in the same process and with the same torch thread count (our kernels use
+``torch.get_num_threads()`` workers too). Ours, eager and memcpy are timed round-robin, one call
+each per repeat, so that load from other processes disturbs all three alike. Absolute times depend
+on the machine and its load; the ratios (speedup, x memcpy) are what the targets at the end are
+about, and because the three timings of a row come from one run they are comparable.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+import comfy_kitchen_c.ops as C
+from comfy_kitchen.backends.eager import quantization as E
+from comfy_kitchen.tensor.int8_utils import _build_hadamard
+
+GROUP = 256
+BF16_CODE = 2  # output_dtype_code for bfloat16
+DEFAULT_M = 4096
+DEFAULT_KS = (3072, 5120, 5376)
+
+ROTATE_OPS = ("quantize_and_rotate_rowwise", "quantize_int8_convrot_weight")
+ROTATE_SPEEDUP_TARGET = 20.0
+SPEEDUP_TARGET = 2.0
+MEMCPY_TARGET = 3.0
+
+
+# ---- op table -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Op:
+    """One benchmarked op: how to build its arguments from x, and the two implementations."""
+    name: str
+    make_args: Callable[[torch.Tensor], tuple]
+    ours: Callable
+    eager: Callable
+
+
+def _nvfp4_scale(x: torch.Tensor) -> torch.Tensor:
+    """The usual NVFP4 per-tensor scale: amax / (fp8 e4m3 max * fp4 e2m1 max), 0-dim float32."""
+    return x.abs().amax().float() / (448 * 6)
+
+
+def _nvfp4_codes(x: torch.Tensor) -> tuple:
+    pts = _nvfp4_scale(x)
+    qx, block_scales = C.quantize_nvfp4(x, pts)
+    return qx, pts, block_scales
+
+
+# Arguments of each op, built from x. The dequantize ops get codes and scales made from the same x
+# by our quantizers (eager makes the same ones; that is the parity the tests check).
+ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
+    "quantize_int8_rowwise": lambda x: (x,),
+    "quantize_int8_tensorwise": lambda x: (x,),
+    "quantize_and_rotate_rowwise": lambda x: (x, _build_hadamard(GROUP, "cpu", x.dtype), GROUP),
+    "quantize_int8_convrot_weight": lambda x: (x, GROUP),
+    "rotate_int8_convrot_weight": lambda x: (x, GROUP),
+    "dequantize_int8_simple": lambda x: C.quantize_int8_rowwise(x),
+    "dequantize_int8_simple_dtype": lambda x: (*C.quantize_int8_rowwise(x), BF16_CODE),
+    "dequantize_int8_convrot_weight": lambda x: (*C.quantize_int8_convrot_weight(x, GROUP), GROUP),
+    "dequantize_int8_convrot_weight_dtype":
+        lambda x: (*C.quantize_int8_convrot_weight(x, GROUP), GROUP, BF16_CODE),
+    "quantize_nvfp4": lambda x: (x, _nvfp4_scale(x)),
+    "dequantize_nvfp4": lambda x: (*_nvfp4_codes(x), torch.bfloat16),
+}
+
+OPS = [Op(name, build, getattr(C, name), getattr(E, name)) for name, build in ARG_BUILDERS.items()]
+
+
+# ---- measurement ----------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    op: str
+    k: int
+    eager_ms: float
+    ours_ms: float
+    nbytes: int
+    memcpy_ms: float
+    alloc_copy_ms: float
+
+    @property
+    def speedup(self) -> float:
+        return self.eager_ms / self.ours_ms
+
+    @property
+    def gbps(self) -> float:
+        return self.nbytes / (self.ours_ms * 1e-3) / 1e9
+
+    @property
+    def x_memcpy(self) -> float:
+        return self.ours_ms / self.memcpy_ms
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors in an argument tuple or a result (a tensor or a tuple of them)."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def bytes_moved(args: tuple, result) -> int:
+    return sum(t.nbytes for t in _tensors(args) + _tensors(result))
+
+
+def time_ms(fn: Callable, args: tuple) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return (time.perf_counter() - start) * 1e3
+
+
+def memcpy_calls(nbytes: int) -> dict:
+    """uint8 copies of nbytes / 2 bytes (reading + writing nbytes in total) as {name: (fn, args)}:
+    into one preallocated destination, and into a new one each call."""
+    src = torch.full((nbytes // 2,), 7, dtype=torch.uint8)
+    return {"memcpy": (torch.empty_like(src).copy_, (src,)),
+            "alloc_copy": (lambda s: torch.empty_like(s).copy_(s), (src,))}
+
+
+def measure(op: Op, x: torch.Tensor, repeats: int) -> Row:
+    """Warm ours, eager and the copies up once each, then time them round-robin `repeats` times.
+
+    Interleaving them makes a burst of load from other processes hit all of them alike, so the
+    ratios stay meaningful even when the absolute times are disturbed.
+    """
+    args = op.make_args(x)
+    result = op.ours(*args)  # warm-up; its result gives the bytes written
+    nbytes = bytes_moved(args, result)
+    del result
+    calls = {"ours": (op.ours, args), "eager": (op.eager, args), **memcpy_calls(nbytes)}
+    for name, (fn, fn_args) in calls.items():
+        if name != "ours":  # warm-ups
+            fn(*fn_args)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, (fn, fn_args) in calls.items():
+            times[name].append(time_ms(fn, fn_args))
+    med = {name: statistics.median(values) for name, values in times.items()}
+    return Row(op.name, x.shape[1], med["eager"], med["ours"], nbytes, med["memcpy"], med["alloc_copy"])
+
+
+# ---- targets --------------------------------------------------------------------------------
+
+@dataclass
+class Target:
+    label: str
+    op: str
+    measured: float  # worst value over all K
+    goal: str
+    met: bool
+
+
+def _target(label: str, op: str, values: list[float], goal: float, higher_is_better: bool) -> Target:
+    worst = min(values) if higher_is_better else max(values)
+    met = worst >= goal if higher_is_better else worst <= goal
+    goal_text = f">= {goal:g}x" if higher_is_better else f"<= {goal:g}x"
+    return Target(label, op, worst, goal_text, met)
+
+
+def targets(rows: list[Row]) -> list[Target]:
+    by_op: dict[str, list[Row]] = {}
+    for row in rows:
+        by_op.setdefault(row.op, []).append(row)
+    result = []
+    for op in ROTATE_OPS:
+        if op in by_op:
+            result.append(_target("speedup vs eager", op, [r.speedup for r in by_op[op]],
+                                  ROTATE_SPEEDUP_TARGET, True))
+    for op, op_rows in by_op.items():
+        result.append(_target("speedup vs eager", op, [r.speedup for r in op_rows], SPEEDUP_TARGET, True))
+    for op in ROTATE_OPS:
+        if op in by_op:
+            result.append(_target("time vs memcpy", op, [r.x_memcpy for r in by_op[op]],
+                                  MEMCPY_TARGET, False))
+    return result
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+class OtherLoad:
+    """CPU time that other processes used while we ran, as a share of all cores (Linux only).
+
+    Our timings are only meaningful when this is near 0: with 2 cores, one busy neighbour makes
+    every multi-threaded op (memcpy included) wait for time slices.
+    """
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except OSError:
+            return None
+        hz = os.sysconf("SC_CLK_TCK")
+        idle = fields[3] + fields[4]  # idle + iowait
+        busy_s = (sum(fields[:8]) - idle) / hz
+        total_s = sum(fields[:8]) / hz
+        own = os.times()
+        return busy_s, total_s, own.user + own.system
+
+    def share(self) -> float | None:
+        end = self._sample()
+        if self.start is None or end is None:
+            return None
+        busy, total, own = (e - s for e, s in zip(end, self.start))
+        return max(busy - own, 0.0) / total
+
+
+def describe_load(share: float | None) -> str:
+    if share is None:
+        return "unknown"
+    warning = " -- timings disturbed, rerun on an idle machine" if share > 0.10 else ""
+    return f"{share:.0%} of all cores{warning}"
+
+
+def build_info() -> str:
+    """Which build of the extension ran: git commit of the checkout and the library's mtime."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(C.__file__)))
+    try:
+        commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root, text=True,
+                                capture_output=True, timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.path.getmtime(C._C.__file__)))
+    return f"git {commit}, {os.path.basename(C._C.__file__)} built {built}"
+
+
+def header(args, other_load: str) -> str:
+    return (f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores\n"
+            f"- comfy_kitchen_c: {build_info()}\n"
+            f"- torch threads: {torch.get_num_threads()} (torch {torch.__version__})\n"
+            f"- M = {args.m}, K in {list(args.k)}, bfloat16 inputs, group_size {GROUP}, "
+            f"median of {args.repeats} runs after 1 warm-up\n"
+            f"- CPU used by other processes during the run: {other_load}\n")
+
+
+def results_table(rows: list[Row]) -> str:
+    lines = ["| op | K | eager ms | ours ms | speedup | MB | GB/s | memcpy ms | x memcpy | +alloc ms |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r.op} | {r.k} | {r.eager_ms:.2f} | {r.ours_ms:.2f} | {r.speedup:.1f}x | "
+                     f"{r.nbytes / 1e6:.1f} | {r.gbps:.1f} | {r.memcpy_ms:.2f} | {r.x_memcpy:.2f} | "
+                     f"{r.alloc_copy_ms:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def targets_table(items: list[Target]) -> str:
+    lines = ["| target | op | worst over K | goal | result |", "|---|---|---:|---|---|"]
+    for t in items:
+        lines.append(f"| {t.label} | {t.op} | {t.measured:.2f}x | {t.goal} | "
+                     f"{'PASS' if t.met else 'MISS'} |")
+    return "\n".join(lines) + "\n"
+
+
+def report(args, rows: list[Row], other_load: str) -> str:
+    return ("## CPU benchmark: comfy_kitchen_c vs eager\n\n" + header(args, other_load) + "\n"
+            + results_table(rows) + "\n### Targets\n\n" + targets_table(targets(rows)))
+
+
+# ---- main -----------------------------------------------------------------------------------
+
+def parse_args(argv=None):
+    names = [op.name for op in OPS]
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--m", type=int, default=DEFAULT_M, help="rows (default %(default)s)")
+    p.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), help="columns, one or more")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
+    p.add_argument("--ops", nargs="+", choices=names, default=names, metavar="OP",
+                   help="subset of ops to run: " + ", ".join(names))
+    p.add_argument("--quick", action="store_true", help="M=512, K=3072 only, 3 repeats")
+    p.add_argument("--markdown", metavar="PATH", help="also write the report to this file")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.m, args.k, args.repeats = 512, [3072], 3
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    other_load = OtherLoad()
+    torch.manual_seed(0)
+    ops = [op for op in OPS if op.name in args.ops]
+    rows = []
+    for k in args.k:
+        x = torch.randn(args.m, k).to(torch.bfloat16)
+        for op in ops:
+            rows.append(measure(op, x, args.repeats))
+            print(f"  measured {op.name} K={k}", file=sys.stderr, flush=True)
+    text = report(args, rows, describe_load(other_load.share()))
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,466 @@
+"""``python -m comfy_kitchen_c selftest``: every op against comfy_kitchen's eager backend.
+
+The parity contract of backend "c" is comfy_kitchen's eager implementation: same
+names, same signatures, same results (bit for bit, except where the kernels
+rotate with a fast Walsh-Hadamard transform; see ``TOLERANCES``).  This module
+checks that contract on the installed build, on every device it serves, on
+built-in synthetic data, so a user can verify a wheel without the test suite.
+It also times both implementations, which is the other reason to use "c".
+
+``run()`` prints one table row per (case, device, dtype) and returns whether all
+passed.  The dtype column is the dtype the case varies: the input's for the
+quantize and rotate ops, the output's for the dequantize ops that choose one
+(``*_dtype``, ``dequantize_nvfp4``), and the scale's for the dequantize ops that
+always return float32.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable, TextIO
+
+import torch
+
+from . import _C, ops
+
+HELP = "check every op against comfy_kitchen's eager backend and time both"
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DTYPE_CODE = {dtype: code for code, dtype in ops.DTYPE_CODE_TO_DTYPE.items()}
+
+# Synthetic data: big enough to time, small enough to keep the whole run short.
+ROWS, COLS = 256, 1024
+ODD_SHAPE = (33, 65)  # NVFP4 with pad_16x: neither extent is a multiple of 16
+SEED = 0
+OUTLIER_FACTOR = 50.0  # a few large channels in a few rows, as in real activations
+
+# Timing: repeat each pair of calls for TIME_BUDGET_S seconds (at least MIN_REPS, at most MAX_REPS times).
+TIME_BUDGET_S, MIN_REPS, MAX_REPS = 0.05, 3, 50
+
+# Where our results may differ from eager's, and why.  Eager rotates by a dense
+# matmul with the Hadamard matrix H; our kernels use a fast Walsh-Hadamard
+# transform (FWHT), which adds the same products in another order.  So float32
+# rotations differ in the last bits, and a value next to a rounding boundary (of
+# float16/bfloat16, or of the int8 grid) can round the other way.  Every op that
+# does not rotate (plain int8, NVFP4, stochastic rounding with eager's noise)
+# must be bit-exact.
+TOLERANCES = {
+    # quantize_and_rotate_rowwise, quantize_int8_convrot_weight: int8 codes off by
+    # at most 1 on at most 0.1% of elements; scales within 1e-5 relative.
+    "rotated_int8": {"code_max_diff": 1, "code_max_fraction": 1e-3, "scale_rtol": 1e-5},
+    # rotate_int8_convrot_weight: |d| <= rtol * |eager| + row_atol * max|eager row|,
+    # rtol one ulp of the dtype (float32: 1e-5, as the row term dominates there).
+    "rotation": {"rtol": {torch.float32: 1e-5, torch.float16: 2**-10, torch.bfloat16: 2**-7},
+                 "row_atol": 1e-5},
+    # dequantize_int8_convrot_weight(_dtype): the float32 rotation within
+    # atol * max|eager| + rtol * |eager|, plus out_ulps ulp of the output dtype
+    # for the final rounding (float16/bfloat16).
+    "rotated_dequant": {"atol": 1e-6, "rtol": 1e-6, "out_ulps": 1},
+}
+
+
+class ReferenceMissing(RuntimeError):
+    """comfy_kitchen (the reference) cannot be imported, so nothing can be checked."""
+
+
+def load_reference():
+    """comfy_kitchen's eager quantization module and its Hadamard builder."""
+    try:
+        from comfy_kitchen.backends.eager import quantization
+        from comfy_kitchen.tensor.int8_utils import _build_hadamard
+    except ImportError as exc:
+        raise ReferenceMissing(
+            "selftest compares against comfy_kitchen's eager backend, which cannot be imported "
+            f"({exc}); install it with: pip install comfy-kitchen") from exc
+    return quantization, _build_hadamard
+
+
+def available_devices() -> list[str]:
+    """CPU always; CUDA when both torch and this build have it."""
+    cuda = torch.cuda.is_available() and bool(_C.HAS_CUDA)
+    return ["cpu", "cuda"] if cuda else ["cpu"]
+
+
+# ---- synthetic inputs -----------------------------------------------------------------------
+
+def synthetic(rows: int, cols: int, seed: int = SEED) -> torch.Tensor:
+    """float32 randn * 3 on the CPU, with outliers in a few rows (first, middle, last).
+
+    Drawn on the CPU from a fixed seed so every device and dtype sees the same values.
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=g) * 3
+    outlier_rows = sorted({min(1, rows - 1), rows // 2, rows - 1})
+    x[outlier_rows, ::97] *= OUTLIER_FACTOR
+    return x
+
+
+def per_tensor_scale(x: torch.Tensor) -> torch.Tensor:
+    """NVFP4's usual global scale amax / (6 * 448), so block scales fit float8_e4m3fn."""
+    return x.abs().amax().float() / (6.0 * 448.0)
+
+
+class Inputs:
+    """The arguments of one (device, dtype), each built on first use.
+
+    The quantized inputs of the dequantize cases come from eager, so both
+    implementations dequantize the same codes and only dequantization is compared.
+    """
+
+    def __init__(self, eager, build_hadamard, device: str, dtype: torch.dtype):
+        self.eager, self._build_hadamard = eager, build_hadamard
+        self.device, self.dtype = torch.device(device), dtype
+        self.code = DTYPE_CODE[dtype]
+
+    @cached_property
+    def x(self) -> torch.Tensor:
+        return synthetic(ROWS, COLS).to(self.device, self.dtype)
+
+    @cached_property
+    def x_odd(self) -> torch.Tensor:
+        return synthetic(*ODD_SHAPE, seed=SEED + 1).to(self.device, self.dtype)
+
+    def hadamard(self, group: int) -> torch.Tensor:
+        return self._build_hadamard(group, self.device, self.dtype)
+
+    @cached_property
+    def pts(self) -> torch.Tensor:
+        return per_tensor_scale(self.x)
+
+    @cached_property
+    def int8(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.eager.quantize_int8_rowwise(self.x)
+
+    @cached_property
+    def convrot(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.eager.quantize_int8_convrot_weight(self.x, 256)
+
+    def nvfp4(self, hi_first: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.eager.quantize_nvfp4(self.x, self.pts, 0.0, False, hi_first)
+
+
+# ---- comparison rules: (ours, eager) output tuples -> None or what is wrong ------------------
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """t's raw bits: float outputs (float8 scales included) compare exactly, -0 and NaN too."""
+    if not t.dtype.is_floating_point:
+        return t
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _same_value(o: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """Elementwise equality where infinities of one sign and NaN pairs count as equal."""
+    return (o == r) | (o.isnan() & r.isnan())
+
+
+def _within(ours: torch.Tensor, ref: torch.Tensor, tol: torch.Tensor) -> torch.Tensor:
+    """Elementwise |ours - ref| <= tol, or the same value."""
+    o, r = ours.double(), ref.double()
+    return ((o - r).abs() <= tol) | _same_value(o, r)
+
+
+def _count(bad: torch.Tensor) -> str:
+    return f"{int(bad.sum())} of {bad.numel()}"
+
+
+def exact(ours, ref) -> str | None:
+    """Bit-exact: the ops that do not rotate must reproduce eager exactly."""
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        bad = _bits(o) != _bits(r)
+        if bool(bad.any()):
+            return f"output {i}: {_count(bad)} elements differ"
+    return None
+
+
+def rotated_int8(ours, ref) -> str | None:
+    """(codes, scales) of a rotated quantization: see TOLERANCES["rotated_int8"]."""
+    tol = TOLERANCES["rotated_int8"]
+    (q, s), (q_ref, s_ref) = ours, ref
+    bad = ~_within(s, s_ref, tol["scale_rtol"] * s_ref.double().abs())
+    if bool(bad.any()):
+        return f"{_count(bad)} scales beyond {tol['scale_rtol']:g} relative"
+    d = (q.int() - q_ref.int()).abs()
+    if int(d.max()) > tol["code_max_diff"]:
+        return f"codes differ by up to {int(d.max())}"
+    fraction = float((d > 0).double().mean())
+    if fraction > tol["code_max_fraction"]:
+        return f"{fraction:.3%} of codes differ (at most {tol['code_max_fraction']:.1%} allowed)"
+    return None
+
+
+def rotation(ours, ref) -> str | None:
+    """A rotated weight in its dtype: see TOLERANCES["rotation"]."""
+    tol = TOLERANCES["rotation"]
+    (o,), (r,) = ours, ref
+    rd = r.double()
+    bound = tol["rtol"][r.dtype] * rd.abs() + tol["row_atol"] * rd.abs().amax(dim=-1, keepdim=True)
+    bad = ~_within(o, r, bound)
+    return f"{_count(bad)} elements beyond tolerance" if bool(bad.any()) else None
+
+
+def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """float64 spacing of dtype at each |value| (subnormal spacing below the normal range)."""
+    info = torch.finfo(dtype)
+    _, exponent = torch.frexp(values.double().abs().clamp_min(info.tiny))  # |v| = m * 2**e, m in [0.5, 1)
+    return torch.ldexp(torch.full(values.shape, info.eps, dtype=torch.float64, device=values.device),
+                       exponent - 1)
+
+
+def rotated_dequant(ours, ref) -> str | None:
+    """A dequantized weight rotated back: see TOLERANCES["rotated_dequant"]."""
+    tol = TOLERANCES["rotated_dequant"]
+    (o,), (r,) = ours, ref
+    rd = r.double().abs()
+    bound = tol["atol"] * rd.max() + tol["rtol"] * rd + tol["out_ulps"] * ulp(r, r.dtype)
+    bad = ~_within(o, r, bound)
+    return f"{_count(bad)} elements beyond tolerance" if bool(bad.any()) else None
+
+
+def _same_layout(ours, ref) -> str | None:
+    """Number, dtypes and shapes of the outputs must match before values are compared."""
+    if len(ours) != len(ref):
+        return f"{len(ours)} outputs, eager has {len(ref)}"
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        if o.dtype != r.dtype or o.shape != r.shape:
+            return f"output {i}: {o.dtype} {list(o.shape)}, eager has {r.dtype} {list(r.shape)}"
+    return None
+
+
+def max_abs_diff(ours, ref) -> float:
+    """Largest |ours - eager| over all outputs (0 when exact, inf for a NaN on one side only)."""
+    worst = 0.0
+    for o, r in zip(ours, ref):
+        if o.numel():
+            o, r = o.double(), r.double()
+            d = torch.where(_same_value(o, r), 0.0, (o - r).abs())
+            worst = max(worst, float(torch.nan_to_num(d, nan=float("inf")).max()))
+    return worst
+
+
+# ---- cases ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One call checked on every device and dtype.
+
+    ``op`` names the function in both ``comfy_kitchen_c.ops`` and eager (looked up
+    at call time); ``args`` builds the positional arguments both get.
+    """
+
+    op: str
+    variant: str
+    args: Callable[[Inputs], tuple]
+    rule: Callable[[tuple, tuple], str | None]
+
+    @property
+    def label(self) -> str:
+        return f"{self.op} [{self.variant}]" if self.variant else self.op
+
+
+def _convrot_quant(group: int) -> Case:
+    return Case("quantize_int8_convrot_weight", f"group {group}", lambda d: (d.x, group), rotated_int8)
+
+
+def _nvfp4_dequant(hi_first: bool) -> Case:
+    return Case("dequantize_nvfp4", "" if hi_first else "hi_first=False",
+                lambda d: (d.nvfp4(hi_first)[0], d.pts, d.nvfp4(hi_first)[1], d.dtype, hi_first), exact)
+
+
+CASES = [
+    Case("quantize_int8_rowwise", "", lambda d: (d.x,), exact),
+    Case("quantize_int8_rowwise", "stochastic_rounding=7", lambda d: (d.x, 7), exact),
+    Case("quantize_int8_tensorwise", "", lambda d: (d.x,), exact),
+    Case("dequantize_int8_simple", "scale in dtype", lambda d: (d.int8[0], d.int8[1].to(d.dtype)), exact),
+    Case("dequantize_int8_simple_dtype", "", lambda d: (*d.int8, d.code), exact),
+    Case("quantize_and_rotate_rowwise", "group 256", lambda d: (d.x, d.hadamard(256), 256), rotated_int8),
+    *(_convrot_quant(group) for group in (256, 64, 16)),
+    Case("rotate_int8_convrot_weight", "group 256", lambda d: (d.x, 256), rotation),
+    Case("dequantize_int8_convrot_weight", "group 256, scale in dtype",
+         lambda d: (d.convrot[0], d.convrot[1].to(d.dtype), 256), rotated_dequant),
+    Case("dequantize_int8_convrot_weight_dtype", "group 256", lambda d: (*d.convrot, 256, d.code), rotated_dequant),
+    Case("quantize_nvfp4", "", lambda d: (d.x, d.pts), exact),
+    Case("quantize_nvfp4", f"{ODD_SHAPE[0]}x{ODD_SHAPE[1]}, pad_16x",
+         lambda d: (d.x_odd, per_tensor_scale(d.x_odd), 0.0, True), exact),
+    Case("quantize_nvfp4", "hi_first=False", lambda d: (d.x, d.pts, 0.0, False, False), exact),
+    _nvfp4_dequant(hi_first=True),
+    _nvfp4_dequant(hi_first=False),
+]
+
+
+# ---- running --------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    label: str
+    device: str
+    dtype: torch.dtype
+    max_err: float = float("nan")
+    problem: str | None = None
+    ours_ms: float = float("nan")
+    eager_ms: float = float("nan")
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def _as_tuple(result) -> tuple:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _call_ms(fn, args: tuple, device: torch.device) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    _sync(device)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def time_pair(ours_fn, eager_fn, args: tuple, device: torch.device) -> tuple[float, float]:
+    """Best-of-N milliseconds of one call of each (the comparison calls warmed them up).
+
+    The calls alternate, so load from other processes hits both alike, and the
+    minimum is taken, as timeit does: noise only ever adds time.
+    """
+    ours, eager = [], []
+    start = time.perf_counter()
+    while len(ours) < MIN_REPS or (len(ours) < MAX_REPS and time.perf_counter() - start < TIME_BUDGET_S):
+        ours.append(_call_ms(ours_fn, args, device))
+        eager.append(_call_ms(eager_fn, args, device))
+    return min(ours), min(eager)
+
+
+def check_case(case: Case, inputs: Inputs) -> Row:
+    """Runs one case on one (device, dtype); any exception is a FAIL with its message."""
+    row = Row(case.label, inputs.device.type, inputs.dtype)
+    stage = "building inputs"
+    try:
+        args = case.args(inputs)
+        stage = "eager"
+        eager_fn = getattr(inputs.eager, case.op)
+        ref = _as_tuple(eager_fn(*args))
+        stage = "comfy_kitchen_c"
+        ours_fn = getattr(ops, case.op)  # looked up now, so a patched op is what gets checked
+        ours = _as_tuple(ours_fn(*args))
+        stage = "comparing"
+        row.problem = _same_layout(ours, ref)
+        if row.problem is None:
+            row.max_err = max_abs_diff(ours, ref)
+            row.problem = case.rule(ours, ref)
+        stage = "timing"
+        row.ours_ms, row.eager_ms = time_pair(ours_fn, eager_fn, args, inputs.device)
+    except Exception as exc:  # noqa: BLE001 - a selftest reports every failure as a row
+        row.problem = f"{stage} raised {type(exc).__name__}: {exc}"
+    return row
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+COLUMNS = ("op", "device", "dtype", "max error", "verdict", "ours ms", "eager ms", "speedup")
+
+
+def _num(value: float, spec: str) -> str:
+    """value formatted, or "-" where a failure left it unmeasured (NaN)."""
+    return "-" if value != value else format(value, spec)
+
+
+def _cells(row: Row) -> tuple[str, ...]:
+    speedup = row.eager_ms / row.ours_ms if row.ours_ms > 0 else float("nan")
+    return (row.label, row.device, _dtype_name(row.dtype), _num(row.max_err, ".3g"), "PASS" if row.ok else "FAIL",
+            _num(row.ours_ms, ".3f"), _num(row.eager_ms, ".3f"), _num(speedup, ".2f") + "x" * (speedup == speedup))
+
+
+class Table:
+    """Prints rows as they finish, in columns sized for the case labels."""
+
+    def __init__(self, out: TextIO, labels):
+        self.out = out
+        self.widths = [max(len(COLUMNS[0]), *map(len, labels)), 6, 8, 9, 7, 9, 9, 8]
+
+    def _line(self, cells) -> None:
+        first, *rest = cells
+        print(first.ljust(self.widths[0]), *(c.rjust(w) for c, w in zip(rest, self.widths[1:])),
+              sep="  ", file=self.out, flush=True)
+
+    def header(self) -> None:
+        self._line(COLUMNS)
+        self._line(["-" * w for w in self.widths])
+
+    def row(self, row: Row) -> None:
+        self._line(_cells(row))
+
+
+LEGEND = ("dtype: the input's (quantize, rotate), the output's (*_dtype, dequantize_nvfp4) or the scale's "
+          "(float32 dequantize).\n"
+          f"Times: best of {MIN_REPS}-{MAX_REPS} alternating calls (noisy on a busy machine); "
+          "speedup = eager / ours.")
+
+
+def _summary(rows: list[Row], out: TextIO) -> None:
+    failed = [r for r in rows if not r.ok]
+    print(f"\n{LEGEND}", file=out)
+    print(f"{len(rows)} checks: {len(rows) - len(failed)} passed, {len(failed)} failed", file=out)
+    for r in failed:
+        print(f"FAIL {r.label} on {r.device}, {_dtype_name(r.dtype)}: {r.problem}", file=out)
+
+
+def run(devices=None, out: TextIO | None = None, *, only=None) -> bool:
+    """Checks every case (or those whose op is in ``only``) on ``devices`` (default: all
+    available), printing the table to ``out`` (default: sys.stdout at call time).
+
+    Returns True when every row passed.  Raises ReferenceMissing without comfy_kitchen.
+    """
+    eager, build_hadamard = load_reference()
+    out = sys.stdout if out is None else out
+    devices = available_devices() if devices is None else [str(d) for d in devices]
+    cases = [c for c in CASES if only is None or c.op in only]
+    table = Table(out, [c.label for c in cases])
+    table.header()
+    rows = []
+    for device in devices:
+        for dtype in DTYPES:
+            inputs = Inputs(eager, build_hadamard, device, dtype)
+            for case in cases:
+                rows.append(check_case(case, inputs))
+                table.row(rows[-1])
+    _summary(rows, out)
+    return all(r.ok for r in rows)
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", action="append", choices=("cpu", "cuda"),
+                        help="device to check (repeatable; default: every available device)")
+    parser.add_argument("--op", action="append", metavar="NAME",
+                        help="check only this op (repeatable; default: every op)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """0 when every check passed, 1 when one failed, 2 when the run cannot happen."""
+    missing = sorted(set(args.device or ()) - set(available_devices()))
+    if missing:
+        print(f"selftest: device {', '.join(missing)} is not available "
+              f"(available: {', '.join(available_devices())})", file=sys.stderr)
+        return 2
+    unknown = sorted(set(args.op or ()) - {c.op for c in CASES})
+    if unknown:
+        print(f"selftest: no case for op {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        passed = run(args.device, only=set(args.op) if args.op else None)
+    except ReferenceMissing as exc:
+        print(f"selftest: {exc}", file=sys.stderr)
+        return 2
+    return 0 if passed else 1

@@ -1,0 +1,114 @@
+"""``python -m comfy_kitchen_c selftest``: it passes on this build, covers every op the
+backend serves, and reports FAIL when an op is wrong (so it can actually fail)."""
+import importlib.util
+import io
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import comfy_kitchen_c
+from comfy_kitchen_c import selftest
+
+needs_eager = pytest.mark.skipif(importlib.util.find_spec("comfy_kitchen") is None,
+                                 reason="selftest compares against comfy_kitchen")
+
+
+def _cli(*args, prelude: str | None = None):
+    """``python -m comfy_kitchen_c *args`` in a fresh interpreter; a prelude runs before the import."""
+    command = [sys.executable, "-m", "comfy_kitchen_c", *args]
+    if prelude is not None:
+        command = [sys.executable, "-c", f"{prelude}\nimport runpy, sys\nsys.argv = {['comfy_kitchen_c', *args]!r}\n"
+                   "runpy.run_module('comfy_kitchen_c', run_name='__main__', alter_sys=True)"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def _served_ops() -> list[str]:
+    from comfy_kitchen_c.backend import capabilities
+    return sorted(capabilities())
+
+
+def _verdicts(table: str, op: str) -> list[str]:
+    """The verdict column of every table row of op (any variant)."""
+    rows = [line.split() for line in table.splitlines() if line.split()[:1] == [op]]
+    return [cell for row in rows for cell in row if cell in ("PASS", "FAIL")]
+
+
+@needs_eager
+def test_selftest_command_passes_and_covers_every_op():
+    result = _cli("selftest")
+    assert result.returncode == 0, result.stdout + result.stderr
+    missing = [op for op in _served_ops() if op not in result.stdout]
+    assert not missing, f"selftest does not check {missing}"
+    assert "FAIL" not in result.stdout
+
+
+@needs_eager
+def test_every_case_names_an_op_of_both_implementations():
+    from comfy_kitchen.backends.eager import quantization as eager
+    for case in selftest.CASES:
+        assert callable(getattr(comfy_kitchen_c.ops, case.op)), case.op
+        assert callable(getattr(eager, case.op)), case.op
+
+
+def _off_by_one_codes(real):
+    def wrong(x, stochastic_rounding=0):
+        q, s = real(x, stochastic_rounding)
+        return (q.int() + 1).clamp(-128, 127).to(torch.int8), s
+    return wrong
+
+
+def _raises(real):
+    def wrong(*args, **kwargs):
+        raise RuntimeError("kernel exploded")
+    return wrong
+
+
+@needs_eager
+@pytest.mark.parametrize("breakage, detail", [(_off_by_one_codes, "elements differ"),
+                                              (_raises, "kernel exploded")])
+def test_selftest_reports_a_wrong_op(monkeypatch, breakage, detail):
+    monkeypatch.setattr(comfy_kitchen_c.ops, "quantize_int8_rowwise",
+                        breakage(comfy_kitchen_c.ops.quantize_int8_rowwise))
+    out = io.StringIO()
+    passed = selftest.run(["cpu"], out, only={"quantize_int8_rowwise", "quantize_int8_tensorwise"})
+    table = out.getvalue()
+    assert passed is False
+    assert set(_verdicts(table, "quantize_int8_rowwise")) == {"FAIL"}
+    assert set(_verdicts(table, "quantize_int8_tensorwise")) == {"PASS"}  # the other op is unaffected
+    assert "FAIL quantize_int8_rowwise on cpu, float32: " in table and detail in table
+
+
+def test_rules_reject_beyond_the_tolerances():
+    """The tolerance rules are not vacuous: each rejects a result just outside its bound."""
+    q = torch.zeros(100, 100, dtype=torch.int8)
+    s = torch.ones(100, 1)
+    off = q.clone()
+    off[0, :5] = 1  # 0.05% of codes off by one: allowed
+    assert selftest.rotated_int8((off, s), (q, s)) is None
+    off[0, :20] = 1  # 0.2%: not allowed
+    assert "codes differ" in selftest.rotated_int8((off, s), (q, s))
+    off = q.clone()
+    off[0, 0] = 2
+    assert "up to 2" in selftest.rotated_int8((off, s), (q, s))
+    assert "scales" in selftest.rotated_int8((q, s * (1 + 1e-4)), (q, s))
+
+    ref = torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.bfloat16)
+    one_ulp = torch.tensor([[1.0078125, 2.015625, 4.03125]], dtype=torch.bfloat16)
+    assert selftest.rotated_dequant((one_ulp,), (ref,)) is None
+    assert selftest.rotated_dequant((one_ulp * 1.0078125,), (ref,)) is not None
+    assert selftest.rotation((ref * 1.05,), (ref,)) is not None
+    assert selftest.exact((torch.tensor([-0.0]),), (torch.tensor([0.0]),)) is not None
+
+
+def test_no_command_prints_help_and_exits_2():
+    result = _cli()
+    assert result.returncode == 2
+    assert "selftest" in result.stderr
+
+
+def test_without_comfy_kitchen_exits_2_with_a_message():
+    result = _cli("selftest", prelude="import sys; sys.modules['comfy_kitchen'] = None")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "comfy_kitchen" in result.stderr and "pip install comfy-kitchen" in result.stderr
