@@ -2,6 +2,7 @@
 Python >= 3.10), no torch headers or libraries.  Set COMFY_KITCHEN_C_WERROR=1
 to turn warnings into errors (CI does)."""
 import os
+import platform
 import sys
 from pathlib import Path
 
@@ -12,12 +13,20 @@ ROOT = Path(__file__).parent
 LIMITED_API = "0x030A0000"  # Python 3.10
 
 
+# Compiled separately with its instruction set's flags (see BuildExt).
+ISA_SOURCES = {"csrc/cpu/kernels_avx2.c": {"unix": ["-mavx2"], "msvc": ["/arch:AVX2"]}}
+
+
+def is_x86_64() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
 def c_sources():
-    other_os = "threads_posix.c" if sys.platform == "win32" else "threads_win32.c"
+    other_os = "_posix.c" if sys.platform == "win32" else "_win32.c"
     return sorted(
         str(p.relative_to(ROOT)).replace(os.sep, "/")
         for p in (ROOT / "csrc").rglob("*.c")
-        if p.name != other_os
+        if not p.name.endswith(other_os) and str(p.relative_to(ROOT)).replace(os.sep, "/") not in ISA_SOURCES
     )
 
 
@@ -36,7 +45,19 @@ class BuildExt(build_ext):
                      "-ffp-contract=off", "-fvisibility=hidden"] + (["-Werror"] if werror else [])
         for ext in self.extensions:
             ext.extra_compile_args = flags
+            if is_x86_64():
+                ext.extra_objects = self.compile_isa_sources(ext, flags)
+                ext.define_macros.append(("CKC_HAVE_AVX2", "1"))
         super().build_extensions()
+
+    def compile_isa_sources(self, ext, flags):
+        kind = "msvc" if self.compiler.compiler_type == "msvc" else "unix"
+        objects = []
+        for source, isa_flags in ISA_SOURCES.items():
+            objects += self.compiler.compile(
+                [source], output_dir=self.build_temp, macros=ext.define_macros,
+                include_dirs=ext.include_dirs, extra_postargs=flags + isa_flags[kind])
+        return objects
 
 
 setup(

@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "cpu/kernels.h"
 #include "cpu/parallel.h"
 #include "dlpack.h"
 #include "ops/op.h"
@@ -262,11 +263,63 @@ add_ops(PyObject *m)
     return ckc_op_table[k] == NULL ? 0 : -1;
 }
 
+static PyObject *
+cpu_isa(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    return PyUnicode_FromString(ckc_cpu()->isa);
+}
+
+static PyObject *
+cpu_isas(PyObject *self, PyObject *args)
+{
+    const char *const *names = ckc_cpu_available();
+    PyObject *list = PyList_New(0);
+    (void)self;
+    (void)args;
+    for (int k = 0; list != NULL && names[k] != NULL; k++) {
+        PyObject *name = PyUnicode_FromString(names[k]);
+        if (name == NULL || PyList_Append(list, name) < 0) {
+            Py_XDECREF(name);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(name);
+    }
+    return list;
+}
+
+static PyObject *
+set_cpu_isa(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+    (void)self;
+    if (name == NULL) {
+        return NULL;
+    }
+    if (!ckc_cpu_select(name)) {
+        PyErr_Format(ArgumentError, "set_cpu_isa: argument 'isa': '%s' is not available here", name);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_functions[] = {
+    {"cpu_isa", cpu_isa, METH_NOARGS, "cpu_isa()\n--\n\nInstruction set of the CPU kernels in use."},
+    {"cpu_isas", cpu_isas, METH_NOARGS,
+     "cpu_isas()\n--\n\nInstruction sets this build can run on this CPU, best first."},
+    {"set_cpu_isa", set_cpu_isa, METH_O,
+     "set_cpu_isa(isa)\n--\n\nUse the CPU kernels built for isa (one of cpu_isas())."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_C",
     .m_doc = "C kernels of comfy-kitchen-c.  Call them through comfy_kitchen_c.ops.",
     .m_size = -1,
+    .m_methods = module_functions,
 };
 
 PyMODINIT_FUNC
@@ -277,6 +330,7 @@ PyInit__C(void)
         return NULL;
     }
     ckc_parallel_init();
+    ckc_cpu_select_default();
     if (add_exceptions(m) < 0 || add_ops(m) < 0 ||
         PyModule_AddIntConstant(m, "HAS_CUDA", 0) < 0) {
         Py_DECREF(m);

@@ -1,16 +1,35 @@
-/* CPU kernels (C, multi-threaded).  Each takes a validated parameter block and
- * the thread count to use, and returns CKC_OK or an error it filled. */
+/* CPU kernels (C, multi-threaded), built once per instruction set (baseline,
+ * and AVX2 on x86-64) and picked at run time for the CPU in use.  Each takes a
+ * validated parameter block and the thread count, and returns CKC_OK or an
+ * error it filled. */
 #ifndef CKC_CPU_KERNELS_H
 #define CKC_CPU_KERNELS_H
 
 #include "ops/params.h"
 #include "status.h"
 
-ckc_status ckc_cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err);
-ckc_status ckc_cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error *err);
-ckc_status ckc_cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err);
-ckc_status ckc_cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err);
-ckc_status ckc_cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err);
-ckc_status ckc_cpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err);
+typedef struct {
+    const char *isa;
+    ckc_status (*int8_rowwise)(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err);
+    ckc_status (*int8_tensorwise)(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error *err);
+    ckc_status (*hadamard_rows)(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err);
+    ckc_status (*int8_dequant)(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err);
+    ckc_status (*nvfp4_quant)(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err);
+    ckc_status (*nvfp4_dequant)(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err);
+} ckc_cpu_kernels;
+
+/* The kernels in use (the best the CPU supports, unless set otherwise). */
+const ckc_cpu_kernels *ckc_cpu(void);
+
+/* Once at import: picks the best instruction set, or the one named by the
+ * COMFY_KITCHEN_C_CPU_ISA environment variable. */
+void ckc_cpu_select_default(void);
+
+/* Selects an instruction set by name ("baseline", "avx2"); 0 if unknown or
+ * not supported by this CPU or build. */
+int ckc_cpu_select(const char *isa);
+
+/* Names of the instruction sets this build and CPU can run, NULL-terminated. */
+const char *const *ckc_cpu_available(void);
 
 #endif /* CKC_CPU_KERNELS_H */

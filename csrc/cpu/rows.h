@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "math/float_bits.h"
+#include "math/hadamard.h"
 
 static inline void
 ckc_row_load(const void *src, ckc_float_kind kind, int64_t n, float *dst)
@@ -45,6 +46,56 @@ ckc_row_store(const float *src, ckc_float_kind kind, int64_t n, void *dst)
     }
 }
 
+/* x * scale for each element, as float (a load fused with ConvRot's 1/sqrt(G)). */
+static inline void
+ckc_row_load_scaled(const void *src, ckc_float_kind kind, int64_t n, float scale, float *dst)
+{
+    int64_t i;
+    if (kind == CKC_BF16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (i = 0; i < n; i++) {
+            dst[i] = ckc_bf16_to_f32(s[i]) * scale;
+        }
+    } else if (kind == CKC_F16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (i = 0; i < n; i++) {
+            dst[i] = ckc_f16_to_f32(s[i]) * scale;
+        }
+    } else {
+        const float *s = (const float *)src;
+        for (i = 0; i < n; i++) {
+            dst[i] = s[i] * scale;
+        }
+    }
+}
+
+/* Largest magnitude of n elements of the element type, read in place.  For
+ * IEEE formats the magnitude bits order like the values and every NaN sits
+ * above infinity, so an integer max (which vectorizes) finds it; NaN wins, as
+ * in torch's amax. */
+static inline float
+ckc_src_absmax(const void *src, ckc_float_kind kind, int64_t n)
+{
+    int64_t i;
+    if (kind == CKC_F32) {
+        const uint32_t *s = (const uint32_t *)src;
+        uint32_t m = 0;
+        for (i = 0; i < n; i++) {
+            const uint32_t b = s[i] & 0x7FFFFFFFu;
+            m = b > m ? b : m;
+        }
+        return ckc_f32_from_bits(m);
+    } else {
+        const uint16_t *s = (const uint16_t *)src;
+        uint16_t m = 0;
+        for (i = 0; i < n; i++) {
+            const uint16_t b = (uint16_t)(s[i] & 0x7FFFu);
+            m = b > m ? b : m;
+        }
+        return kind == CKC_BF16 ? ckc_bf16_to_f32(m) : ckc_f16_to_f32(m);
+    }
+}
+
 /* Rounds every value to the element type in place (eager's x.dtype results). */
 static inline void
 ckc_row_round(float *v, ckc_float_kind kind, int64_t n)
@@ -61,22 +112,48 @@ ckc_row_round(float *v, ckc_float_kind kind, int64_t n)
     }
 }
 
-/* Largest magnitude of a row; NaN wins (as torch's amax).  Compares magnitude
- * bits as integers: for IEEE floats they order like the values, every NaN sits
- * above infinity, and an integer max reduction vectorizes. */
+/* Largest magnitude of a float row (see ckc_src_absmax). */
 static inline float
 ckc_row_absmax(const float *v, int64_t n)
 {
-    uint32_t m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const uint32_t b = ckc_f32_bits(v[i]) & 0x7FFFFFFFu;
-        m = b > m ? b : m;
-    }
-    return ckc_f32_from_bits(m);
+    return ckc_src_absmax(v, CKC_F32, n);
 }
 
-/* Rotates each group of a row in place: scale by 1/sqrt(group), butterflies. */
-void ckc_row_hadamard(float *v, int64_t n, int64_t group);
+/* One stage of stride s on one block of 4s values: four disjoint streams, which
+ * `restrict` tells the compiler, so the loop vectorizes without alias checks. */
+static inline void
+ckc_row_stage_block(float *restrict a, float *restrict b, float *restrict c, float *restrict d, int64_t s)
+{
+    for (int64_t j = 0; j < s; j++) {
+        ckc_h4_butterfly(&a[j], &b[j], &c[j], &d[j]);
+    }
+}
+
+/* Rotates each group of a row in place, the CPU form of kernels/math/hadamard.h,
+ * on values already scaled by ckc_hadamard_norm (ckc_row_load_scaled).  Each
+ * stage sweeps the whole row: groups are contiguous and 4*stride divides the
+ * group.  Strides 1 and 4 work inside 16-value blocks with fixed-length loops
+ * the compiler unrolls into short vectors; longer strides run long loops. */
+static inline void
+ckc_row_hadamard(float *v, int64_t n, int64_t group)
+{
+    int64_t i;
+    for (i = 0; i < n; i += 4) {
+        ckc_h4_butterfly(&v[i], &v[i + 1], &v[i + 2], &v[i + 3]);
+    }
+    if (group >= 16) {
+        for (i = 0; i < n; i += 16) {
+            for (int j = 0; j < 4; j++) {
+                ckc_h4_butterfly(&v[i + j], &v[i + 4 + j], &v[i + 8 + j], &v[i + 12 + j]);
+            }
+        }
+    }
+    for (int64_t s = 16; s < group; s *= 4) {
+        for (i = 0; i < n; i += 4 * s) {
+            ckc_row_stage_block(v + i, v + i + s, v + i + 2 * s, v + i + 3 * s, s);
+        }
+    }
+}
 
 static inline int64_t
 ckc_kind_size(ckc_float_kind kind)

@@ -38,7 +38,7 @@ run_int8_rowwise(const ckc_op_args *a, ckc_error *err)
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
-    return ckc_cpu_int8_rowwise(&p, a->exec.nthreads, err);
+    return ckc_cpu()->int8_rowwise(&p, a->exec.nthreads, err);
 }
 
 const ckc_op_spec ckc_op_int8_rowwise = {
@@ -84,7 +84,7 @@ run_int8_tensorwise(const ckc_op_args *a, ckc_error *err)
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
-    return ckc_cpu_int8_tensorwise(&p, a->exec.nthreads, err);
+    return ckc_cpu()->int8_tensorwise(&p, a->exec.nthreads, err);
 }
 
 const ckc_op_spec ckc_op_int8_tensorwise = {
@@ -127,7 +127,7 @@ run_rotate_rows(const ckc_op_args *a, ckc_error *err)
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
-    return ckc_cpu_hadamard_rows(&p, a->exec.nthreads, err);
+    return ckc_cpu()->hadamard_rows(&p, a->exec.nthreads, err);
 }
 
 const ckc_op_spec ckc_op_rotate_rows = {
@@ -180,7 +180,7 @@ run_int8_dequant(const ckc_op_args *a, ckc_error *err)
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
-    return ckc_cpu_int8_dequant(&p, a->exec.nthreads, err);
+    return ckc_cpu()->int8_dequant(&p, a->exec.nthreads, err);
 }
 
 const ckc_op_spec ckc_op_int8_dequant = {

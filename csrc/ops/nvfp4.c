@@ -67,7 +67,7 @@ run_nvfp4_quant(const ckc_op_args *a, ckc_error *err)
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
-    return ckc_cpu_nvfp4_quant(&p, a->exec.nthreads, err);
+    return ckc_cpu()->nvfp4_quant(&p, a->exec.nthreads, err);
 }
 
 const ckc_op_spec ckc_op_nvfp4_quant = {
@@ -118,7 +118,7 @@ run_nvfp4_dequant(const ckc_op_args *a, ckc_error *err)
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
-    return ckc_cpu_nvfp4_dequant(&p, a->exec.nthreads, err);
+    return ckc_cpu()->nvfp4_dequant(&p, a->exec.nthreads, err);
 }
 
 const ckc_op_spec ckc_op_nvfp4_dequant = {

@@ -100,6 +100,18 @@ ckc_round_to_kind(float f, ckc_float_kind kind)
     return f;
 }
 
+/* ckc_round_to_kind for a value known not to be NaN: bfloat16 skips the NaN
+ * test (infinities round to themselves). */
+CKC_HD float
+ckc_round_to_kind_not_nan(float f, ckc_float_kind kind)
+{
+    if (kind == CKC_BF16) {
+        const uint32_t u = ckc_f32_bits(f);
+        return ckc_f32_from_bits((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+    }
+    return ckc_round_to_kind(f, kind);
+}
+
 /* Smallest positive normal value of the element type (torch.finfo(dtype).tiny). */
 CKC_HD float
 ckc_kind_tiny(ckc_float_kind kind)

@@ -51,25 +51,4 @@ ckc_h4_butterfly(float *x0, float *x1, float *x2, float *x3)
     *x3 = q - m;
 }
 
-/* One butterfly stage of stride s over a group of g contiguous floats. */
-CKC_HD void
-ckc_hadamard_stage(float *v, int64_t g, int64_t s)
-{
-    for (int64_t base = 0; base < g; base += 4 * s) {
-        for (int64_t j = base; j < base + s; j++) {
-            ckc_h4_butterfly(&v[j], &v[j + s], &v[j + 2 * s], &v[j + 3 * s]);
-        }
-    }
-}
-
-/* In-place rotation of one group whose values were already scaled by
- * ckc_hadamard_norm: all log4(g) stages. */
-CKC_HD void
-ckc_hadamard_group(float *v, int64_t g)
-{
-    for (int64_t s = 1; s < g; s *= 4) {
-        ckc_hadamard_stage(v, g, s);
-    }
-}
-
 #endif /* CKC_HADAMARD_H */

@@ -52,28 +52,49 @@ ckc_round_half_even(float t)
 #endif
 }
 
+/* NaN has no code: the quotient becomes 0.  An integer test on the magnitude
+ * bits, so loops stay in cheap integer vector operations. */
+CKC_HD float
+ckc_int8_nan_to_zero(float t)
+{
+    const uint32_t bits = ckc_f32_bits(t);
+    return ckc_f32_from_bits((bits & 0x7FFFFFFFu) > 0x7F800000u ? 0u : bits);
+}
+
+/* Code of a quotient without NaN: round half to even, clamp to [-128, 127].
+ * The magnitude is first capped at 2^22 with an unsigned min on its bits (so
+ * the magic-number rounding is valid and the conversion defined), and the int8
+ * range is two integer min/max.  No float compare-and-blend: compilers
+ * vectorize those poorly next to a narrowing conversion. */
+CKC_HD int8_t
+ckc_int8_from_quotient(float t)
+{
+    const uint32_t bits = ckc_f32_bits(t);
+    const uint32_t mag = bits & 0x7FFFFFFFu;
+    const uint32_t cap = 0x4A800000u; /* 2^22 */
+    int32_t i = (int32_t)ckc_round_half_even(ckc_f32_from_bits((bits & 0x80000000u) | (mag < cap ? mag : cap)));
+    i = i > -128 ? i : -128;
+    i = i < 127 ? i : 127;
+    return (int8_t)i;
+}
+
 /* Deterministic code for one element whose value is already in float. */
 CKC_HD int8_t
 ckc_int8_code(float x, float math_scale, ckc_float_kind kind)
 {
-    float t = ckc_round_to_kind(x / math_scale, kind);
-    t = t < -128.0f ? -128.0f : t;
-    t = t > 127.0f ? 127.0f : t;
-    t = t == t ? t : 0.0f;
-    return (int8_t)(int32_t)ckc_round_half_even(t);
+    const float t = ckc_int8_nan_to_zero(x / math_scale);
+    return ckc_int8_from_quotient(ckc_round_to_kind_not_nan(t, kind));
 }
 
 /* Stochastic code: eager adds uniform noise (drawn in the element type) to the
- * rounded quotient in the element type, then floors. */
+ * rounded quotient in the element type, then floors (values are integral
+ * after floorf, so the rounding inside ckc_int8_from_quotient is exact). */
 CKC_HD int8_t
 ckc_int8_code_stochastic(float x, float noise, float math_scale, ckc_float_kind kind)
 {
-    float t = ckc_round_to_kind(x / math_scale, kind);
-    t = floorf(ckc_round_to_kind(t + noise, kind));
-    t = t < -128.0f ? -128.0f : t;
-    t = t > 127.0f ? 127.0f : t;
-    t = t == t ? t : 0.0f;
-    return (int8_t)(int32_t)t;
+    const float t = ckc_int8_nan_to_zero(x / math_scale);
+    return ckc_int8_from_quotient(
+        floorf(ckc_round_to_kind_not_nan(ckc_round_to_kind_not_nan(t, kind) + noise, kind)));
 }
 
 #endif /* CKC_INT8_QUANT_H */

@@ -1,14 +1,9 @@
 /* CPU kernels of the int8 family: row-wise and tensor-wise quantization (with
  * the fused ConvRot rotation), the plain rotation, and dequantization.  Rows
  * are independent and go to the thread pool; a row is converted to float once,
- * worked on in per-thread scratch, and written once. */
-#include <string.h>
-
-#include "kernels.h"
+ * worked on in per-thread scratch, and written once.
+ * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/int8_quant.h"
-#include "parallel.h"
-#include "rows.h"
-#include "scratch.h"
 
 /* Rows per task: enough elements that a task is worth a wake-up. */
 static int64_t
@@ -54,6 +49,41 @@ quantize_span(const float *v, const float *noise, int8_t *q, int64_t n, float ma
     }
 }
 
+/* Codes straight from elements of the element type (no float copy of the row). */
+static inline void
+quantize_src_as(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind)
+{
+    int64_t i;
+    if (kind == CKC_F32) {
+        const float *s = (const float *)src;
+        for (i = 0; i < n; i++) {
+            q[i] = ckc_int8_code(s[i], math_scale, CKC_F32);
+        }
+    } else {
+        const uint16_t *s = (const uint16_t *)src;
+        for (i = 0; i < n; i++) {
+            const float x = kind == CKC_BF16 ? ckc_bf16_to_f32(s[i]) : ckc_f16_to_f32(s[i]);
+            q[i] = ckc_int8_code(x, math_scale, kind);
+        }
+    }
+}
+
+static void
+quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind)
+{
+    switch (kind) {
+    case CKC_BF16:
+        quantize_src_as(src, q, n, math_scale, CKC_BF16);
+        break;
+    case CKC_F16:
+        quantize_src_as(src, q, n, math_scale, CKC_F16);
+        break;
+    default:
+        quantize_src_as(src, q, n, math_scale, CKC_F32);
+        break;
+    }
+}
+
 /* ---- row-wise quantization (optionally rotated) ---- */
 
 typedef struct {
@@ -71,11 +101,21 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
     float *v = ckc_scratch_row(&job->scratch, worker);
     float *noise = v + k;
     for (int64_t r = r0; r < r1; r++) {
+        const void *row = (const char *)p->x + r * k * elem;
         float scale;
-        ckc_row_load((const char *)p->x + r * k * elem, p->kind, k, v);
+        if (p->group == 0 && p->noise == NULL) {
+            /* Plain quantization reads the row twice in place (it is in L1/L2 by then). */
+            scale = ckc_int8_scale(ckc_src_absmax(row, p->kind, k));
+            p->scale[r] = scale;
+            quantize_src(row, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind);
+            continue;
+        }
         if (p->group > 0) {
+            ckc_row_load_scaled(row, p->kind, k, ckc_hadamard_norm(ckc_hadamard_log4(p->group)), v);
             ckc_row_hadamard(v, k, p->group);
             ckc_row_round(v, p->kind, k);
+        } else {
+            ckc_row_load(row, p->kind, k, v);
         }
         scale = ckc_int8_scale(ckc_row_absmax(v, k));
         p->scale[r] = scale;
@@ -87,8 +127,8 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
     }
 }
 
-ckc_status
-ckc_cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
+static ckc_status
+cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
 {
     rowwise_job job;
     const int64_t grain = row_grain(p->cols);
@@ -117,14 +157,8 @@ absmax_range(void *ctx, int64_t b, int64_t e, int worker)
     tensorwise_job *job = (tensorwise_job *)ctx;
     const ckc_int8_tensorwise_params *p = job->p;
     const int64_t elem = ckc_kind_size(p->kind);
-    float buf[CKC_BLOCK];
-    float m = job->partial_absmax[worker];
-    for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {
-        const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
-        ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
-        m = ckc_absmax_update(m, ckc_row_absmax(buf, n));
-    }
-    job->partial_absmax[worker] = m;
+    job->partial_absmax[worker] = ckc_absmax_update(job->partial_absmax[worker],
+                                                    ckc_src_absmax((const char *)p->x + b * elem, p->kind, e - b));
 }
 
 static void
@@ -136,18 +170,20 @@ tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
     float buf[CKC_BLOCK];
     float noise[CKC_BLOCK];
     (void)worker;
+    if (p->noise == NULL) {
+        quantize_src((const char *)p->x + b * elem, p->q + b, e - b, job->math_scale, p->kind);
+        return;
+    }
     for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {
         const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
         ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
-        if (p->noise != NULL) {
-            ckc_row_load((const char *)p->noise + i0 * elem, p->kind, n, noise);
-        }
-        quantize_span(buf, p->noise != NULL ? noise : NULL, p->q + i0, n, job->math_scale, p->kind);
+        ckc_row_load((const char *)p->noise + i0 * elem, p->kind, n, noise);
+        quantize_span(buf, noise, p->q + i0, n, job->math_scale, p->kind);
     }
 }
 
-ckc_status
-ckc_cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error *err)
+static ckc_status
+cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error *err)
 {
     tensorwise_job job;
     const int threads = ckc_parallel_threads(p->numel, CKC_ELEMENT_GRAIN, nthreads);
@@ -187,14 +223,15 @@ hadamard_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t row_bytes = k * ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
-        ckc_row_load((const char *)p->x + r * row_bytes, p->kind, k, v);
+        ckc_row_load_scaled((const char *)p->x + r * row_bytes, p->kind, k,
+                            ckc_hadamard_norm(ckc_hadamard_log4(p->group)), v);
         ckc_row_hadamard(v, k, p->group);
         ckc_row_store(v, p->kind, k, (char *)p->out + r * row_bytes);
     }
 }
 
-ckc_status
-ckc_cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err)
+static ckc_status
+cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err)
 {
     hadamard_job job;
     const int64_t grain = row_grain(p->cols);
@@ -208,22 +245,26 @@ ckc_cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error
 
 /* ---- dequantization (simple and ConvRot) ---- */
 
-/* q.float() * scale: one float32 rounding, whatever the scale mode. */
+/* q.float() * scale (one float32 rounding, whatever the scale mode), then times
+ * `norm`: 1, or the rotation's 1/sqrt(G) (a second, separate rounding, as the
+ * products of eager's matmul by H_G). */
 static void
-dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float *v)
+dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float norm, float *v)
 {
     const int8_t *q = p->q + start;
     int64_t i;
     if (p->scale_mode == CKC_SCALE_FULL) {
         const float *s = p->scale + start;
         for (i = 0; i < n; i++) {
-            v[i] = (float)q[i] * s[i];
+            const float d = (float)q[i] * s[i];
+            v[i] = d * norm;
         }
     } else {
         /* Callers never let a per-row span cross a row boundary. */
         const float s = p->scale[p->scale_mode == CKC_SCALE_PER_ROW ? start / p->cols : 0];
         for (i = 0; i < n; i++) {
-            v[i] = (float)q[i] * s;
+            const float d = (float)q[i] * s;
+            v[i] = d * norm;
         }
     }
 }
@@ -249,7 +290,7 @@ dequant_flat_range(void *ctx, int64_t b, int64_t e, int worker)
             const int64_t row_end = (i0 / p->cols + 1) * p->cols;
             n = row_end - i0 < n ? row_end - i0 : n;
         }
-        dequant_values(p, i0, n, v);
+        dequant_values(p, i0, n, 1.0f, v);
         ckc_row_store(v, p->out_kind, n, (char *)p->out + i0 * elem);
         i0 += n;
     }
@@ -263,15 +304,16 @@ dequant_rotated_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t k = p->cols;
     const int64_t row_bytes = k * ckc_kind_size(p->out_kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
+    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(p->group));
     for (int64_t r = r0; r < r1; r++) {
-        dequant_values(p, r * k, k, v);
+        dequant_values(p, r * k, k, norm, v);
         ckc_row_hadamard(v, k, p->group);
         ckc_row_store(v, p->out_kind, k, (char *)p->out + r * row_bytes);
     }
 }
 
-ckc_status
-ckc_cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
+static ckc_status
+cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
 {
     dequant_job job;
     job.p = p;

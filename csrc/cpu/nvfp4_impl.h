@@ -1,11 +1,8 @@
 /* CPU kernels of the NVFP4 family.  A row is converted to float once (with the
  * pad_16x zeros appended), then each block of 16 gets its e4m3 scale, codes
- * and packed bytes; scales go straight to their swizzled offsets. */
-#include "kernels.h"
+ * and packed bytes; scales go straight to their swizzled offsets.
+ * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/nvfp4.h"
-#include "parallel.h"
-#include "rows.h"
-#include "scratch.h"
 
 #define CKC_NVFP4_ROW_GRAIN_ELEMS (1 << 14)
 
@@ -19,18 +16,18 @@ typedef struct {
     const ckc_nvfp4_quant_params *p;
     ckc_scratch scratch;  /* per thread: out_cols values, out_cols divisors, out_cols codes */
     float per_tensor_scale;
-} quant_job;
+} nvfp4_quant_job;
 
 static int64_t
-quant_scratch_floats(int64_t out_cols)
+nvfp4_quant_scratch_floats(int64_t out_cols)
 {
     return 2 * out_cols + out_cols / 4 + 1;
 }
 
 static void
-quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
+nvfp4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
-    const quant_job *job = (const quant_job *)ctx;
+    const nvfp4_quant_job *job = (const nvfp4_quant_job *)ctx;
     const ckc_nvfp4_quant_params *p = job->p;
     const int64_t out_cols = p->out_cols;
     const int64_t scale_cols = out_cols / CKC_NVFP4_BLOCK;
@@ -67,16 +64,16 @@ quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
     }
 }
 
-ckc_status
-ckc_cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err)
+static ckc_status
+cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err)
 {
-    quant_job job;
+    nvfp4_quant_job job;
     const int64_t grain = nvfp4_row_grain(p->out_cols);
     const int threads = ckc_parallel_threads(p->out_rows, grain, nthreads);
     job.p = p;
     job.per_tensor_scale = *p->per_tensor_scale;
-    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, quant_scratch_floats(p->out_cols), err));
-    ckc_parallel_for(p->out_rows, grain, threads, quant_range, &job);
+    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, nvfp4_quant_scratch_floats(p->out_cols), err));
+    ckc_parallel_for(p->out_rows, grain, threads, nvfp4_quant_range, &job);
     ckc_scratch_free(&job.scratch);
     return CKC_OK;
 }
@@ -85,12 +82,12 @@ typedef struct {
     const ckc_nvfp4_dequant_params *p;
     ckc_scratch scratch;
     float per_tensor_scale; /* already rounded to the output type */
-} dequant_job;
+} denvfp4_quant_job;
 
 static void
-dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
+nvfp4_dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
-    const dequant_job *job = (const dequant_job *)ctx;
+    const denvfp4_quant_job *job = (const denvfp4_quant_job *)ctx;
     const ckc_nvfp4_dequant_params *p = job->p;
     const int64_t cols = p->cols;
     const int64_t scale_cols = cols / CKC_NVFP4_BLOCK;
@@ -120,16 +117,16 @@ dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
     }
 }
 
-ckc_status
-ckc_cpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err)
+static ckc_status
+cpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err)
 {
-    dequant_job job;
+    denvfp4_quant_job job;
     const int64_t grain = nvfp4_row_grain(p->cols);
     const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
     job.p = p;
     job.per_tensor_scale = ckc_round_to_kind(*p->per_tensor_scale, p->out_kind);
     CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, 2 * p->cols + p->cols / 4 + 1, err));
-    ckc_parallel_for(p->rows, grain, threads, dequant_range, &job);
+    ckc_parallel_for(p->rows, grain, threads, nvfp4_dequant_range, &job);
     ckc_scratch_free(&job.scratch);
     return CKC_OK;
 }

@@ -1,0 +1,27 @@
+/* One instruction-set build of all CPU kernels: included by kernels_<isa>.c,
+ * which defines CKC_CPU_ISA first and is compiled with that ISA's flags.
+ * Everything here is static except the table ckc_cpu_kernels_<isa>. */
+#include <string.h>
+
+#include "kernels.h"
+#include "parallel.h"
+#include "rows.h"
+#include "scratch.h"
+
+#include "int8_impl.h"
+#include "nvfp4_impl.h"
+
+#define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
+#define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
+#define CKC_CPU_STR2(isa) #isa
+#define CKC_CPU_STR(isa) CKC_CPU_STR2(isa)
+
+const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
+    CKC_CPU_STR(CKC_CPU_ISA),
+    cpu_int8_rowwise,
+    cpu_int8_tensorwise,
+    cpu_hadamard_rows,
+    cpu_int8_dequant,
+    cpu_nvfp4_quant,
+    cpu_nvfp4_dequant,
+};
