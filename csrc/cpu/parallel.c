@@ -1,6 +1,9 @@
 /* Thread pool behind ckc_parallel_for.  Workers sleep on a condition variable;
  * a call publishes a job (a new generation), and every participant claims
- * chunks under the pool lock until none are left.  The caller waits for the
+ * chunks under the pool lock until none are left.  After a job, workers spin
+ * for a short while on a lock-free copy of the generation before sleeping, so
+ * back-to-back calls (the common case: one op after another) do not pay a
+ * wake-up each.  The caller waits for the
  * last chunk, so no worker touches a job after its call returns.  A second
  * mutex serializes whole calls, which keeps the state to one job. */
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 
 #define CKC_POOL_MAX_THREADS 256
 #define CKC_CHUNKS_PER_THREAD 4
+#define CKC_SPIN_ITERATIONS 20000 /* about 100 microseconds of pause instructions */
 
 typedef struct {
     ckc_mutex call_lock;   /* one parallel call at a time */
@@ -19,6 +23,7 @@ typedef struct {
     long owner_pid;        /* process that started the workers */
     int n_workers;
     uint64_t generation;
+    ckc_atomic_counter published; /* low bits of generation, readable without the lock */
     /* the current job */
     ckc_range_fn fn;
     void *ctx;
@@ -42,6 +47,7 @@ pool_reset(void)
     pool.owner_pid = ckc_process_id();
     pool.n_workers = 0;
     pool.generation = 0;
+    ckc_atomic_store(&pool.published, 0);
     pool.n_chunks = 0;
     pool.next_chunk = 0;
     pool.done_chunks = 0;
@@ -77,6 +83,13 @@ worker_main(void *arg)
     uint64_t seen = 0;
     ckc_mutex_lock(&pool.lock);
     for (;;) {
+        if (pool.generation == seen) {
+            ckc_mutex_unlock(&pool.lock);
+            for (int k = 0; k < CKC_SPIN_ITERATIONS && ckc_atomic_load(&pool.published) == (long)seen; k++) {
+                ckc_cpu_relax();
+            }
+            ckc_mutex_lock(&pool.lock);
+        }
         while (pool.generation == seen) {
             ckc_cond_wait(&pool.work_ready, &pool.lock);
         }
@@ -144,6 +157,7 @@ ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *
     pool.done_chunks = 0;
     pool.participants = nthreads;
     pool.generation++;
+    ckc_atomic_store(&pool.published, (long)pool.generation);
     ckc_cond_broadcast(&pool.work_ready);
     run_chunks(0);
     while (pool.done_chunks < pool.n_chunks) {

@@ -21,6 +21,17 @@ void ckc_cond_init(ckc_cond *c);
 void ckc_cond_wait(ckc_cond *c, ckc_mutex *m);
 void ckc_cond_broadcast(ckc_cond *c);
 
+/* A counter that threads may read without holding a lock (acquire/release). */
+typedef struct {
+    volatile long value;
+} ckc_atomic_counter;
+
+long ckc_atomic_load(ckc_atomic_counter *c);
+void ckc_atomic_store(ckc_atomic_counter *c, long v);
+
+/* A hint to the CPU inside a spin-wait loop. */
+void ckc_cpu_relax(void);
+
 /* Starts a detached thread running fn(arg); returns 0 on success. */
 int ckc_thread_start(void (*fn)(void *), void *arg);
 

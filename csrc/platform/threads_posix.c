@@ -42,6 +42,28 @@ ckc_cond_broadcast(ckc_cond *c)
     pthread_cond_broadcast(c);
 }
 
+long
+ckc_atomic_load(ckc_atomic_counter *c)
+{
+    return __atomic_load_n(&c->value, __ATOMIC_ACQUIRE);
+}
+
+void
+ckc_atomic_store(ckc_atomic_counter *c, long v)
+{
+    __atomic_store_n(&c->value, v, __ATOMIC_RELEASE);
+}
+
+void
+ckc_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 typedef struct {
     void (*fn)(void *);
     void *arg;

@@ -41,6 +41,24 @@ ckc_cond_broadcast(ckc_cond *c)
     WakeAllConditionVariable(c);
 }
 
+long
+ckc_atomic_load(ckc_atomic_counter *c)
+{
+    return InterlockedCompareExchange(&c->value, 0, 0);
+}
+
+void
+ckc_atomic_store(ckc_atomic_counter *c, long v)
+{
+    InterlockedExchange(&c->value, v);
+}
+
+void
+ckc_cpu_relax(void)
+{
+    YieldProcessor();
+}
+
 typedef struct {
     void (*fn)(void *);
     void *arg;
