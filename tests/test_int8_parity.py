@@ -211,3 +211,18 @@ def test_results_do_not_depend_on_thread_count():
         torch.set_num_threads(before)
     for a, b in zip(one, many):
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_bfloat16_division_free_path_is_exact(eager):
+    """bfloat16 quantization multiplies by 1/scale instead of dividing (see
+    kernels/math/int8_quant.h for why that is exact).  Every bfloat16 value
+    against every bfloat16 significand as scale, at several exponents."""
+    x = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    significands = 1.0 + torch.arange(128) / 128.0
+    for exponent in (-126, -60, -8, 0, 7, 60, 125):
+        for m in significands.tolist():
+            scale = torch.tensor(m * 2.0**exponent, dtype=torch.bfloat16)
+            q = ops.quantize_int8_tensorwise(x, scale)[0]
+            q_ref = eager.quantize_int8_tensorwise(x, scale)[0]
+            defined = ~torch.isnan(x.float() / scale.float())  # eager's int8 cast of NaN is undefined
+            assert torch.equal(q[defined], q_ref[defined]), (exponent, m)

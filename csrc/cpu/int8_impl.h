@@ -38,6 +38,13 @@ quantize_span(const float *v, const float *noise, int8_t *q, int64_t n, float ma
 {
     switch (kind) {
     case CKC_BF16:
+        if (noise == NULL && ckc_int8_bf16_reciprocal_exact(math_scale)) {
+            const float inv = 1.0f / math_scale;
+            for (int64_t i = 0; i < n; i++) {
+                q[i] = ckc_int8_code_bf16_reciprocal(v[i], inv);
+            }
+            break;
+        }
         quantize_span_as(v, noise, q, n, math_scale, CKC_BF16);
         break;
     case CKC_F16:
@@ -73,6 +80,14 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
 {
     switch (kind) {
     case CKC_BF16:
+        if (ckc_int8_bf16_reciprocal_exact(math_scale)) {
+            const uint16_t *s = (const uint16_t *)src;
+            const float inv = 1.0f / math_scale;
+            for (int64_t i = 0; i < n; i++) {
+                q[i] = ckc_int8_code_bf16_reciprocal(ckc_bf16_to_f32(s[i]), inv);
+            }
+            break;
+        }
         quantize_src_as(src, q, n, math_scale, CKC_BF16);
         break;
     case CKC_F16:

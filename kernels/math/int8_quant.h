@@ -86,6 +86,28 @@ ckc_int8_code(float x, float math_scale, ckc_float_kind kind)
     return ckc_int8_from_quotient(ckc_round_to_kind_not_nan(t, kind));
 }
 
+/* Division-free form for bfloat16.  For bfloat16 x and s (s and 1/s normal
+ * floats), round_bf16(x * fl32(1/s)) == round_bf16(fl32(x / s)):
+ *  - the exact quotient of two 8-bit significands is never a bfloat16 rounding
+ *    tie (a tie needs 9 significant bits) and lies at least 1/(255 * 2^9) > 2^-17
+ *    (relative) from one;
+ *  - fl32(x / s) and x * fl32(1/s) are within 2^-24 and 2^-23 of it.
+ * So both round to the same bfloat16 value and the codes are identical.  Not
+ * valid for float16 (11-bit significands leave no such margin) or float32. */
+CKC_HD int
+ckc_int8_bf16_reciprocal_exact(float math_scale)
+{
+    const float inv = 1.0f / math_scale;
+    return math_scale >= 0x1.0p-126f && math_scale <= 0x1.0p+126f && inv >= 0x1.0p-126f;
+}
+
+CKC_HD int8_t
+ckc_int8_code_bf16_reciprocal(float x, float inv_math_scale)
+{
+    const float t = ckc_int8_nan_to_zero(x * inv_math_scale);
+    return ckc_int8_from_quotient(ckc_round_to_kind_not_nan(t, CKC_BF16));
+}
+
 /* Stochastic code: eager adds uniform noise (drawn in the element type) to the
  * rounded quotient in the element type, then floors (values are integral
  * after floorf, so the rounding inside ckc_int8_from_quotient is exact). */
