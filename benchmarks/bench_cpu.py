@@ -19,8 +19,8 @@ columns, bfloat16, group_size 256):
 
 Every timing is the median of ``--repeats`` runs after one warm-up run, measured with
 ``time.perf_counter`` in the same process and with the same torch thread count (our kernels use
-``torch.get_num_threads()`` workers too). Ours, eager and memcpy are timed round-robin, one call
-each per repeat, so that load from other processes disturbs all three alike. Absolute times depend
+``torch.get_num_threads()`` workers too). Ours, eager and memcpy are each timed in a block of
+consecutive calls (see ``measure`` for why not round-robin). Absolute times depend
 on the machine and its load; the ratios (speedup, x memcpy) are what the targets at the end are
 about, and because the three timings of a row come from one run they are comparable.
 """
@@ -145,24 +145,24 @@ def memcpy_calls(nbytes: int) -> dict:
 
 
 def measure(op: Op, x: torch.Tensor, repeats: int) -> Row:
-    """Warm ours, eager and the copies up once each, then time them round-robin `repeats` times.
+    """Time ours, eager and the copies, each in its own block: a warm-up call, then `repeats`
+    consecutive calls, of which the median is kept.
 
-    Interleaving them makes a burst of load from other processes hit all of them alike, so the
-    ratios stay meaningful even when the absolute times are disturbed.
+    Blocks, not round-robin: after each parallel torch op, torch's OpenMP workers keep spinning
+    for a while, and on a 2-core machine they take half the CPU from whatever runs next. Calls
+    interleaved with torch ops would charge that to our op (our kernels ran about 2x slower that
+    way; with OMP_WAIT_POLICY=passive the difference disappears). Consecutive calls of one op
+    measure each in its steady state, eager with its own OpenMP team warm.
     """
     args = op.make_args(x)
-    result = op.ours(*args)  # warm-up; its result gives the bytes written
+    result = op.ours(*args)  # its result gives the bytes written
     nbytes = bytes_moved(args, result)
     del result
     calls = {"ours": (op.ours, args), "eager": (op.eager, args), **memcpy_calls(nbytes)}
+    med = {}
     for name, (fn, fn_args) in calls.items():
-        if name != "ours":  # warm-ups
-            fn(*fn_args)
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, (fn, fn_args) in calls.items():
-            times[name].append(time_ms(fn, fn_args))
-    med = {name: statistics.median(values) for name, values in times.items()}
+        fn(*fn_args)  # warm-up
+        med[name] = statistics.median(time_ms(fn, fn_args) for _ in range(repeats))
     return Row(op.name, x.shape[1], med["eager"], med["ours"], nbytes, med["memcpy"], med["alloc_copy"])
 
 
