@@ -126,13 +126,12 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
             continue;
         }
         if (p->group > 0) {
-            ckc_row_load_scaled(row, p->kind, k, ckc_hadamard_norm(ckc_hadamard_log4(p->group)), v);
-            ckc_row_hadamard(v, k, p->group);
-            ckc_row_round(v, p->kind, k);
+            ckc_row_load_rotated(row, p->kind, k, p->group, v);
+            scale = ckc_int8_scale(ckc_row_round_absmax(v, p->kind, k));
         } else {
             ckc_row_load(row, p->kind, k, v);
+            scale = ckc_int8_scale(ckc_row_absmax(v, k));
         }
-        scale = ckc_int8_scale(ckc_row_absmax(v, k));
         p->scale[r] = scale;
         if (p->noise != NULL) {
             ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
@@ -238,9 +237,7 @@ hadamard_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t row_bytes = k * ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
-        ckc_row_load_scaled((const char *)p->x + r * row_bytes, p->kind, k,
-                            ckc_hadamard_norm(ckc_hadamard_log4(p->group)), v);
-        ckc_row_hadamard(v, k, p->group);
+        ckc_row_load_rotated((const char *)p->x + r * row_bytes, p->kind, k, p->group, v);
         ckc_row_store(v, p->kind, k, (char *)p->out + r * row_bytes);
     }
 }

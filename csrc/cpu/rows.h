@@ -96,22 +96,6 @@ ckc_src_absmax(const void *src, ckc_float_kind kind, int64_t n)
     }
 }
 
-/* Rounds every value to the element type in place (eager's x.dtype results). */
-static inline void
-ckc_row_round(float *v, ckc_float_kind kind, int64_t n)
-{
-    int64_t i;
-    if (kind == CKC_BF16) {
-        for (i = 0; i < n; i++) {
-            v[i] = ckc_bf16_to_f32(ckc_f32_to_bf16(v[i]));
-        }
-    } else if (kind == CKC_F16) {
-        for (i = 0; i < n; i++) {
-            v[i] = ckc_f16_to_f32(ckc_f32_to_f16(v[i]));
-        }
-    }
-}
-
 /* Largest magnitude of a float row (see ckc_src_absmax). */
 static inline float
 ckc_row_absmax(const float *v, int64_t n)
@@ -129,29 +113,96 @@ ckc_row_stage_block(float *restrict a, float *restrict b, float *restrict c, flo
     }
 }
 
+#if defined(__AVX2__)
+#include "hadamard_avx2.h"
+#else
+/* Strides 1 and 4 over a row of whole 16-value blocks, in place (fixed-length
+ * inner loops the compiler unrolls into short vectors). */
+static inline void
+ckc_row_hadamard16(float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16) {
+        for (int j = 0; j < 16; j += 4) {
+            ckc_h4_butterfly(&v[i + j], &v[i + j + 1], &v[i + j + 2], &v[i + j + 3]);
+        }
+        for (int j = 0; j < 4; j++) {
+            ckc_h4_butterfly(&v[i + j], &v[i + 4 + j], &v[i + 8 + j], &v[i + 12 + j]);
+        }
+    }
+}
+#endif
+
+/* The stages of stride 16 and more (those that cross 16-value blocks). */
+static inline void
+ckc_row_hadamard_wide(float *v, int64_t n, int64_t group)
+{
+    for (int64_t s = 16; s < group; s *= 4) {
+        for (int64_t i = 0; i < n; i += 4 * s) {
+            ckc_row_stage_block(v + i, v + i + s, v + i + 2 * s, v + i + 3 * s, s);
+        }
+    }
+}
+
 /* Rotates each group of a row in place, the CPU form of kernels/math/hadamard.h,
- * on values already scaled by ckc_hadamard_norm (ckc_row_load_scaled).  Each
- * stage sweeps the whole row: groups are contiguous and 4*stride divides the
- * group.  Strides 1 and 4 work inside 16-value blocks with fixed-length loops
- * the compiler unrolls into short vectors; longer strides run long loops. */
+ * on values already scaled by ckc_hadamard_norm.  Each stage sweeps the whole
+ * row (groups are contiguous and 4*stride divides the group): strides 1 and 4
+ * inside 16-value blocks, longer strides as long loops. */
 static inline void
 ckc_row_hadamard(float *v, int64_t n, int64_t group)
 {
-    int64_t i;
-    for (i = 0; i < n; i += 4) {
-        ckc_h4_butterfly(&v[i], &v[i + 1], &v[i + 2], &v[i + 3]);
-    }
     if (group >= 16) {
-        for (i = 0; i < n; i += 16) {
-            for (int j = 0; j < 4; j++) {
-                ckc_h4_butterfly(&v[i + j], &v[i + 4 + j], &v[i + 8 + j], &v[i + 12 + j]);
-            }
+        ckc_row_hadamard16(v, n);
+    } else {
+        for (int64_t i = 0; i < n; i += 4) {
+            ckc_h4_butterfly(&v[i], &v[i + 1], &v[i + 2], &v[i + 3]);
         }
     }
-    for (int64_t s = 16; s < group; s *= 4) {
-        for (i = 0; i < n; i += 4 * s) {
-            ckc_row_stage_block(v + i, v + i + s, v + i + 2 * s, v + i + 3 * s, s);
-        }
+    ckc_row_hadamard_wide(v, n, group);
+}
+
+/* dst = the row of src rotated group-wise (load, 1/sqrt(G), all stages); the
+ * first stages are fused into the load where this build has a kernel for it. */
+static inline void
+ckc_row_load_rotated(const void *src, ckc_float_kind kind, int64_t n, int64_t group, float *dst)
+{
+    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+#if defined(__AVX2__)
+    if (kind == CKC_BF16 && group >= 16) {
+        ckc_row_load_bf16_hadamard16((const uint16_t *)src, n, norm, dst);
+        ckc_row_hadamard_wide(dst, n, group);
+        return;
+    }
+#endif
+    ckc_row_load_scaled(src, kind, n, norm, dst);
+    ckc_row_hadamard(dst, n, group);
+}
+
+/* Rounds a row to the element type in place and returns the largest rounded
+ * magnitude (NaN wins): eager's two steps before a rotated row's scale, in one
+ * pass.  The instances with a constant type each vectorize. */
+static inline float
+ckc_row_round_absmax_as(float *v, int64_t n, ckc_float_kind kind)
+{
+    uint32_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float r = ckc_round_to_kind(v[i], kind);
+        const uint32_t b = ckc_f32_bits(r) & 0x7FFFFFFFu;
+        v[i] = r;
+        m = b > m ? b : m;
+    }
+    return ckc_f32_from_bits(m);
+}
+
+static inline float
+ckc_row_round_absmax(float *v, ckc_float_kind kind, int64_t n)
+{
+    switch (kind) {
+    case CKC_BF16:
+        return ckc_row_round_absmax_as(v, n, CKC_BF16);
+    case CKC_F16:
+        return ckc_row_round_absmax_as(v, n, CKC_F16);
+    default:
+        return ckc_row_round_absmax_as(v, n, CKC_F32);
     }
 }
 
