@@ -1,0 +1,34 @@
+/* The CUDA dialect every kernel source (kernels/*.cu) is written in.  Under nvcc
+ * it is plain CUDA; compiled as C++17 by the host compiler with CKC_EMULATED
+ * defined, kernels/emu/emu.h supplies the same names (thread and block indices,
+ * __syncthreads, warp shuffles and votes, shared memory, atomics) on the CPU, so
+ * the very same sources run on the emulated device in tests.
+ *
+ * Two spellings differ between the two and are written through macros:
+ *   CKC_DYNAMIC_SHARED(type, name);                 dynamic shared memory
+ *   CKC_LAUNCH(kernel, grid, block, smem, stream, args...);   a launch
+ * The launch error, if any, is read with ckc_gpu_launch_status() (csrc/gpu/runtime.h). */
+#ifndef CKC_CUDA_DIALECT_H
+#define CKC_CUDA_DIALECT_H
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
+
+#define CKC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#define CKC_LAUNCH(kernel, grid, block, smem, stream, ...) \
+    kernel<<<(grid), (block), (smem), (cudaStream_t)(stream)>>>(__VA_ARGS__)
+
+#elif defined(CKC_EMULATED)
+
+#include "emu/emu.h"
+
+#define CKC_DYNAMIC_SHARED(type, name) type *name = (type *)ckc_emu_dynamic_shared()
+#define CKC_LAUNCH(kernel, grid, block, smem, stream, ...) \
+    ckc_emu_launch(#kernel, (grid), (block), (smem), (uintptr_t)(stream), [=]() { kernel(__VA_ARGS__); })
+
+#else
+#error "kernels/*.cu are compiled by nvcc, or as C++ with CKC_EMULATED defined"
+#endif
+
+#endif /* CKC_CUDA_DIALECT_H */
