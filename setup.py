@@ -1,8 +1,20 @@
-"""Build of the comfy_kitchen_c._C extension: C11, CPython limited API (abi3,
-Python >= 3.10), no torch headers or libraries.  Set COMFY_KITCHEN_C_WERROR=1
-to turn warnings into errors (CI does)."""
+"""Build of comfy_kitchen_c's extensions: C11 on the CPython limited API (abi3,
+Python >= 3.10), no torch headers or libraries.
+
+  comfy_kitchen_c._C      the kernels users run: CPU kernels (baseline and AVX2
+                          builds), and the CUDA kernels when nvcc is found (CUDA
+                          runtime linked statically).
+  comfy_kitchen_c._C_emu  the same op layer with the GPU kernels (kernels/*.cu,
+                          compiled as C++) on the emulated device: the tests run
+                          every GPU entry point through it on the CPU.
+
+Environment: COMFY_KITCHEN_C_WERROR=1 turns warnings into errors (CI does);
+COMFY_KITCHEN_C_NO_CUDA=1 builds without CUDA; COMFY_KITCHEN_C_CUDA_ARCHS="80;90"
+narrows the GPU architectures (default: CUDA_ARCHS below)."""
 import os
 import platform
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,63 +24,148 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).parent
 LIMITED_API = "0x030A0000"  # Python 3.10
 
-
-# Compiled separately with its instruction set's flags (see BuildExt).
+# Compiled separately with their instruction set's flags.
 ISA_SOURCES = {"csrc/cpu/kernels_avx2.c": {"unix": ["-mavx2"], "msvc": ["/arch:AVX2"]}}
+# Compute capabilities built as real code (SASS): Turing, Ampere (A100, RTX 30),
+# Ada (RTX 40), Hopper, Blackwell (B200, RTX 50).  The newest also ships as PTX,
+# which the driver compiles for GPUs newer than this list.
+CUDA_ARCHS = "75;80;86;89;90;100;120"
+# Device runtimes: exactly one per extension.
+RUNTIMES = {"csrc/gpu/runtime_cuda.c", "csrc/gpu/runtime_emu.c"}
+
+
+def rel(p: Path) -> str:
+    return str(p.relative_to(ROOT)).replace(os.sep, "/")
 
 
 def is_x86_64() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
-def c_sources():
+def c_sources(runtime: str | None):
     other_os = "_posix.c" if sys.platform == "win32" else "_win32.c"
     return sorted(
-        str(p.relative_to(ROOT)).replace(os.sep, "/")
-        for p in (ROOT / "csrc").rglob("*.c")
-        if not p.name.endswith(other_os) and str(p.relative_to(ROOT)).replace(os.sep, "/") not in ISA_SOURCES
+        rel(p) for p in (ROOT / "csrc").rglob("*.c")
+        if not p.name.endswith(other_os) and rel(p) not in ISA_SOURCES
+        and (rel(p) not in RUNTIMES or rel(p) == runtime)
     )
 
 
+def find_nvcc() -> str | None:
+    if os.environ.get("COMFY_KITCHEN_C_NO_CUDA") == "1":
+        return None
+    candidates = [os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"), shutil.which("nvcc"),
+                  "/usr/local/cuda/bin/nvcc"]
+    return next((c for c in candidates if c and os.path.isfile(c)), None)
+
+
+def gencode_flags() -> list[str]:
+    archs = [a.strip() for a in os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", CUDA_ARCHS).split(";") if a.strip()]
+    flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    return flags + [f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+
+
+NVCC = find_nvcc()
+CUDA_HOME = str(Path(NVCC).resolve().parent.parent) if NVCC else None
+
+
+def gpu_kernel_sources():
+    return sorted(rel(p) for p in (ROOT / "kernels").glob("*.cu"))
+
+
+def emulated_device_sources():
+    """GPU kernel sources and the emulator, compiled as C++ for _C_emu."""
+    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp"]
+
+
 class BuildExt(build_ext):
-    """Picks warning and optimization flags for the compiler actually used."""
+    """Compiler flags per language and per source set; one build folder per extension
+    (the same C sources are compiled with different macros for _C and _C_emu)."""
 
     def build_extensions(self):
         werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
-        if self.compiler.compiler_type == "msvc":
-            flags = ["/std:c11", "/O2", "/W4", "/fp:precise"] + (["/WX"] if werror else [])
+        self.msvc = self.compiler.compiler_type == "msvc"
+        if self.msvc:
+            common = ["/O2", "/W4", "/fp:precise"] + (["/WX"] if werror else [])
+            self.c_flags, self.cxx_flags = ["/std:c11"] + common, ["/std:c++17", "/TP", "/EHsc"] + common
         else:
             # No -ffast-math and no FMA contraction: kernels must round exactly like eager.
             # -fno-trapping-math only drops the assumption that FP exception flags are read,
             # which lets the compiler turn the kernels' selects into vector blends.
-            flags = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-math-errno", "-fno-trapping-math",
-                     "-ffp-contract=off", "-fvisibility=hidden"] + (["-Werror"] if werror else [])
-        for ext in self.extensions:
-            ext.extra_compile_args = flags
-            if is_x86_64():
-                ext.extra_objects = self.compile_isa_sources(ext, flags)
-                ext.define_macros.append(("CKC_HAVE_AVX2", "1"))
+            common = ["-O3", "-Wall", "-Wextra", "-fno-math-errno", "-fno-trapping-math",
+                      "-ffp-contract=off", "-fvisibility=hidden"] + (["-Werror"] if werror else [])
+            self.c_flags, self.cxx_flags = ["-std=c11"] + common, ["-std=c++17"] + common
+        self.compiler.src_extensions += [".cu", ".cpp"]
         super().build_extensions()
 
-    def compile_isa_sources(self, ext, flags):
-        kind = "msvc" if self.compiler.compiler_type == "msvc" else "unix"
+    def build_extension(self, ext):
+        saved = self.build_temp
+        self.build_temp = os.path.join(saved, ext.name)
+        try:
+            ext.extra_compile_args = self.c_flags
+            ext.extra_objects = self.compile_extra(ext)
+            super().build_extension(ext)
+        finally:
+            self.build_temp = saved
+
+    def compile_extra(self, ext):
         objects = []
-        for source, isa_flags in ISA_SOURCES.items():
-            objects += self.compiler.compile(
-                [source], output_dir=self.build_temp, macros=ext.define_macros,
-                include_dirs=ext.include_dirs, extra_postargs=flags + isa_flags[kind])
+        kind = "msvc" if self.msvc else "unix"
+        if is_x86_64():
+            for source, isa_flags in ISA_SOURCES.items():
+                objects += self._compile([source], ext, self.c_flags + isa_flags[kind])
+        if ext.name.endswith("_C_emu"):
+            # .cu files are C++ to the host compiler (the flag must precede the source)
+            objects += self._compile(emulated_device_sources(), ext, self.cxx_flags,
+                                     [] if self.msvc else ["-x", "c++"])
+            if not self.msvc:
+                ext.extra_link_args = ["-lstdc++"]
+        elif NVCC:
+            objects += [self._nvcc(source, ext) for source in gpu_kernel_sources()]
         return objects
+
+    def _nvcc(self, source, ext):
+        """One .cu file for every architecture.  No FMA contraction and IEEE division
+        (nvcc's defaults but --fmad): the kernels round exactly like the CPU path."""
+        werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
+        obj = os.path.join(self.build_temp, source.replace("/", "_") + (".obj" if self.msvc else ".o"))
+        host = ["-Xcompiler", "/MD"] if self.msvc else ["-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall,-Wextra"]
+        cmd = [NVCC, "-std=c++17", "-O3", "--fmad=false", "-c", source, "-o", obj, "-lineinfo",
+               *[f"-I{d}" for d in ext.include_dirs], *[f"-D{k}={v}" for k, v in ext.define_macros],
+               *gencode_flags(), *host, *(["-Werror", "all-warnings"] if werror else [])]
+        os.makedirs(self.build_temp, exist_ok=True)
+        print(" ".join(cmd))
+        subprocess.check_call(cmd)
+        return obj
+
+    def _compile(self, sources, ext, flags, preargs=None):
+        return self.compiler.compile(sources, output_dir=self.build_temp, macros=ext.define_macros,
+                                     include_dirs=ext.include_dirs, extra_preargs=preargs, extra_postargs=flags)
+
+
+def extension(name: str, runtime: str | None, macros: list):
+    avx2 = [("CKC_HAVE_AVX2", "1")] if is_x86_64() else []
+    return Extension(name, sources=c_sources(runtime), include_dirs=["csrc", "kernels"],
+                     define_macros=[("Py_LIMITED_API", LIMITED_API)] + avx2 + macros, py_limited_api=True)
+
+
+def cuda_extension():
+    """_C, with the CUDA kernels and the CUDA runtime seam when nvcc is found."""
+    if not NVCC:
+        return extension("comfy_kitchen_c._C", None, [])
+    ext = extension("comfy_kitchen_c._C", "csrc/gpu/runtime_cuda.c", [("CKC_WITH_GPU", "1"), ("CKC_WITH_CUDA", "1")])
+    lib = "lib/x64" if sys.platform == "win32" else "lib64"
+    ext.include_dirs.append(os.path.join(CUDA_HOME, "include"))
+    ext.library_dirs = [os.path.join(CUDA_HOME, lib)]
+    ext.libraries = ["cudart_static"] + ([] if sys.platform == "win32" else ["dl", "rt", "pthread", "stdc++"])
+    return ext
 
 
 setup(
     ext_modules=[
-        Extension(
-            "comfy_kitchen_c._C",
-            sources=c_sources(),
-            include_dirs=["csrc", "kernels"],
-            define_macros=[("Py_LIMITED_API", LIMITED_API)],
-            py_limited_api=True,
-        )
+        cuda_extension(),
+        extension("comfy_kitchen_c._C_emu", "csrc/gpu/runtime_emu.c",
+                  [("CKC_EMULATED", "1"), ("CKC_WITH_GPU", "1")]),
     ],
     cmdclass={"build_ext": BuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp310"}},

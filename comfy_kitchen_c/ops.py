@@ -7,6 +7,8 @@ contiguous tensor first; outputs are always new tensors.
 """
 from __future__ import annotations
 
+import contextvars
+
 import torch
 
 from . import _C
@@ -28,9 +30,14 @@ def _capsule(t: torch.Tensor | None):
     return t.__dlpack__(stream=-1) if t.is_cuda else t.__dlpack__()
 
 
-def _run(kernel, op: str, device: torch.device, tensors, ints) -> None:
+# The extension module that runs the kernels: _C, or _C_emu inside
+# comfy_kitchen_c.testing.emulated_device().
+KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
+
+
+def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    kernel(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads())
+    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads())
 
 
 def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
@@ -61,7 +68,7 @@ def _quantize_rows(op: str, x: torch.Tensor, group: int, seed: int):
     noise = _noise(x, seed)
     if noise is not None:
         noise = noise.reshape(x2.shape)
-    _run(_C.int8_rowwise, op, x.device, (x2, q, scale, noise), (group,))
+    _run("int8_rowwise", op, x.device, (x2, q, scale, noise), (group,))
     return q.view(x.shape), scale.view(*x.shape[:-1], 1)
 
 
@@ -145,7 +152,7 @@ def quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
     scale_t, compute = _tensorwise_scale(x, scale)
     xc = x.contiguous()
     q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
-    _run(_C.int8_tensorwise, op, x.device, (xc, q, scale_t, _noise(x, seed)), (compute,))
+    _run("int8_tensorwise", op, x.device, (xc, q, scale_t, _noise(x, seed)), (compute,))
     return q, scale_t
 
 
@@ -161,7 +168,7 @@ def rotate_int8_convrot_weight(weight, group_size):
     check_rotate_int8_convrot_weight(weight, group_size)
     w = weight.contiguous()
     out = torch.empty_like(w)
-    _run(_C.hadamard_rows, op, w.device, (w, out), (group_size,))
+    _run("hadamard_rows", op, w.device, (w, out), (group_size,))
     return out
 
 
@@ -199,7 +206,7 @@ def _dequantize(op: str, q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.
     k = q.shape[-1] if q.dim() else 1
     q2 = q.reshape(-1, k).contiguous()
     out = torch.empty(q2.shape, dtype=out_dtype, device=q.device)
-    _run(_C.int8_dequant, op, q.device, (q2, s, out), (mode, group))
+    _run("int8_dequant", op, q.device, (q2, s, out), (mode, group))
     return out.view(q.shape)
 
 
@@ -299,7 +306,7 @@ def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=Tru
     qx = torch.empty((out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
     scales = torch.zeros(_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
     pts = _per_tensor_scale(op, per_tensor_scale, x.device)
-    _run(_C.nvfp4_quant, op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)),))
+    _run("nvfp4_quant", op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)),))
     return qx, scales.view(torch.float8_e4m3fn)
 
 
@@ -334,5 +341,5 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
     scales = block_scales.contiguous().view(torch.uint8).reshape(_scale_shape(rows, cols))
     out = torch.empty((rows, cols), dtype=output_type, device=qx.device)
     pts = _per_tensor_scale(op, per_tensor_scale, qx.device)
-    _run(_C.nvfp4_dequant, op, qx.device, (qx.contiguous(), pts, scales, out), (int(bool(hi_first)),))
+    _run("nvfp4_dequant", op, qx.device, (qx.contiguous(), pts, scales, out), (int(bool(hi_first)),))
     return out

@@ -65,6 +65,7 @@ check_devices(ckc_op_args *a, ckc_error *err)
         if (first < 0) {
             first = k;
             a->device = a->t[k].device;
+            a->exec.device_index = a->t[k].device_index;
             continue;
         }
         t = &a->t[k];
@@ -184,6 +185,27 @@ call_op(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+#if defined(CKC_EMULATED)
+/* The emulated-device module raises the very classes of _C, so callers catch
+ * one set of exceptions whichever module ran the op. */
+static int
+add_exceptions(PyObject *m)
+{
+    PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
+    if (c == NULL) {
+        return -1;
+    }
+    KitchenError = PyObject_GetAttrString(c, "KitchenError");
+    ArgumentError = PyObject_GetAttrString(c, "ArgumentError");
+    ArgumentTypeError = PyObject_GetAttrString(c, "ArgumentTypeError");
+    Py_DECREF(c);
+    if (KitchenError == NULL || ArgumentError == NULL || ArgumentTypeError == NULL) {
+        return -1;
+    }
+    (void)m;
+    return 0;
+}
+#else
 static int
 add_exceptions(PyObject *m)
 {
@@ -223,6 +245,7 @@ add_exceptions(PyObject *m)
     }
     return 0;
 }
+#endif
 
 static int
 add_ops(PyObject *m)
@@ -314,16 +337,32 @@ static PyMethodDef module_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#if defined(CKC_EMULATED)
+#define CKC_MODULE_NAME "_C_emu"
+#define CKC_MODULE_INIT PyInit__C_emu
+#define CKC_HAS_CUDA 0
+#define CKC_MODULE_DOC "The ops of comfy-kitchen-c on the emulated GPU device (tests)."
+#else
+#define CKC_MODULE_NAME "_C"
+#define CKC_MODULE_INIT PyInit__C
+#if defined(CKC_WITH_GPU)
+#define CKC_HAS_CUDA 1
+#else
+#define CKC_HAS_CUDA 0
+#endif
+#define CKC_MODULE_DOC "C kernels of comfy-kitchen-c.  Call them through comfy_kitchen_c.ops."
+#endif
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "_C",
-    .m_doc = "C kernels of comfy-kitchen-c.  Call them through comfy_kitchen_c.ops.",
+    .m_name = CKC_MODULE_NAME,
+    .m_doc = CKC_MODULE_DOC,
     .m_size = -1,
     .m_methods = module_functions,
 };
 
 PyMODINIT_FUNC
-PyInit__C(void)
+CKC_MODULE_INIT(void)
 {
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) {
@@ -332,7 +371,7 @@ PyInit__C(void)
     ckc_parallel_init();
     ckc_cpu_select_default();
     if (add_exceptions(m) < 0 || add_ops(m) < 0 ||
-        PyModule_AddIntConstant(m, "HAS_CUDA", 0) < 0) {
+        PyModule_AddIntConstant(m, "HAS_CUDA", CKC_HAS_CUDA) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -6,6 +6,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     CKC_OK = 0,
     CKC_ERR_VALUE,        /* bad shape, size or value: ArgumentError (ValueError) */
@@ -41,5 +45,9 @@ ckc_status ckc_error_set(ckc_error *err, ckc_status status, const char *file, in
             return ckc_try_;             \
         }                                \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CKC_STATUS_H */

@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CKC_MAX_DIMS 8
 
 typedef enum {
@@ -53,5 +57,9 @@ ckc_dtype_size(ckc_dtype d)
 }
 
 const char *ckc_dtype_name(ckc_dtype d);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CKC_TENSOR_H */

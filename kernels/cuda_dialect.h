@@ -1,4 +1,4 @@
-/* The CUDA dialect every kernel source (kernels/*.cu) is written in.  Under nvcc
+/* The CUDA dialect every kernel source (kernels/<family>.cu) is written in.  Under nvcc
  * it is plain CUDA; compiled as C++17 by the host compiler with CKC_EMULATED
  * defined, kernels/emu/emu.h supplies the same names (thread and block indices,
  * __syncthreads, warp shuffles and votes, shared memory, atomics) on the CPU, so
@@ -21,14 +21,25 @@
 
 #elif defined(CKC_EMULATED)
 
+#include <tuple>
+
 #include "emu/emu.h"
 
+#ifndef __align__
+#define __align__(n) alignas(n)
+#endif
+
 #define CKC_DYNAMIC_SHARED(type, name) type *name = (type *)ckc_emu_dynamic_shared()
-#define CKC_LAUNCH(kernel, grid, block, smem, stream, ...) \
-    ckc_emu_launch(#kernel, (grid), (block), (smem), (uintptr_t)(stream), [=]() { kernel(__VA_ARGS__); })
+/* The arguments are evaluated once, where the launch is written (as in CUDA),
+ * and every emulated thread calls the kernel with those values. */
+#define CKC_LAUNCH(kernel, grid, block, smem, stream, ...)                               \
+    ckc_emu_launch(#kernel, (grid), (block), (smem), (uintptr_t)(stream),                \
+                   [ckc_launch_kernel = (kernel), ckc_launch_args = std::make_tuple(__VA_ARGS__)]() { \
+                       std::apply(ckc_launch_kernel, ckc_launch_args);                           \
+                   })
 
 #else
-#error "kernels/*.cu are compiled by nvcc, or as C++ with CKC_EMULATED defined"
+#error "kernels/<family>.cu are compiled by nvcc, or as C++ with CKC_EMULATED defined"
 #endif
 
 #endif /* CKC_CUDA_DIALECT_H */

@@ -1,6 +1,7 @@
 /* Host logic of the int8 family: argument shapes, then the device's kernel.
  * Row ops receive 2-D views [rows, K] (the Python layer flattens leading dims). */
 #include "cpu/kernels.h"
+#include "gpu/launch.h"
 #include "op.h"
 
 #define ONE_FLOAT CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32)
@@ -35,6 +36,11 @@ run_int8_rowwise(const ckc_op_args *a, ckc_error *err)
     p.noise = a->present[RW_NOISE] ? a->t[RW_NOISE].data : NULL;
     p.q = (int8_t *)a->t[RW_Q].data;
     p.scale = (float *)a->t[RW_SCALE].data;
+#if defined(CKC_WITH_GPU)
+    if (ckc_on_gpu(a)) {
+        return ckc_gpu_int8_rowwise(&p, &a->exec, err);
+    }
+#endif
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
@@ -81,6 +87,11 @@ run_int8_tensorwise(const ckc_op_args *a, ckc_error *err)
     p.compute_scale = a->i[0] != 0;
     p.scale = (float *)a->t[TW_SCALE].data;
     p.q = (int8_t *)a->t[TW_Q].data;
+#if defined(CKC_WITH_GPU)
+    if (ckc_on_gpu(a)) {
+        return ckc_gpu_int8_tensorwise(&p, &a->exec, err);
+    }
+#endif
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
@@ -124,6 +135,11 @@ run_rotate_rows(const ckc_op_args *a, ckc_error *err)
     p.rows = x->shape[0];
     p.cols = x->shape[1];
     p.group = a->i[0];
+#if defined(CKC_WITH_GPU)
+    if (ckc_on_gpu(a)) {
+        return ckc_gpu_hadamard_rows(&p, &a->exec, err);
+    }
+#endif
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
@@ -177,6 +193,11 @@ run_int8_dequant(const ckc_op_args *a, ckc_error *err)
     p.rows = q->shape[0];
     p.cols = q->shape[1];
     p.group = a->i[1];
+#if defined(CKC_WITH_GPU)
+    if (ckc_on_gpu(a)) {
+        return ckc_gpu_int8_dequant(&p, &a->exec, err);
+    }
+#endif
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }

@@ -1,5 +1,6 @@
 /* Host logic of the NVFP4 family: argument shapes, then the device's kernel. */
 #include "cpu/kernels.h"
+#include "gpu/launch.h"
 #include "math/nvfp4.h"
 #include "op.h"
 
@@ -64,6 +65,11 @@ run_nvfp4_quant(const ckc_op_args *a, ckc_error *err)
     p.qx = (uint8_t *)qx->data;
     p.scales = (uint8_t *)a->t[QN_SCALES].data;
     p.hi_first = a->i[0] != 0;
+#if defined(CKC_WITH_GPU)
+    if (ckc_on_gpu(a)) {
+        return ckc_gpu_nvfp4_quant(&p, &a->exec, err);
+    }
+#endif
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }
@@ -115,6 +121,11 @@ run_nvfp4_dequant(const ckc_op_args *a, ckc_error *err)
     p.rows = out_shape[0];
     p.cols = out_shape[1];
     p.hi_first = a->i[0] != 0;
+#if defined(CKC_WITH_GPU)
+    if (ckc_on_gpu(a)) {
+        return ckc_gpu_nvfp4_dequant(&p, &a->exec, err);
+    }
+#endif
     if (a->device != CKC_DEVICE_CPU) {
         return ckc_unsupported_device(a, err);
     }

@@ -10,6 +10,10 @@
 #include "status.h"
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CKC_OP_MAX_TENSORS 6
 #define CKC_OP_MAX_INTS 4
 
@@ -27,6 +31,7 @@ typedef struct {
 typedef struct {
     int nthreads;            /* CPU threads (torch.get_num_threads()) */
     uintptr_t stream;        /* CUDA stream of the caller, 0 for CPU */
+    int device_index;        /* CUDA device of the tensors */
 } ckc_exec;
 
 struct ckc_op_spec;
@@ -66,10 +71,27 @@ ckc_status ckc_check_extent(const ckc_op_args *a, int idx, int64_t rows, int64_t
 ckc_status ckc_check_group(const char *arg, int64_t group, int64_t cols, ckc_error *err);
 ckc_status ckc_unsupported_device(const ckc_op_args *a, ckc_error *err);
 
+/* Whether a call runs on the GPU kernels: CUDA tensors in a CUDA build, every
+ * call in the emulated-device build (its "device memory" is host memory). */
+static inline int
+ckc_on_gpu(const ckc_op_args *a)
+{
+#if defined(CKC_EMULATED)
+    (void)a;
+    return 1;
+#else
+    return a->device == CKC_DEVICE_CUDA;
+#endif
+}
+
 static inline ckc_float_kind
 ckc_float_kind_of(ckc_dtype d)
 {
     return d == CKC_DTYPE_FLOAT16 ? CKC_F16 : (d == CKC_DTYPE_BFLOAT16 ? CKC_BF16 : CKC_F32);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CKC_OPS_OP_H */

@@ -1,0 +1,27 @@
+/* Entry points of the GPU kernels (kernels/<family>.cu): one launcher per op, taking
+ * the same validated parameter blocks as the CPU kernels plus the caller's
+ * stream.  The same sources build for a real GPU (nvcc) and for the emulated
+ * device (tests).  A launcher checks what only it knows (alignment, limits of
+ * its kernels), launches on exec->stream and checks the launch. */
+#ifndef CKC_GPU_LAUNCH_H
+#define CKC_GPU_LAUNCH_H
+
+#include "ops/op.h"
+#include "ops/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+ckc_status ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKC_GPU_LAUNCH_H */

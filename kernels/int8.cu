@@ -1,0 +1,375 @@
+/* GPU kernels of the int8 family and their launchers: row-wise quantization
+ * (fused with the ConvRot rotation: one read of the row, one write of codes and
+ * scale), tensor-wise quantization, the plain rotation, dequantization.  One
+ * block per row; see row_tile.cuh for the layout.  Rows longer than one
+ * segment of registers are read twice (absmax pass, then quantize pass). */
+#include "row_tile.cuh"
+
+#include "gpu/launch.h"
+#include "gpu/runtime.h"
+#include "math/int8_quant.h"
+
+/* Registers per thread: CHUNKS chunks of 16 values; up to 4 keeps the row
+ * kernels free of spills, longer rows loop over segments. */
+#define CKC_MAX_CHUNKS 4
+
+static int
+chunks_for(int64_t cols)
+{
+    const int64_t needed = (cols + CKC_ROW_SEGMENT(1) - 1) / CKC_ROW_SEGMENT(1);
+    return needed <= 1 ? 1 : (needed <= 2 ? 2 : CKC_MAX_CHUNKS);
+}
+
+static bool
+aligned16(const void *p, int64_t row_bytes)
+{
+    return ((uintptr_t)p % 16) == 0 && row_bytes % 16 == 0;
+}
+
+/* ---- row-wise quantization (optionally rotated) ---- */
+
+template <ckc_float_kind KIND, int CHUNKS>
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
+{
+    __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
+    __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
+    const int t = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    const int64_t k = p.cols;
+    const int64_t elem = KIND == CKC_F32 ? 4 : 2;
+    const void *row = (const char *)p.x + r * k * elem;
+    const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
+    const int segments = (int)((k + segment - 1) / segment);
+    const float norm = p.group > 0 ? ckc_hadamard_norm(ckc_hadamard_log4(p.group)) : 1.0f;
+    float v[CHUNKS][CKC_CHUNK];
+    uint32_t bits = 0;
+
+    /* Pass 1: rotated values rounded to the element type, and their absmax. */
+    for (int s = 0; s < segments; s++) {
+        for (int c = 0; c < CHUNKS; c++) {
+            const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
+            ckc_load_chunk<KIND>(row, start, k, vec, v[c]);
+            if (p.group > 0) {
+                for (int e = 0; e < CKC_CHUNK; e++) {
+                    v[c][e] *= norm;
+                }
+                ckc_rotate_chunk(v[c], (int)p.group, t, exchange);
+                for (int e = 0; e < CKC_CHUNK; e++) {
+                    v[c][e] = ckc_round_to_kind(v[c][e], KIND);
+                }
+            }
+            for (int e = 0; e < CKC_CHUNK; e++) {
+                const uint32_t b = ckc_f32_bits(v[c][e]) & 0x7FFFFFFFu;
+                bits = b > bits ? b : bits;
+            }
+        }
+    }
+    const float scale = ckc_int8_scale(ckc_block_absmax(bits, partials));
+    const float math_scale = ckc_int8_math_scale(scale, KIND);
+    if (t == 0) {
+        p.scale[r] = scale;
+    }
+
+    /* Pass 2: codes (the values are still in registers when the row is one segment). */
+    for (int s = 0; s < segments; s++) {
+        for (int c = 0; c < CHUNKS; c++) {
+            const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
+            float noise[CKC_CHUNK];
+            if (segments > 1) {
+                ckc_load_chunk<KIND>(row, start, k, vec, v[c]);
+                if (p.group > 0) {
+                    for (int e = 0; e < CKC_CHUNK; e++) {
+                        v[c][e] *= norm;
+                    }
+                    ckc_rotate_chunk(v[c], (int)p.group, t, exchange);
+                    for (int e = 0; e < CKC_CHUNK; e++) {
+                        v[c][e] = ckc_round_to_kind(v[c][e], KIND);
+                    }
+                }
+            }
+            if (p.noise != NULL) {
+                ckc_load_chunk<KIND>((const char *)p.noise + r * k * elem, start, k, vec, noise);
+            }
+            int8_t *q = p.q + r * k + start;
+            for (int e = 0; e < CKC_CHUNK; e++) {
+                if (start + e < k) {
+                    q[e] = p.noise != NULL ? ckc_int8_code_stochastic(v[c][e], noise[e], math_scale, KIND)
+                                           : ckc_int8_code(v[c][e], math_scale, KIND);
+                }
+            }
+        }
+    }
+}
+
+template <ckc_float_kind KIND>
+static void
+launch_rowwise(const ckc_int8_rowwise_params *p, uintptr_t stream, int chunks, bool vec)
+{
+    void (*int8_rowwise)(ckc_int8_rowwise_params, bool) =
+        chunks == 1 ? int8_rowwise_kernel<KIND, 1>
+                    : (chunks == 2 ? int8_rowwise_kernel<KIND, 2> : int8_rowwise_kernel<KIND, CKC_MAX_CHUNKS>);
+    CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, vec);
+}
+
+extern "C" ckc_status
+ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_gpu_device_guard guard;
+    const int64_t elem = p->kind == CKC_F32 ? 4 : 2;
+    const bool vec = aligned16(p->x, p->cols * elem) && (p->noise == NULL || aligned16(p->noise, p->cols * elem));
+    const int chunks = chunks_for(p->cols);
+    ckc_status status;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    switch (p->kind) {
+    case CKC_BF16:
+        launch_rowwise<CKC_BF16>(p, exec->stream, chunks, vec);
+        break;
+    case CKC_F16:
+        launch_rowwise<CKC_F16>(p, exec->stream, chunks, vec);
+        break;
+    default:
+        launch_rowwise<CKC_F32>(p, exec->stream, chunks, vec);
+        break;
+    }
+    status = ckc_gpu_launch_status("int8_rowwise_kernel", err);
+    ckc_gpu_device_leave(&guard);
+    return status;
+}
+
+/* ---- plain rotation (rotate_int8_convrot_weight) ---- */
+
+template <ckc_float_kind KIND, int CHUNKS>
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec)
+{
+    __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
+    const int t = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    const int64_t k = p.cols;
+    const int64_t elem = KIND == CKC_F32 ? 4 : 2;
+    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(p.group));
+    const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
+    for (int64_t s = 0; s < k; s += segment) {
+        for (int c = 0; c < CHUNKS; c++) {
+            const int64_t start = s + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
+            float v[CKC_CHUNK];
+            ckc_load_chunk<KIND>((const char *)p.x + r * k * elem, start, k, vec, v);
+            for (int e = 0; e < CKC_CHUNK; e++) {
+                v[e] *= norm;
+            }
+            ckc_rotate_chunk(v, (int)p.group, t, exchange);
+            for (int e = 0; e < CKC_CHUNK && start + e < k; e++) {
+                if (KIND == CKC_F32) {
+                    ((float *)p.out)[r * k + start + e] = v[e];
+                } else {
+                    ((uint16_t *)p.out)[r * k + start + e] =
+                        KIND == CKC_BF16 ? ckc_f32_to_bf16(v[e]) : ckc_f32_to_f16(v[e]);
+                }
+            }
+        }
+    }
+}
+
+template <ckc_float_kind KIND>
+static void
+launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int chunks, bool vec)
+{
+    void (*hadamard_rows)(ckc_hadamard_rows_params, bool) =
+        chunks == 1 ? hadamard_rows_kernel<KIND, 1>
+                    : (chunks == 2 ? hadamard_rows_kernel<KIND, 2> : hadamard_rows_kernel<KIND, CKC_MAX_CHUNKS>);
+    CKC_LAUNCH(hadamard_rows, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, vec);
+}
+
+extern "C" ckc_status
+ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_gpu_device_guard guard;
+    const bool vec = aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
+    const int chunks = chunks_for(p->cols);
+    ckc_status status;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    switch (p->kind) {
+    case CKC_BF16:
+        launch_hadamard_rows<CKC_BF16>(p, exec->stream, chunks, vec);
+        break;
+    case CKC_F16:
+        launch_hadamard_rows<CKC_F16>(p, exec->stream, chunks, vec);
+        break;
+    default:
+        launch_hadamard_rows<CKC_F32>(p, exec->stream, chunks, vec);
+        break;
+    }
+    status = ckc_gpu_launch_status("hadamard_rows_kernel", err);
+    ckc_gpu_device_leave(&guard);
+    return status;
+}
+
+/* ---- dequantization ---- */
+
+__device__ __forceinline__ void
+ckc_store_value(void *out, ckc_float_kind kind, int64_t i, float v)
+{
+    if (kind == CKC_F32) {
+        ((float *)out)[i] = v;
+    } else {
+        ((uint16_t *)out)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
+    }
+}
+
+__device__ __forceinline__ float
+ckc_dequant_scale(const ckc_int8_dequant_params &p, int64_t i)
+{
+    return p.scale[p.scale_mode == CKC_SCALE_FULL ? i : (p.scale_mode == CKC_SCALE_PER_ROW ? i / p.cols : 0)];
+}
+
+/* Without rotation: elementwise, a grid-stride loop over 64-bit indices. */
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+int8_dequant_kernel(ckc_int8_dequant_params p)
+{
+    const int64_t n = p.rows * p.cols;
+    const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; i < n; i += stride) {
+        ckc_store_value(p.out, p.out_kind, i, (float)p.q[i] * ckc_dequant_scale(p, i));
+    }
+}
+
+/* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+int8_dequant_rotated_kernel(ckc_int8_dequant_params p)
+{
+    __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
+    const int t = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    const int64_t k = p.cols;
+    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(p.group));
+    for (int64_t s = 0; s < k; s += CKC_ROW_SEGMENT(1)) {
+        const int64_t start = s + (int64_t)t * CKC_CHUNK;
+        float v[CKC_CHUNK];
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            const int64_t i = r * k + start + e;
+            const float d = start + e < k ? (float)p.q[i] * ckc_dequant_scale(p, i) : 0.0f;
+            v[e] = d * norm;
+        }
+        ckc_rotate_chunk(v, (int)p.group, t, exchange);
+        for (int e = 0; e < CKC_CHUNK && start + e < k; e++) {
+            ckc_store_value(p.out, p.out_kind, r * k + start + e, v[e]);
+        }
+    }
+}
+
+extern "C" ckc_status
+ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_gpu_device_guard guard;
+    ckc_status status;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    if (p->group > 0) {
+        CKC_LAUNCH(int8_dequant_rotated_kernel, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0,
+                   exec->stream, *p);
+        status = ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
+    } else {
+        const int64_t n = p->rows * p->cols;
+        const int64_t blocks = (n + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
+        CKC_LAUNCH(int8_dequant_kernel, dim3((unsigned)(blocks < 65536 ? blocks : 65536)),
+                   dim3(CKC_ROW_THREADS), 0, exec->stream, *p);
+        status = ckc_gpu_launch_status("int8_dequant_kernel", err);
+    }
+    ckc_gpu_device_leave(&guard);
+    return status;
+}
+
+/* ---- tensor-wise quantization ---- */
+
+#define CKC_ELEMENTWISE_BLOCKS 4096 /* grid-stride loops: enough blocks to fill any GPU */
+
+template <ckc_float_kind KIND>
+__device__ __forceinline__ float
+ckc_load_value(const void *x, int64_t i)
+{
+    if (KIND == CKC_F32) {
+        return ((const float *)x)[i];
+    }
+    const uint16_t h = ((const uint16_t *)x)[i];
+    return KIND == CKC_BF16 ? ckc_bf16_to_f32(h) : ckc_f16_to_f32(h);
+}
+
+/* absmax of x into *absmax_bits (pre-zeroed) as magnitude bits: integer atomicMax
+ * orders IEEE magnitudes like the values, NaN above infinity. */
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+tensor_absmax_kernel(const void *x, int64_t n, uint32_t *absmax_bits)
+{
+    __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
+    const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
+    uint32_t bits = 0;
+    for (int64_t i = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; i < n; i += stride) {
+        const uint32_t b = ckc_f32_bits(ckc_load_value<KIND>(x, i)) & 0x7FFFFFFFu;
+        bits = b > bits ? b : bits;
+    }
+    bits = ckc_f32_bits(ckc_block_absmax(bits, partials));
+    if (threadIdx.x == 0) {
+        atomicMax(absmax_bits, bits);
+    }
+}
+
+/* The absmax bits in *scale become the float32 scale max(absmax / 127, 1e-30). */
+__global__ void
+tensor_scale_kernel(float *scale)
+{
+    *scale = ckc_int8_scale(ckc_f32_from_bits(*(const uint32_t *)scale));
+}
+
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+tensor_quantize_kernel(ckc_int8_tensorwise_params p)
+{
+    const float math_scale = ckc_int8_math_scale(*p.scale, KIND);
+    const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; i < p.numel; i += stride) {
+        const float v = ckc_load_value<KIND>(p.x, i);
+        p.q[i] = p.noise != NULL ? ckc_int8_code_stochastic(v, ckc_load_value<KIND>(p.noise, i), math_scale, KIND)
+                                 : ckc_int8_code(v, math_scale, KIND);
+    }
+}
+
+template <ckc_float_kind KIND>
+static ckc_status
+run_tensorwise(const ckc_int8_tensorwise_params *p, uintptr_t stream, ckc_error *err)
+{
+    const int64_t needed = (p->numel + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
+    const dim3 grid((unsigned)(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS));
+    if (p->compute_scale) {
+        void (*tensor_absmax)(const void *, int64_t, uint32_t *) = tensor_absmax_kernel<KIND>;
+        CKC_TRY(ckc_gpu_memset_async(p->scale, 0, sizeof(float), stream, err));
+        CKC_LAUNCH(tensor_absmax, grid, dim3(CKC_ROW_THREADS), 0, stream, p->x, p->numel,
+                   (uint32_t *)p->scale);
+        CKC_TRY(ckc_gpu_launch_status("tensor_absmax_kernel", err));
+        CKC_LAUNCH(tensor_scale_kernel, dim3(1), dim3(1), 0, stream, p->scale);
+        CKC_TRY(ckc_gpu_launch_status("tensor_scale_kernel", err));
+    }
+    void (*tensor_quantize)(ckc_int8_tensorwise_params) = tensor_quantize_kernel<KIND>;
+    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p);
+    return ckc_gpu_launch_status("tensor_quantize_kernel", err);
+}
+
+extern "C" ckc_status
+ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_gpu_device_guard guard;
+    ckc_status status;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    switch (p->kind) {
+    case CKC_BF16:
+        status = run_tensorwise<CKC_BF16>(p, exec->stream, err);
+        break;
+    case CKC_F16:
+        status = run_tensorwise<CKC_F16>(p, exec->stream, err);
+        break;
+    default:
+        status = run_tensorwise<CKC_F32>(p, exec->stream, err);
+        break;
+    }
+    ckc_gpu_device_leave(&guard);
+    return status;
+}

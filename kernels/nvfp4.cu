@@ -1,0 +1,119 @@
+/* GPU kernels of the NVFP4 family and their launchers.  One thread per block of
+ * 16 values: it reads them (zeros past the input for pad_16x), writes its e4m3
+ * scale at the swizzled offset and 8 bytes of packed codes.  Every thread
+ * checks its block index against the output, so no kernel touches memory past
+ * its tensors whatever the tile counts (comfy_kitchen's own kernels write past
+ * the end when (rows/16)*(cols/16) is odd). */
+#include "cuda_dialect.h"
+#include "gpu/launch.h"
+#include "gpu/runtime.h"
+#include "math/nvfp4.h"
+
+#define CKC_NVFP4_THREADS 128
+
+template <ckc_float_kind KIND>
+__device__ __forceinline__ float
+ckc_nvfp4_load(const void *x, int64_t i)
+{
+    if (KIND == CKC_F32) {
+        return ((const float *)x)[i];
+    }
+    const uint16_t h = ((const uint16_t *)x)[i];
+    return KIND == CKC_BF16 ? ckc_bf16_to_f32(h) : ckc_f16_to_f32(h);
+}
+
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_NVFP4_THREADS)
+nvfp4_quant_kernel(ckc_nvfp4_quant_params p)
+{
+    const int64_t scale_cols = p.out_cols / CKC_NVFP4_BLOCK;
+    const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + threadIdx.x;
+    if (b >= p.out_rows * scale_cols) {
+        return;
+    }
+    const int64_t r = b / scale_cols;
+    const int64_t c = b % scale_cols;
+    const float pts = *p.per_tensor_scale;
+    float v[CKC_NVFP4_BLOCK];
+    uint32_t bits = 0;
+    for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
+        const int64_t col = c * CKC_NVFP4_BLOCK + j;
+        v[j] = (r < p.rows && col < p.cols) ? ckc_nvfp4_load<KIND>(p.x, r * p.cols + col) : 0.0f;
+        const uint32_t m = ckc_f32_bits(v[j]) & 0x7FFFFFFFu;
+        bits = m > bits ? m : bits;
+    }
+    const uint8_t scale = ckc_nvfp4_block_scale(ckc_f32_from_bits(bits), pts);
+    const float total = ckc_nvfp4_total_scale(scale, pts);
+    p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] = scale;
+    uint8_t *out = p.qx + r * (p.out_cols / 2) + c * (CKC_NVFP4_BLOCK / 2);
+    for (int j = 0; j < CKC_NVFP4_BLOCK; j += 2) {
+        out[j / 2] = ckc_nvfp4_pack(ckc_nvfp4_code(v[j], total), ckc_nvfp4_code(v[j + 1], total), p.hi_first);
+    }
+}
+
+static dim3
+grid_for(int64_t blocks)
+{
+    return dim3((unsigned)((blocks + CKC_NVFP4_THREADS - 1) / CKC_NVFP4_THREADS));
+}
+
+extern "C" ckc_status
+ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_gpu_device_guard guard;
+    const dim3 grid = grid_for(p->out_rows * (p->out_cols / CKC_NVFP4_BLOCK));
+    void (*nvfp4_quant)(ckc_nvfp4_quant_params) =
+        p->kind == CKC_BF16 ? nvfp4_quant_kernel<CKC_BF16>
+                            : (p->kind == CKC_F16 ? nvfp4_quant_kernel<CKC_F16> : nvfp4_quant_kernel<CKC_F32>);
+    ckc_status status;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    CKC_LAUNCH(nvfp4_quant, grid, dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p);
+    status = ckc_gpu_launch_status("nvfp4_quant_kernel", err);
+    ckc_gpu_device_leave(&guard);
+    return status;
+}
+
+__global__ void __launch_bounds__(CKC_NVFP4_THREADS)
+nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p)
+{
+    const int64_t scale_cols = p.cols / CKC_NVFP4_BLOCK;
+    const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + threadIdx.x;
+    if (b >= p.rows * scale_cols) {
+        return;
+    }
+    const int64_t r = b / scale_cols;
+    const int64_t c = b % scale_cols;
+    /* Eager forms per_tensor_scale * block_scale in the output type. */
+    const float pts = ckc_round_to_kind(*p.per_tensor_scale, p.out_kind);
+    const float block = ckc_e4m3_to_f32(p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)]);
+    const float total = ckc_round_to_kind(pts * block, p.out_kind);
+    const uint8_t *bytes = p.qx + r * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2);
+    const int64_t base = r * p.cols + c * CKC_NVFP4_BLOCK;
+    for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
+        const float even = ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p.hi_first)) * total;
+        const float odd = ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p.hi_first)) * total;
+        if (p.out_kind == CKC_F32) {
+            ((float *)p.out)[base + 2 * j] = even;
+            ((float *)p.out)[base + 2 * j + 1] = odd;
+        } else if (p.out_kind == CKC_BF16) {
+            ((uint16_t *)p.out)[base + 2 * j] = ckc_f32_to_bf16(even);
+            ((uint16_t *)p.out)[base + 2 * j + 1] = ckc_f32_to_bf16(odd);
+        } else {
+            ((uint16_t *)p.out)[base + 2 * j] = ckc_f32_to_f16(even);
+            ((uint16_t *)p.out)[base + 2 * j + 1] = ckc_f32_to_f16(odd);
+        }
+    }
+}
+
+extern "C" ckc_status
+ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_gpu_device_guard guard;
+    ckc_status status;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    CKC_LAUNCH(nvfp4_dequant_kernel, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
+               exec->stream, *p);
+    status = ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
+    ckc_gpu_device_leave(&guard);
+    return status;
+}

@@ -1,0 +1,134 @@
+"""Every GPU entry point, run on the emulated device (the CUDA kernel sources
+executed on the CPU), against the CPU path and comfy_kitchen eager.
+
+The GPU kernels do the CPU kernels' arithmetic in the same order, so results
+are compared bit for bit with the CPU path; the CPU path's parity with eager is
+tested in test_int8_parity.py / test_nvfp4_parity.py, and a sample is checked
+against eager here directly too."""
+import pytest
+import torch
+
+from comfy_kitchen.float_utils import swap_nibbles
+
+import comfy_kitchen_c as ckc
+from comfy_kitchen_c import ops
+from comfy_kitchen_c.testing import emulated_device
+from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, assert_rotated_quant_close
+from inputs import CASES
+
+
+def on_both(fn, *args, **kwargs):
+    """(CPU path result, emulated GPU path result)."""
+    cpu = fn(*args, **kwargs)
+    with emulated_device():
+        gpu = fn(*args, **kwargs)
+    return cpu, gpu
+
+
+def assert_same(cpu, gpu, what):
+    cpu = cpu if isinstance(cpu, tuple) else (cpu,)
+    gpu = gpu if isinstance(gpu, tuple) else (gpu,)
+    for k, (a, b) in enumerate(zip(cpu, gpu)):
+        if a.dtype == torch.float8_e4m3fn:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        assert_bitwise_equal(b, a, f"{what} output {k}")
+
+
+# (rows, K): one row, K equal to the group, K not a multiple of 16, a row longer
+# than one segment of registers (the two-pass path), and a typical shape.
+ROW_SHAPES = [(1, 256), (5, 1024), (3, 100), (2, 20480), (40, 3072)]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("rows,k", ROW_SHAPES)
+def test_rowwise_quantization(dtype, case, rows, k):
+    x = CASES[case](rows, k, dtype)
+    assert_same(*on_both(ops.quantize_int8_rowwise, x), "rowwise")
+    assert_same(*on_both(ops.quantize_int8_rowwise, x, 11), "rowwise stochastic")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("group", [4, 16, 64, 256, 1024])
+def test_rotated_quantization(eager, dtype, case, group):
+    for rows, k in [(3, 2048), (1, group), (2, 20480)]:
+        x = CASES[case](rows, k, dtype)
+        cpu, gpu = on_both(ops.quantize_int8_convrot_weight, x, group)
+        assert_same(cpu, gpu, f"convrot G={group} ({rows}, {k})")
+        assert_same(*on_both(ops.rotate_int8_convrot_weight, x, group), f"rotate G={group}")
+    ref = eager.quantize_int8_convrot_weight(x, group)
+    assert_rotated_quant_close(*gpu, *ref, f"vs eager G={group}")
+
+
+def test_rotated_quantization_keeps_leading_dims_and_stochastic_rounding():
+    x = CASES["outliers"](24, 512, torch.bfloat16).reshape(2, 12, 512)
+    assert_same(*on_both(ops.quantize_and_rotate_rowwise, x, None, 256, 5), "3-D stochastic")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("case", CASES)
+def test_tensorwise_quantization(dtype, case):
+    x = CASES[case](37, 300, dtype)
+    for scale in (None, 0.07):
+        assert_same(*on_both(ops.quantize_int8_tensorwise, x, scale), f"tensorwise {scale}")
+    assert_same(*on_both(ops.quantize_int8_tensorwise, x, None, 3), "tensorwise stochastic")
+
+
+@pytest.mark.parametrize("group", [0, 4, 16, 64, 256, 1024])
+@pytest.mark.parametrize("code", [0, 1, 2])
+def test_dequantization(eager, group, code):
+    q, s = ops.quantize_int8_rowwise(CASES["outliers"](9, 2048, torch.bfloat16))
+    for scale in (s, s[0, 0].clone(), s.expand(q.shape).contiguous()):
+        if group:
+            cpu, gpu = on_both(ops.dequantize_int8_convrot_weight_dtype, q, scale, group, code)
+        else:
+            cpu, gpu = on_both(ops.dequantize_int8_simple_dtype, q, scale, code)
+        assert_same(cpu, gpu, f"dequant G={group} code={code}")
+    if not group:
+        assert_bitwise_equal(gpu, eager.dequantize_int8_simple_dtype(q, scale, code), "vs eager")
+
+
+# NVFP4 shapes: aligned, rows not a multiple of 16, pad_16x (33, 65), and odd tile counts.
+NVFP4_SHAPES = [(256, 512, False), (129, 128, False), (33, 65, True), (16, 16, False), (48, 80, False),
+                (16, 4080, False), (1, 7, True)]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("rows,cols,pad", NVFP4_SHAPES)
+def test_nvfp4(eager, dtype, case, rows, cols, pad):
+    x = CASES[case](rows, cols, dtype)
+    pts = (x.float().abs().amax() / 2688).clamp(min=1e-12).reshape(())
+    for hi_first in (True, False):
+        cpu, gpu = on_both(ops.quantize_nvfp4, x, pts, 0.0, pad, hi_first)
+        assert_same(cpu, gpu, f"quantize hi_first={hi_first}")
+        qx, sx = cpu
+        for out in FLOAT_DTYPES:
+            assert_same(*on_both(ops.dequantize_nvfp4, qx, pts, sx, out, hi_first), f"dequantize {out}")
+    if case == "normal":
+        qx_ref, sx_ref = eager.quantize_nvfp4(x, pts, 0.0, pad)
+        assert_bitwise_equal(gpu[0], swap_nibbles(qx_ref), "vs eager codes (hi_first=False)")
+        assert_bitwise_equal(gpu[1].view(torch.uint8), sx_ref.view(torch.uint8), "vs eager scales")
+
+
+def test_misaligned_inputs_take_the_scalar_path():
+    """A contiguous view whose data starts 2 bytes past an allocation: vector loads
+    would be misaligned, so the kernels must fall back to scalar loads."""
+    base = torch.randn(3 * 512 + 1).to(torch.bfloat16)
+    x = base[1:].view(3, 512)
+    assert x.data_ptr() % 16 != 0
+    assert_same(*on_both(ops.quantize_and_rotate_rowwise, x, None, 256), "misaligned rotate")
+    assert_same(*on_both(ops.quantize_int8_rowwise, x), "misaligned rowwise")
+
+
+def test_emulated_device_is_scoped():
+    from comfy_kitchen_c import _C, _C_emu
+    with emulated_device():
+        assert ops.KERNELS.get() is _C_emu
+    assert ops.KERNELS.get() is _C
+    # the emulated-device module raises the package's own exception classes
+    x = torch.randn(4, 64)
+    with pytest.raises(ckc.ArgumentError, match="op: argument 'q'"):
+        _C_emu.int8_rowwise("op", x.__dlpack__(), torch.empty(2, 64, dtype=torch.int8).__dlpack__(),
+                            torch.empty(4).__dlpack__(), None, 0, 0, 1)

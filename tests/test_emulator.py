@@ -1,0 +1,116 @@
+"""The emulated device (kernels/emu/): kernel sources written in the CUDA dialect of
+kernels/cuda_dialect.h, built by the host C++ compiler with CKC_EMULATED, run on the
+CPU.  tests/emu/emu_kernels_test.cu checks its results itself and prints a PASS line
+per check; tests/emu/emu_faults_test.cu makes memory errors that must be loud."""
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS_TEST = ROOT / "tests" / "emu" / "emu_kernels_test.cu"
+FAULTS_TEST = ROOT / "tests" / "emu" / "emu_faults_test.cu"
+RUNTIME = ROOT / "kernels" / "emu" / "emu_runtime.cpp"
+
+CXX = "g++"
+FLAGS = ["-std=c++17", "-x", "c++", "-DCKC_EMULATED", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
+         f"-I{ROOT / 'kernels'}"]
+ASAN = ["-fsanitize=address", "-fno-omit-frame-pointer"]
+
+# Every check emu_kernels_test.cu makes (the start of its PASS line).
+EXPECTED = [
+    "indices over a 2-D grid of 3-D blocks",
+    "__syncthreads block reduction in dynamic shared memory, broadcast through static __shared__",
+    "dynamic shared memory is refilled with 0xCD for every block",
+    "__shfl_xor_sync butterfly sum (float)",
+    "__shfl_down_sync reduction (int)",
+    "__shfl_sync broadcast from lane 7 (float and 64-bit)",
+    "__shfl_xor_sync with width 16 sums each half-warp",
+    "__shfl_up_sync inclusive scan",
+    "shuffle sources outside the warp or the segment",
+    "__ballot_sync, __any_sync, __all_sync",
+    "atomicAdd on float and int across blocks",
+    "atomicMax, atomicMin, atomicCAS",
+    "deadlock at __syncthreads is a kernel fault: kernel 'deadlock_kernel'",
+    "warp collective naming an exited lane is a kernel fault: kernel 'exited_lane_kernel'",
+    "2048 threads per block is a launch error: kernel 'oversized_kernel'",
+    "a launch with a bad configuration does not run",
+    "grid.y of 70000 is a launch error",
+    "full mask in a partial warp is a kernel fault: kernel 'partial_warp_kernel'",
+    "a kernel fault ends the launch",
+    "the first of two errors is kept",
+    "launches from two OS threads at once",
+    "256 threads x 1000 __syncthreads",
+]
+
+pytestmark = pytest.mark.skipif(shutil.which(CXX) is None, reason=f"no {CXX} to build the emulated device with")
+
+
+def build(tmp_path: Path, source: Path, extra=()) -> Path:
+    exe = tmp_path / source.stem
+    cmd = [CXX, *FLAGS, *extra, str(source), str(RUNTIME), "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"build failed: {' '.join(cmd)}\n{r.stderr}"
+    return exe
+
+
+def run(exe: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def asan(tmp_path_factory):
+    """Skips unless the compiler builds, and the machine runs, an AddressSanitizer program."""
+    tmp = tmp_path_factory.mktemp("asan_probe")
+    source = tmp / "probe.cpp"
+    source.write_text("int main() { return 0; }\n")
+    r = subprocess.run([CXX, *ASAN, str(source), "-o", str(tmp / "probe")], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"{CXX} cannot build with AddressSanitizer: {r.stderr.strip()[:300]}")
+    r = run(tmp / "probe")
+    if r.returncode != 0:
+        pytest.skip(f"AddressSanitizer programs do not run here: {r.stderr.strip()[:300]}")
+
+
+def check_kernels_output(r: subprocess.CompletedProcess):
+    report = f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    assert r.returncode == 0, report
+    lines = r.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("FAIL ")], report
+    passed = [line[len("PASS "):] for line in lines if line.startswith("PASS ")]
+    for name in EXPECTED:
+        assert any(p.startswith(name) for p in passed), f"no PASS line for {name!r}\n{report}"
+    for line in lines:
+        if line.startswith("INFO "):
+            print(line)  # the context-switch cost, shown with pytest -s
+
+
+def test_emulated_kernels(tmp_path):
+    check_kernels_output(run(build(tmp_path, KERNELS_TEST)))
+
+
+def test_emulated_kernels_under_asan(tmp_path, asan):
+    check_kernels_output(run(build(tmp_path, KERNELS_TEST, ASAN)))
+
+
+def test_stack_overflow_hits_the_guard_page(tmp_path):
+    r = run(build(tmp_path, FAULTS_TEST), "stack_overflow")
+    assert r.returncode == -signal.SIGSEGV, f"exit {r.returncode}\n{r.stdout}{r.stderr}"
+
+
+@pytest.fixture(scope="module")
+def faults_under_asan(tmp_path_factory, asan):
+    return build(tmp_path_factory.mktemp("faults_asan"), FAULTS_TEST, ASAN)
+
+
+@pytest.mark.parametrize("case, report", [
+    ("smem_overrun", "heap-buffer-overflow"),
+    ("stack_overrun", "stack-buffer-overflow"),
+    ("stack_overflow", "stack-overflow"),
+])
+def test_asan_sees_kernel_memory_errors(faults_under_asan, case, report):
+    r = run(faults_under_asan, case)
+    assert r.returncode != 0 and "survived" not in r.stdout, f"exit {r.returncode}\n{r.stdout}{r.stderr}"
+    assert f"AddressSanitizer: {report}" in r.stderr, r.stderr
