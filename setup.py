@@ -10,7 +10,9 @@ Python >= 3.10), no torch headers or libraries.
 
 Environment: COMFY_KITCHEN_C_WERROR=1 turns warnings into errors (CI does);
 COMFY_KITCHEN_C_NO_CUDA=1 builds without CUDA; COMFY_KITCHEN_C_CUDA_ARCHS="80;90"
-narrows the GPU architectures (default: CUDA_ARCHS below)."""
+narrows the GPU architectures (default: CUDA_ARCHS below);
+COMFY_KITCHEN_C_SANITIZE=address builds the host code (C, and the GPU kernels on
+the emulated device) with AddressSanitizer, for CI."""
 import os
 import platform
 import shutil
@@ -95,6 +97,13 @@ class BuildExt(build_ext):
             common = ["-O3", "-Wall", "-Wextra", "-fno-math-errno", "-fno-trapping-math",
                       "-ffp-contract=off", "-fvisibility=hidden"] + (["-Werror"] if werror else [])
             self.c_flags, self.cxx_flags = ["-std=c11"] + common, ["-std=c++17"] + common
+        sanitize = os.environ.get("COMFY_KITCHEN_C_SANITIZE")
+        if sanitize and not self.msvc:
+            flags = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"]
+            self.c_flags, self.cxx_flags = self.c_flags + flags, self.cxx_flags + flags
+            self.sanitizer_link = flags
+        else:
+            self.sanitizer_link = []
         self.compiler.src_extensions += [".cu", ".cpp"]
         super().build_extensions()
 
@@ -103,6 +112,7 @@ class BuildExt(build_ext):
         self.build_temp = os.path.join(saved, ext.name)
         try:
             ext.extra_compile_args = self.c_flags
+            ext.extra_link_args = list(self.sanitizer_link)
             ext.extra_objects = self.compile_extra(ext)
             super().build_extension(ext)
         finally:
@@ -119,7 +129,7 @@ class BuildExt(build_ext):
             objects += self._compile(emulated_device_sources(), ext, self.cxx_flags,
                                      [] if self.msvc else ["-x", "c++"])
             if not self.msvc:
-                ext.extra_link_args = ["-lstdc++"]
+                ext.extra_link_args.append("-lstdc++")
         elif NVCC:
             objects += [self._nvcc(source, ext) for source in gpu_kernel_sources()]
         return objects
