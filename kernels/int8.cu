@@ -12,6 +12,10 @@
 /* Registers per thread: CHUNKS chunks of 16 values; up to 4 keeps the row
  * kernels free of spills, longer rows loop over segments. */
 #define CKC_MAX_CHUNKS 4
+/* The row kernels ask for at least 2 resident blocks per SM: that lets ptxas use
+ * up to 128 registers, which 4 chunks need on every target (its default budget
+ * for 256-thread blocks spilled on sm_75/86/89). */
+#define CKC_ROW_MIN_BLOCKS 2
 
 static int
 chunks_for(int64_t cols)
@@ -29,7 +33,7 @@ aligned16(const void *p, int64_t row_bytes)
 /* ---- row-wise quantization (optionally rotated) ---- */
 
 template <ckc_float_kind KIND, int CHUNKS>
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
+__global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
 int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
 {
     __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
@@ -140,7 +144,7 @@ ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
 
 template <ckc_float_kind KIND, int CHUNKS>
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
+__global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
 hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec)
 {
     __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
