@@ -23,10 +23,31 @@ def _devices() -> frozenset[str]:
     return frozenset({"cpu", "cuda"}) if _C.HAS_CUDA else frozenset({"cpu"})
 
 
+# The CUDA kernels are built for compute capability 7.5 (Turing) and newer.
+MIN_COMPUTE_CAPABILITY = (7, 5)
+
+
+def unsupported_gpu(kwargs) -> str | None:
+    """Why a call's CUDA tensors are on a GPU the kernels were not built for, or None.
+
+    Checked per call and per tensor device (the registry's own compute-capability
+    check looks only at the current device, and would reject CPU-only machines)."""
+    for name, value in kwargs.items():
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            cc = torch.cuda.get_device_capability(value.device)
+            if tuple(cc) < MIN_COMPUTE_CAPABILITY:
+                return (f"argument '{name}' is on {value.device} with compute capability {cc[0]}.{cc[1]}; "
+                        f"the CUDA kernels need {MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]}+")
+    return None
+
+
 def _call_rule(check):
     from comfy_kitchen.constraints import ValidationResult
 
     def rule(kwargs):
+        gpu = unsupported_gpu(kwargs)
+        if gpu is not None:
+            return ValidationResult.fail("__hardware__", gpu)
         try:
             check(**kwargs)
         except KitchenError as exc:

@@ -129,3 +129,27 @@ def test_constraints_state_devices_and_dtypes():
     for name, fc in caps.items():
         assert fc.default_devices == ({"cpu", "cuda"} if _C.HAS_CUDA else {"cpu"}), name
         assert fc.call_rules, name
+
+
+class _FakeCudaTensor(torch.Tensor):
+    """A CPU tensor that claims to be on cuda:1, to test the per-device GPU rule without a GPU."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+    @property
+    def device(self):
+        return torch.device("cuda", 1)
+
+
+@pytest.mark.parametrize("cc,served", [((7, 0), False), ((7, 5), True), ((12, 0), True)])
+def test_gpus_below_the_built_architectures_fall_through(monkeypatch, cc, served):
+    asked = []
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: asked.append(d) or cc)
+    x = torch.randn(4, 64).as_subclass(_FakeCudaTensor)
+    reason = comfy_kitchen_c.backend.unsupported_gpu({"x": x, "stochastic_rounding": 0})
+    assert asked == [torch.device("cuda", 1)]  # the tensor's own device, not the current one
+    assert (reason is None) == served
+    if not served:
+        assert "argument 'x' is on cuda:1 with compute capability 7.0" in reason
