@@ -3,6 +3,7 @@
  * scale), tensor-wise quantization, the plain rotation, dequantization.  One
  * block per row; see row_tile.cuh for the layout.  Rows longer than one
  * segment of registers are read twice (absmax pass, then quantize pass). */
+#include "elements.cuh"
 #include "row_tile.cuh"
 
 #include "gpu/launch.h"
@@ -119,26 +120,14 @@ launch_rowwise(const ckc_int8_rowwise_params *p, uintptr_t stream, int chunks, b
 extern "C" ckc_status
 ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    ckc_gpu_device_guard guard;
-    const int64_t elem = p->kind == CKC_F32 ? 4 : 2;
-    const bool vec = aligned16(p->x, p->cols * elem) && (p->noise == NULL || aligned16(p->noise, p->cols * elem));
-    const int chunks = chunks_for(p->cols);
-    ckc_status status;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    switch (p->kind) {
-    case CKC_BF16:
-        launch_rowwise<CKC_BF16>(p, exec->stream, chunks, vec);
-        break;
-    case CKC_F16:
-        launch_rowwise<CKC_F16>(p, exec->stream, chunks, vec);
-        break;
-    default:
-        launch_rowwise<CKC_F32>(p, exec->stream, chunks, vec);
-        break;
-    }
-    status = ckc_gpu_launch_status("int8_rowwise_kernel", err);
-    ckc_gpu_device_leave(&guard);
-    return status;
+    const int64_t row_bytes = p->cols * (p->kind == CKC_F32 ? 4 : 2);
+    const bool vec = aligned16(p->x, row_bytes) && (p->noise == NULL || aligned16(p->noise, row_bytes));
+    return ckc_on_device(exec, err, [&]() {
+        return ckc_with_kind(p->kind, [&](auto kind) {
+            launch_rowwise<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);
+            return ckc_gpu_launch_status("int8_rowwise_kernel", err);
+        });
+    });
 }
 
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
@@ -188,38 +177,16 @@ launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int ch
 extern "C" ckc_status
 ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    ckc_gpu_device_guard guard;
     const bool vec = aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
-    const int chunks = chunks_for(p->cols);
-    ckc_status status;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    switch (p->kind) {
-    case CKC_BF16:
-        launch_hadamard_rows<CKC_BF16>(p, exec->stream, chunks, vec);
-        break;
-    case CKC_F16:
-        launch_hadamard_rows<CKC_F16>(p, exec->stream, chunks, vec);
-        break;
-    default:
-        launch_hadamard_rows<CKC_F32>(p, exec->stream, chunks, vec);
-        break;
-    }
-    status = ckc_gpu_launch_status("hadamard_rows_kernel", err);
-    ckc_gpu_device_leave(&guard);
-    return status;
+    return ckc_on_device(exec, err, [&]() {
+        return ckc_with_kind(p->kind, [&](auto kind) {
+            launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);
+            return ckc_gpu_launch_status("hadamard_rows_kernel", err);
+        });
+    });
 }
 
 /* ---- dequantization ---- */
-
-__device__ __forceinline__ void
-ckc_store_value(void *out, ckc_float_kind kind, int64_t i, float v)
-{
-    if (kind == CKC_F32) {
-        ((float *)out)[i] = v;
-    } else {
-        ((uint16_t *)out)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
-    }
-}
 
 __device__ __forceinline__ float
 ckc_dequant_scale(const ckc_int8_dequant_params &p, int64_t i)
@@ -265,38 +232,22 @@ int8_dequant_rotated_kernel(ckc_int8_dequant_params p)
 extern "C" ckc_status
 ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    ckc_gpu_device_guard guard;
-    ckc_status status;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    if (p->group > 0) {
-        CKC_LAUNCH(int8_dequant_rotated_kernel, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0,
-                   exec->stream, *p);
-        status = ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
-    } else {
-        const int64_t n = p->rows * p->cols;
-        const int64_t blocks = (n + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
-        CKC_LAUNCH(int8_dequant_kernel, dim3((unsigned)(blocks < 65536 ? blocks : 65536)),
-                   dim3(CKC_ROW_THREADS), 0, exec->stream, *p);
-        status = ckc_gpu_launch_status("int8_dequant_kernel", err);
-    }
-    ckc_gpu_device_leave(&guard);
-    return status;
+    return ckc_on_device(exec, err, [&]() {
+        if (p->group > 0) {
+            CKC_LAUNCH(int8_dequant_rotated_kernel, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0,
+                       exec->stream, *p);
+            return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
+        }
+        const int64_t blocks = (p->rows * p->cols + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
+        CKC_LAUNCH(int8_dequant_kernel, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS),
+                   0, exec->stream, *p);
+        return ckc_gpu_launch_status("int8_dequant_kernel", err);
+    });
 }
 
 /* ---- tensor-wise quantization ---- */
 
 #define CKC_ELEMENTWISE_BLOCKS 4096 /* grid-stride loops: enough blocks to fill any GPU */
-
-template <ckc_float_kind KIND>
-__device__ __forceinline__ float
-ckc_load_value(const void *x, int64_t i)
-{
-    if (KIND == CKC_F32) {
-        return ((const float *)x)[i];
-    }
-    const uint16_t h = ((const uint16_t *)x)[i];
-    return KIND == CKC_BF16 ? ckc_bf16_to_f32(h) : ckc_f16_to_f32(h);
-}
 
 /* absmax of x into *absmax_bits (pre-zeroed) as magnitude bits: integer atomicMax
  * orders IEEE magnitudes like the values, NaN above infinity. */
@@ -360,20 +311,9 @@ run_tensorwise(const ckc_int8_tensorwise_params *p, uintptr_t stream, ckc_error 
 extern "C" ckc_status
 ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    ckc_gpu_device_guard guard;
-    ckc_status status;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    switch (p->kind) {
-    case CKC_BF16:
-        status = run_tensorwise<CKC_BF16>(p, exec->stream, err);
-        break;
-    case CKC_F16:
-        status = run_tensorwise<CKC_F16>(p, exec->stream, err);
-        break;
-    default:
-        status = run_tensorwise<CKC_F32>(p, exec->stream, err);
-        break;
-    }
-    ckc_gpu_device_leave(&guard);
-    return status;
+    return ckc_on_device(exec, err, [&]() {
+        return ckc_with_kind(p->kind, [&](auto kind) {
+            return run_tensorwise<decltype(kind)::value>(p, exec->stream, err);
+        });
+    });
 }

@@ -4,23 +4,11 @@
  * checks its block index against the output, so no kernel touches memory past
  * its tensors whatever the tile counts (comfy_kitchen's own kernels write past
  * the end when (rows/16)*(cols/16) is odd). */
-#include "cuda_dialect.h"
+#include "elements.cuh"
 #include "gpu/launch.h"
-#include "gpu/runtime.h"
 #include "math/nvfp4.h"
 
 #define CKC_NVFP4_THREADS 128
-
-template <ckc_float_kind KIND>
-__device__ __forceinline__ float
-ckc_nvfp4_load(const void *x, int64_t i)
-{
-    if (KIND == CKC_F32) {
-        return ((const float *)x)[i];
-    }
-    const uint16_t h = ((const uint16_t *)x)[i];
-    return KIND == CKC_BF16 ? ckc_bf16_to_f32(h) : ckc_f16_to_f32(h);
-}
 
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_NVFP4_THREADS)
@@ -38,7 +26,7 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p)
     uint32_t bits = 0;
     for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
         const int64_t col = c * CKC_NVFP4_BLOCK + j;
-        v[j] = (r < p.rows && col < p.cols) ? ckc_nvfp4_load<KIND>(p.x, r * p.cols + col) : 0.0f;
+        v[j] = (r < p.rows && col < p.cols) ? ckc_load_value<KIND>(p.x, r * p.cols + col) : 0.0f;
         const uint32_t m = ckc_f32_bits(v[j]) & 0x7FFFFFFFu;
         bits = m > bits ? m : bits;
     }
@@ -60,17 +48,14 @@ grid_for(int64_t blocks)
 extern "C" ckc_status
 ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    ckc_gpu_device_guard guard;
-    const dim3 grid = grid_for(p->out_rows * (p->out_cols / CKC_NVFP4_BLOCK));
-    void (*nvfp4_quant)(ckc_nvfp4_quant_params) =
-        p->kind == CKC_BF16 ? nvfp4_quant_kernel<CKC_BF16>
-                            : (p->kind == CKC_F16 ? nvfp4_quant_kernel<CKC_F16> : nvfp4_quant_kernel<CKC_F32>);
-    ckc_status status;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    CKC_LAUNCH(nvfp4_quant, grid, dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p);
-    status = ckc_gpu_launch_status("nvfp4_quant_kernel", err);
-    ckc_gpu_device_leave(&guard);
-    return status;
+    return ckc_on_device(exec, err, [&]() {
+        return ckc_with_kind(p->kind, [&](auto kind) {
+            void (*nvfp4_quant)(ckc_nvfp4_quant_params) = nvfp4_quant_kernel<decltype(kind)::value>;
+            CKC_LAUNCH(nvfp4_quant, grid_for(p->out_rows * (p->out_cols / CKC_NVFP4_BLOCK)),
+                       dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p);
+            return ckc_gpu_launch_status("nvfp4_quant_kernel", err);
+        });
+    });
 }
 
 __global__ void __launch_bounds__(CKC_NVFP4_THREADS)
@@ -90,30 +75,19 @@ nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p)
     const uint8_t *bytes = p.qx + r * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2);
     const int64_t base = r * p.cols + c * CKC_NVFP4_BLOCK;
     for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
-        const float even = ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p.hi_first)) * total;
-        const float odd = ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p.hi_first)) * total;
-        if (p.out_kind == CKC_F32) {
-            ((float *)p.out)[base + 2 * j] = even;
-            ((float *)p.out)[base + 2 * j + 1] = odd;
-        } else if (p.out_kind == CKC_BF16) {
-            ((uint16_t *)p.out)[base + 2 * j] = ckc_f32_to_bf16(even);
-            ((uint16_t *)p.out)[base + 2 * j + 1] = ckc_f32_to_bf16(odd);
-        } else {
-            ((uint16_t *)p.out)[base + 2 * j] = ckc_f32_to_f16(even);
-            ((uint16_t *)p.out)[base + 2 * j + 1] = ckc_f32_to_f16(odd);
-        }
+        ckc_store_value(p.out, p.out_kind, base + 2 * j,
+                        ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p.hi_first)) * total);
+        ckc_store_value(p.out, p.out_kind, base + 2 * j + 1,
+                        ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p.hi_first)) * total);
     }
 }
 
 extern "C" ckc_status
 ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    ckc_gpu_device_guard guard;
-    ckc_status status;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    CKC_LAUNCH(nvfp4_dequant_kernel, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
-               exec->stream, *p);
-    status = ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
-    ckc_gpu_device_leave(&guard);
-    return status;
+    return ckc_on_device(exec, err, [&]() {
+        CKC_LAUNCH(nvfp4_dequant_kernel, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
+                   exec->stream, *p);
+        return ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
+    });
 }

@@ -5,14 +5,6 @@
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/int8_quant.h"
 
-/* Rows per task: enough elements that a task is worth a wake-up. */
-static int64_t
-row_grain(int64_t cols)
-{
-    const int64_t target = 1 << 14;
-    return cols >= target ? 1 : target / (cols > 0 ? cols : 1);
-}
-
 /* ---- quantization loops ---- */
 
 /* The element type is a compile-time constant in each instance below, which
@@ -145,13 +137,8 @@ static ckc_status
 cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
 {
     rowwise_job job;
-    const int64_t grain = row_grain(p->cols);
-    const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
     job.p = p;
-    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, 2 * p->cols, err));
-    ckc_parallel_for(p->rows, grain, threads, rowwise_range, &job);
-    ckc_scratch_free(&job.scratch);
-    return CKC_OK;
+    return ckc_parallel_rows(p->rows, p->cols, nthreads, 2 * p->cols, &job.scratch, rowwise_range, &job, err);
 }
 
 /* ---- tensor-wise quantization ---- */
@@ -246,13 +233,8 @@ static ckc_status
 cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err)
 {
     hadamard_job job;
-    const int64_t grain = row_grain(p->cols);
-    const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
     job.p = p;
-    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, p->cols, err));
-    ckc_parallel_for(p->rows, grain, threads, hadamard_range, &job);
-    ckc_scratch_free(&job.scratch);
-    return CKC_OK;
+    return ckc_parallel_rows(p->rows, p->cols, nthreads, p->cols, &job.scratch, hadamard_range, &job, err);
 }
 
 /* ---- dequantization (simple and ConvRot) ---- */
@@ -332,12 +314,7 @@ cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
     job.scratch.base = NULL;
     if (p->group == 0) {
         ckc_parallel_for(p->rows * p->cols, CKC_ELEMENT_GRAIN, nthreads, dequant_flat_range, &job);
-    } else {
-        const int64_t grain = row_grain(p->cols);
-        const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
-        CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, p->cols, err));
-        ckc_parallel_for(p->rows, grain, threads, dequant_rotated_range, &job);
-        ckc_scratch_free(&job.scratch);
+        return CKC_OK;
     }
-    return CKC_OK;
+    return ckc_parallel_rows(p->rows, p->cols, nthreads, p->cols, &job.scratch, dequant_rotated_range, &job, err);
 }

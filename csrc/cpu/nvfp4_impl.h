@@ -4,22 +4,16 @@
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/nvfp4.h"
 
-#define CKC_NVFP4_ROW_GRAIN_ELEMS (1 << 14)
-
-static int64_t
-nvfp4_row_grain(int64_t cols)
-{
-    return cols >= CKC_NVFP4_ROW_GRAIN_ELEMS ? 1 : CKC_NVFP4_ROW_GRAIN_ELEMS / (cols > 0 ? cols : 1);
-}
-
 typedef struct {
     const ckc_nvfp4_quant_params *p;
     ckc_scratch scratch;  /* per thread: out_cols values, out_cols divisors, out_cols codes */
     float per_tensor_scale;
 } nvfp4_quant_job;
 
+/* Per-thread scratch of both kernels, in floats: a row of values, each value's
+ * block scale factor, and a row of codes (one byte each). */
 static int64_t
-nvfp4_quant_scratch_floats(int64_t out_cols)
+nvfp4_scratch_floats(int64_t out_cols)
 {
     return 2 * out_cols + out_cols / 4 + 1;
 }
@@ -68,26 +62,22 @@ static ckc_status
 cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err)
 {
     nvfp4_quant_job job;
-    const int64_t grain = nvfp4_row_grain(p->out_cols);
-    const int threads = ckc_parallel_threads(p->out_rows, grain, nthreads);
     job.p = p;
     job.per_tensor_scale = *p->per_tensor_scale;
-    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, nvfp4_quant_scratch_floats(p->out_cols), err));
-    ckc_parallel_for(p->out_rows, grain, threads, nvfp4_quant_range, &job);
-    ckc_scratch_free(&job.scratch);
-    return CKC_OK;
+    return ckc_parallel_rows(p->out_rows, p->out_cols, nthreads, nvfp4_scratch_floats(p->out_cols),
+                             &job.scratch, nvfp4_quant_range, &job, err);
 }
 
 typedef struct {
     const ckc_nvfp4_dequant_params *p;
     ckc_scratch scratch;
     float per_tensor_scale; /* already rounded to the output type */
-} denvfp4_quant_job;
+} nvfp4_dequant_job;
 
 static void
 nvfp4_dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
-    const denvfp4_quant_job *job = (const denvfp4_quant_job *)ctx;
+    const nvfp4_dequant_job *job = (const nvfp4_dequant_job *)ctx;
     const ckc_nvfp4_dequant_params *p = job->p;
     const int64_t cols = p->cols;
     const int64_t scale_cols = cols / CKC_NVFP4_BLOCK;
@@ -120,13 +110,9 @@ nvfp4_dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 static ckc_status
 cpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err)
 {
-    denvfp4_quant_job job;
-    const int64_t grain = nvfp4_row_grain(p->cols);
-    const int threads = ckc_parallel_threads(p->rows, grain, nthreads);
+    nvfp4_dequant_job job;
     job.p = p;
     job.per_tensor_scale = ckc_round_to_kind(*p->per_tensor_scale, p->out_kind);
-    CKC_TRY(ckc_scratch_alloc(&job.scratch, threads, 2 * p->cols + p->cols / 4 + 1, err));
-    ckc_parallel_for(p->rows, grain, threads, nvfp4_dequant_range, &job);
-    ckc_scratch_free(&job.scratch);
-    return CKC_OK;
+    return ckc_parallel_rows(p->rows, p->cols, nthreads, nvfp4_scratch_floats(p->cols), &job.scratch,
+                             nvfp4_dequant_range, &job, err);
 }

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "parallel.h"
 #include "status.h"
 
 typedef struct {
@@ -36,6 +37,28 @@ ckc_scratch_free(ckc_scratch *s)
 {
     free(s->base);
     s->base = NULL;
+}
+
+/* Rows per task: enough elements that a task is worth a wake-up. */
+static inline int64_t
+ckc_row_grain(int64_t cols)
+{
+    const int64_t target = 1 << 14;
+    return cols >= target ? 1 : target / (cols > 0 ? cols : 1);
+}
+
+/* Runs fn over `rows` rows of `cols` values, each worker with a scratch row of
+ * `floats` floats in *scratch (allocated before the parallel region, freed after). */
+static inline ckc_status
+ckc_parallel_rows(int64_t rows, int64_t cols, int nthreads, int64_t floats, ckc_scratch *scratch,
+                  ckc_range_fn fn, void *job, ckc_error *err)
+{
+    const int64_t grain = ckc_row_grain(cols);
+    const int threads = ckc_parallel_threads(rows, grain, nthreads);
+    CKC_TRY(ckc_scratch_alloc(scratch, threads, floats, err));
+    ckc_parallel_for(rows, grain, threads, fn, job);
+    ckc_scratch_free(scratch);
+    return CKC_OK;
 }
 
 #endif /* CKC_CPU_SCRATCH_H */

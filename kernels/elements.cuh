@@ -1,0 +1,63 @@
+/* Single-element access by element type for the GPU kernels, and the launcher
+ * plumbing every op shares (device guard, kind dispatch, launch check). */
+#ifndef CKC_ELEMENTS_CUH
+#define CKC_ELEMENTS_CUH
+
+#include <type_traits>
+
+#include "cuda_dialect.h"
+#include "gpu/runtime.h"
+#include "math/float_bits.h"
+#include "ops/op.h"
+
+template <ckc_float_kind KIND>
+__device__ __forceinline__ float
+ckc_load_value(const void *x, int64_t i)
+{
+    if (KIND == CKC_F32) {
+        return ((const float *)x)[i];
+    }
+    const uint16_t h = ((const uint16_t *)x)[i];
+    return KIND == CKC_BF16 ? ckc_bf16_to_f32(h) : ckc_f16_to_f32(h);
+}
+
+/* Stores v rounded to the element type (round to nearest even). */
+__device__ __forceinline__ void
+ckc_store_value(void *out, ckc_float_kind kind, int64_t i, float v)
+{
+    if (kind == CKC_F32) {
+        ((float *)out)[i] = v;
+    } else {
+        ((uint16_t *)out)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
+    }
+}
+
+/* Calls launch(kind) with the element type as a compile-time constant. */
+template <typename F>
+static ckc_status
+ckc_with_kind(ckc_float_kind kind, F launch)
+{
+    switch (kind) {
+    case CKC_BF16:
+        return launch(std::integral_constant<ckc_float_kind, CKC_BF16>());
+    case CKC_F16:
+        return launch(std::integral_constant<ckc_float_kind, CKC_F16>());
+    default:
+        return launch(std::integral_constant<ckc_float_kind, CKC_F32>());
+    }
+}
+
+/* Runs launch() (which launches and returns the launch status) with the
+ * tensors' device current, restoring the caller's device after. */
+template <typename F>
+static ckc_status
+ckc_on_device(const ckc_exec *exec, ckc_error *err, F launch)
+{
+    ckc_gpu_device_guard guard;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    const ckc_status status = launch();
+    ckc_gpu_device_leave(&guard);
+    return status;
+}
+
+#endif /* CKC_ELEMENTS_CUH */
