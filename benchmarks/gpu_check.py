@@ -202,7 +202,7 @@ def pending_table() -> str:
 def targets_table(items: list[Target]) -> str:
     body = []
     for t in items:
-        shapes = f"M >= {t.min_m}" if t.min_m else "all"
+        counted = f"M >= {t.min_m}" if t.min_m else "all"
         if t.values:
             shape, value = t.worst
             worst = f"{fmt_goal(t, value)} ({shape})"
@@ -210,7 +210,7 @@ def targets_table(items: list[Target]) -> str:
             meeting = f"{sum(v >= t.goal for _, v in t.values)}/{len(t.values)}"
         else:
             worst = median = meeting = "-"
-        body.append([t.label, t.op, shapes, f">= {fmt_goal(t, t.goal)}", worst, median, meeting, t.result])
+        body.append([t.label, t.op, counted, f">= {fmt_goal(t, t.goal)}", worst, median, meeting, t.result])
     return table(["target", "op", "shapes", "goal", "worst (shape)", "median", "shapes meeting", "result"], body,
                  "lllrrrrl")
 
@@ -292,8 +292,12 @@ def bench_command(out: str, args, budget_s: str) -> list[str]:
     return cmd + (["--quick"] if args.quick else [])
 
 
+EXE = ".exe" if sys.platform == "win32" else ""
+
+
 def find_nvcc() -> str | None:
-    candidates = [os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"), shutil.which("nvcc"),
+    """Where setup.py finds it: $CUDA_HOME/bin, PATH, /usr/local/cuda/bin."""
+    candidates = [os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc" + EXE), shutil.which("nvcc"),
                   "/usr/local/cuda/bin/nvcc"]
     return next((c for c in candidates if c and os.path.isfile(c)), None)
 
@@ -304,7 +308,8 @@ def find_sanitizer() -> str | None:
     nvcc = find_nvcc()
     if nvcc:
         bin_dir = Path(nvcc).resolve().parent
-        candidates += [bin_dir / "compute-sanitizer", bin_dir.parent / "compute-sanitizer" / "compute-sanitizer"]
+        name = "compute-sanitizer" + EXE
+        candidates += [bin_dir / name, bin_dir.parent / "compute-sanitizer" / name]
     candidates.append(shutil.which("compute-sanitizer"))
     return next((str(c) for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
 
@@ -322,7 +327,10 @@ def run_command(cmd: list[str], timeout: float, env: dict[str, str] | None = Non
         output, _ = proc.communicate(timeout=timeout)
         return proc.returncode, output
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: pytest under compute-sanitizer, nvcc under pip
+        if hasattr(os, "killpg"):  # the whole group: pytest under compute-sanitizer, nvcc under pip
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
         output, _ = proc.communicate()
         return None, output
 
@@ -430,12 +438,14 @@ def bench_problems(rc: int | None, rows: list[Row], expected: int) -> list[str]:
 
 
 def read_bench(path: str) -> tuple[dict, list[Row]]:
+    """The worker's backend status and rows; a line cut short by a crash is left out."""
     backends, rows = {}, []
     with open(path) as f:
         for line in f:
-            if not line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
                 continue
-            record = json.loads(line)
             if record.pop("kind") == "backends":
                 backends = record["backends"]
             else:
@@ -583,28 +593,36 @@ def their_implementation(backends: dict, backend: str, op: str, args: tuple) -> 
     return impl, None
 
 
+def time_theirs(backends: dict, backend: str, op: str, args: tuple, cfg) -> tuple[float | None, str | None]:
+    try:
+        impl, note = their_implementation(backends, backend, op, args)
+    except Exception as exc:
+        return None, one_line(exc)
+    return try_time(impl, args, cfg) if impl else (None, note)
+
+
+def time_copy(nbytes: int, device: torch.device, cfg) -> tuple[float | None, str | None]:
+    """A device copy moving nbytes: nbytes / 2 read and as many written."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device=device)
+    return try_time(torch.empty_like(src).copy_, (src,), cfg)
+
+
 def measure(op: str, x: torch.Tensor, ours, make_args: Callable, backends: dict, cfg) -> Row:
     m, k = x.shape
-    row = Row(op, m, k, 0, {name: None for name in ("ours", *BACKENDS, "copy")})
+    row = Row(op, m, k, 0, dict.fromkeys(("ours", *BACKENDS, "copy")))
     try:
         our_args, their_args = make_args(x)
         row.nbytes = bytes_moved(our_args, getattr(ours, op)(*our_args))
     except Exception as exc:
         row.notes["ours"] = one_line(exc)
         return row
-    row.ms["ours"], note = try_time(getattr(ours, op), our_args, cfg)
-    if note:
-        row.notes["ours"] = note
-    for b in BACKENDS:
-        impl, note = their_implementation(backends, b, op, their_args)
-        if impl is not None:
-            row.ms[b], note = try_time(impl, their_args, cfg)
+    timings = {"ours": try_time(getattr(ours, op), our_args, cfg),
+               **{b: time_theirs(backends, b, op, their_args, cfg) for b in BACKENDS},
+               "copy": time_copy(row.nbytes, x.device, cfg)}
+    for name, (ms, note) in timings.items():
+        row.ms[name] = ms
         if note:
-            row.notes[b] = note
-    src = torch.empty(row.nbytes // 2, dtype=torch.uint8, device=x.device)
-    row.ms["copy"], note = try_time(torch.empty_like(src).copy_, (src,), cfg)
-    if note:
-        row.notes["copy"] = note
+            row.notes[name] = note
     return row
 
 
@@ -624,7 +642,7 @@ def bench_worker(args) -> int:
         out.write(json.dumps({"kind": "backends", "backends": backends}) + "\n")
         for m, k in shapes(args.quick):
             torch.manual_seed(0)
-            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             for op in BENCH_OPS:
                 if time.monotonic() > deadline:
                     print(f"time budget of {args.budget:.0f} s used up", file=sys.stderr)
@@ -778,13 +796,23 @@ def main(argv=None) -> int:
     ctx = Context(args, time.monotonic() + args.budget, "".join(map(str, torch.cuda.get_device_capability())))
     info = gpu_info()
     results = [run_step(ctx, step) for step in STEPS]
-    start = time.monotonic()
-    path = write_report(report(info, command_line(argv), args, results, ctx.rows, ctx.backends),
-                        torch.cuda.get_device_name())
-    results.append(StepResult("e", "report", PASSED, time.monotonic() - start, str(path.relative_to(ROOT))))
-    print(f"[e] report: {path}")
+    results.append(report_step(ctx, info, command_line(argv), results))
     print(f"\n{steps_table(results)}")
     return exit_status(results)
+
+
+def report_step(ctx: Context, info: dict[str, str], command: str, results: list[StepResult]) -> StepResult:
+    """Step e: writes the report (or, if that fails, prints it)."""
+    start = time.monotonic()
+    text = report(info, command, ctx.args, results, ctx.rows, ctx.backends)
+    try:
+        path = write_report(text, torch.cuda.get_device_name())
+        status, detail = PASSED, str(path)
+    except OSError as exc:
+        print(text)
+        status, detail = FAILED, f"could not write the report (printed above): {exc}"
+    print(f"[e] report: {status}: {detail}", flush=True)
+    return StepResult("e", "report", status, time.monotonic() - start, detail)
 
 
 if __name__ == "__main__":
