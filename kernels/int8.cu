@@ -31,6 +31,35 @@ aligned16(const void *p, int64_t row_bytes)
     return ((uintptr_t)p % 16) == 0 && row_bytes % 16 == 0;
 }
 
+/* The row kernel instance for a row length: 1, 2 or CKC_MAX_CHUNKS chunks per thread. */
+template <typename Kernel>
+static Kernel
+by_chunks(int chunks, Kernel one, Kernel two, Kernel most)
+{
+    return chunks == 1 ? one : (chunks == 2 ? two : most);
+}
+
+/* A chunk loaded and, for group > 0, scaled by 1/sqrt(G), rotated and rounded
+ * to the element type (as eager rounds its matmul): what the quantizer sees and
+ * what the plain rotation stores. */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ void
+ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
+                    float v[CKC_CHUNK])
+{
+    ckc_load_chunk<KIND>(row, start, k, vec, v);
+    if (group > 0) {
+        const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] *= norm;
+        }
+        ckc_rotate_chunk(v, group, t, exchange);
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] = ckc_round_to_kind(v[e], KIND);
+        }
+    }
+}
+
 /* ---- row-wise quantization (optionally rotated) ---- */
 
 template <ckc_float_kind KIND, int CHUNKS>
@@ -46,24 +75,14 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
     const void *row = (const char *)p.x + r * k * elem;
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     const int segments = (int)((k + segment - 1) / segment);
-    const float norm = p.group > 0 ? ckc_hadamard_norm(ckc_hadamard_log4(p.group)) : 1.0f;
     float v[CHUNKS][CKC_CHUNK];
     uint32_t bits = 0;
 
-    /* Pass 1: rotated values rounded to the element type, and their absmax. */
+    /* Pass 1: the quantizer's values and their absmax. */
     for (int s = 0; s < segments; s++) {
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
-            ckc_load_chunk<KIND>(row, start, k, vec, v[c]);
-            if (p.group > 0) {
-                for (int e = 0; e < CKC_CHUNK; e++) {
-                    v[c][e] *= norm;
-                }
-                ckc_rotate_chunk(v[c], (int)p.group, t, exchange);
-                for (int e = 0; e < CKC_CHUNK; e++) {
-                    v[c][e] = ckc_round_to_kind(v[c][e], KIND);
-                }
-            }
+            ckc_rotated_chunk<KIND>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
             for (int e = 0; e < CKC_CHUNK; e++) {
                 const uint32_t b = ckc_f32_bits(v[c][e]) & 0x7FFFFFFFu;
                 bits = b > bits ? b : bits;
@@ -82,16 +101,7 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
             const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
             float noise[CKC_CHUNK];
             if (segments > 1) {
-                ckc_load_chunk<KIND>(row, start, k, vec, v[c]);
-                if (p.group > 0) {
-                    for (int e = 0; e < CKC_CHUNK; e++) {
-                        v[c][e] *= norm;
-                    }
-                    ckc_rotate_chunk(v[c], (int)p.group, t, exchange);
-                    for (int e = 0; e < CKC_CHUNK; e++) {
-                        v[c][e] = ckc_round_to_kind(v[c][e], KIND);
-                    }
-                }
+                ckc_rotated_chunk<KIND>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
             }
             if (p.noise != NULL) {
                 ckc_load_chunk<KIND>((const char *)p.noise + r * k * elem, start, k, vec, noise);
@@ -111,9 +121,8 @@ template <ckc_float_kind KIND>
 static void
 launch_rowwise(const ckc_int8_rowwise_params *p, uintptr_t stream, int chunks, bool vec)
 {
-    void (*int8_rowwise)(ckc_int8_rowwise_params, bool) =
-        chunks == 1 ? int8_rowwise_kernel<KIND, 1>
-                    : (chunks == 2 ? int8_rowwise_kernel<KIND, 2> : int8_rowwise_kernel<KIND, CKC_MAX_CHUNKS>);
+    const auto int8_rowwise = by_chunks(chunks, int8_rowwise_kernel<KIND, 1>, int8_rowwise_kernel<KIND, 2>,
+                                        int8_rowwise_kernel<KIND, CKC_MAX_CHUNKS>);
     CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, vec);
 }
 
@@ -141,24 +150,14 @@ hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec)
     const int64_t r = blockIdx.x;
     const int64_t k = p.cols;
     const int64_t elem = KIND == CKC_F32 ? 4 : 2;
-    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(p.group));
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     for (int64_t s = 0; s < k; s += segment) {
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
             float v[CKC_CHUNK];
-            ckc_load_chunk<KIND>((const char *)p.x + r * k * elem, start, k, vec, v);
-            for (int e = 0; e < CKC_CHUNK; e++) {
-                v[e] *= norm;
-            }
-            ckc_rotate_chunk(v, (int)p.group, t, exchange);
+            ckc_rotated_chunk<KIND>((const char *)p.x + r * k * elem, start, k, vec, (int)p.group, t, exchange, v);
             for (int e = 0; e < CKC_CHUNK && start + e < k; e++) {
-                if (KIND == CKC_F32) {
-                    ((float *)p.out)[r * k + start + e] = v[e];
-                } else {
-                    ((uint16_t *)p.out)[r * k + start + e] =
-                        KIND == CKC_BF16 ? ckc_f32_to_bf16(v[e]) : ckc_f32_to_f16(v[e]);
-                }
+                ckc_store_value(p.out, KIND, r * k + start + e, v[e]);
             }
         }
     }
@@ -168,9 +167,8 @@ template <ckc_float_kind KIND>
 static void
 launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int chunks, bool vec)
 {
-    void (*hadamard_rows)(ckc_hadamard_rows_params, bool) =
-        chunks == 1 ? hadamard_rows_kernel<KIND, 1>
-                    : (chunks == 2 ? hadamard_rows_kernel<KIND, 2> : hadamard_rows_kernel<KIND, CKC_MAX_CHUNKS>);
+    const auto hadamard_rows = by_chunks(chunks, hadamard_rows_kernel<KIND, 1>, hadamard_rows_kernel<KIND, 2>,
+                                         hadamard_rows_kernel<KIND, CKC_MAX_CHUNKS>);
     CKC_LAUNCH(hadamard_rows, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, vec);
 }
 
