@@ -171,12 +171,17 @@ def cuda_extension():
     return ext
 
 
+def emulated_extension():
+    """_C_emu: POSIX only for now (the emulator's threads are ucontext coroutines; a
+    Windows port needs Fibers), so Windows installs build _C alone."""
+    if sys.platform == "win32":
+        return []
+    return [extension("comfy_kitchen_c._C_emu", "csrc/gpu/runtime_emu.c",
+                      [("CKC_EMULATED", "1"), ("CKC_WITH_GPU", "1")])]
+
+
 setup(
-    ext_modules=[
-        cuda_extension(),
-        extension("comfy_kitchen_c._C_emu", "csrc/gpu/runtime_emu.c",
-                  [("CKC_EMULATED", "1"), ("CKC_WITH_GPU", "1")]),
-    ],
+    ext_modules=[cuda_extension(), *emulated_extension()],
     cmdclass={"build_ext": BuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp310"}},
 )

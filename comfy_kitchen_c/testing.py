@@ -16,8 +16,11 @@ from . import ops
 def emulated_device():
     """Within the block (and this thread or task), ops on CPU tensors run the GPU kernels
     on the emulated device."""
-    from . import _C_emu
-
+    try:
+        from . import _C_emu
+    except ImportError as exc:  # Windows builds have no emulated device yet
+        raise RuntimeError("comfy_kitchen_c was built without the emulated device (_C_emu); "
+                           "it is built on Linux and macOS") from exc
     token = ops.KERNELS.set(_C_emu)
     try:
         yield
