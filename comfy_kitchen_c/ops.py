@@ -270,13 +270,27 @@ def _scale_shape(rows: int, cols: int) -> tuple[int, int]:
     return _round_up(rows, 128), _round_up(cols // 16, 4)
 
 
-def _per_tensor_scale(op: str, value, device) -> torch.Tensor:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return torch.tensor([float(value)], dtype=torch.float32, device=device)
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_per_tensor_scale(op: str, value, **same_device_as) -> None:
+    """A number, or a one-element float32 tensor on the same device as the others."""
+    if value is None:
+        raise ArgumentTypeError(f"{op}: argument 'per_tensor_scale' is required")
+    if _is_number(value):
+        return
     check.tensor(op, "per_tensor_scale", value, (torch.float32,))
     if value.numel() != 1:
         raise ArgumentError(f"{op}: argument 'per_tensor_scale': expected one element, got shape "
                             f"{list(value.shape)}")
+    check.same_device(op, **same_device_as, per_tensor_scale=value)
+
+
+def _per_tensor_scale(value, device) -> torch.Tensor:
+    """The checked per-tensor scale as the one-element float32 tensor the kernels read."""
+    if _is_number(value):
+        return torch.tensor([float(value)], dtype=torch.float32, device=device)
     return value.reshape(1)
 
 
@@ -284,9 +298,7 @@ def check_quantize_nvfp4(x, per_tensor_scale=None, epsilon=0.0, pad_16x=False, h
     op = "quantize_nvfp4"
     check.tensor(op, "x", x, check.FLOAT_DTYPES, ndim=2)
     check.rows_of(op, "x", x)
-    if per_tensor_scale is None:
-        raise ArgumentTypeError(f"{op}: argument 'per_tensor_scale' is required")
-    check.same_device(op, x=x, per_tensor_scale=_per_tensor_scale(op, per_tensor_scale, x.device))
+    _check_per_tensor_scale(op, per_tensor_scale, x=x)
     if not pad_16x and x.shape[1] % 16:
         raise ArgumentError(f"{op}: argument 'x': {x.shape[1]} columns is not a multiple of 16; "
                             "pass pad_16x=True to pad")
@@ -305,7 +317,7 @@ def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=Tru
     xc = x.contiguous()
     qx = torch.empty((out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
     scales = torch.zeros(_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
-    pts = _per_tensor_scale(op, per_tensor_scale, x.device)
+    pts = _per_tensor_scale(per_tensor_scale, x.device)
     _run("nvfp4_quant", op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)),))
     return qx, scales.view(torch.float8_e4m3fn)
 
@@ -315,11 +327,11 @@ def check_dequantize_nvfp4(qx, per_tensor_scale=None, block_scales=None, output_
     op = "dequantize_nvfp4"
     check.tensor(op, "qx", qx, (torch.uint8,), ndim=2)
     check.rows_of(op, "qx", qx)
-    if per_tensor_scale is None or block_scales is None:
-        raise ArgumentTypeError(f"{op}: arguments 'per_tensor_scale' and 'block_scales' are required")
-    pts = _per_tensor_scale(op, per_tensor_scale, qx.device)
+    if block_scales is None:
+        raise ArgumentTypeError(f"{op}: argument 'block_scales' is required")
     check.tensor(op, "block_scales", block_scales, (torch.float8_e4m3fn, torch.uint8))
-    check.same_device(op, qx=qx, per_tensor_scale=pts, block_scales=block_scales)
+    check.same_device(op, qx=qx, block_scales=block_scales)
+    _check_per_tensor_scale(op, per_tensor_scale, qx=qx)
     if output_type not in check.FLOAT_DTYPES:
         raise ArgumentTypeError(f"{op}: argument 'output_type': expected float32, float16 or bfloat16, "
                                 f"got {output_type}")
@@ -340,6 +352,6 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
     rows, cols = qx.shape[0], 2 * qx.shape[1]
     scales = block_scales.contiguous().view(torch.uint8).reshape(_scale_shape(rows, cols))
     out = torch.empty((rows, cols), dtype=output_type, device=qx.device)
-    pts = _per_tensor_scale(op, per_tensor_scale, qx.device)
+    pts = _per_tensor_scale(per_tensor_scale, qx.device)
     _run("nvfp4_dequant", op, qx.device, (qx.contiguous(), pts, scales, out), (int(bool(hi_first)),))
     return out
