@@ -30,6 +30,11 @@ typedef struct {
 ckc_status ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err);
 void ckc_gpu_device_leave(const ckc_gpu_device_guard *guard);
 
+/* Versions as CUDA encodes them (1000*major + 10*minor): the installed driver's
+ * (0 when no driver is installed) and the runtime this module was built with;
+ * both 0 on the emulated device.  Needs no GPU: `doctor` reports them. */
+ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

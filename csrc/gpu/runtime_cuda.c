@@ -55,4 +55,12 @@ ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
     }
 }
 
+ckc_status
+ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
+{
+    CKC_CUDA_TRY(err, cudaDriverGetVersion(driver));
+    CKC_CUDA_TRY(err, cudaRuntimeGetVersion(runtime));
+    return CKC_OK;
+}
+
 #endif /* CKC_WITH_CUDA */

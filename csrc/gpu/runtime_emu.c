@@ -43,4 +43,13 @@ ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
     (void)guard;
 }
 
+ckc_status
+ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
+{
+    (void)err;
+    *driver = 0;
+    *runtime = 0;
+    return CKC_OK;
+}
+
 #endif /* CKC_EMULATED */
