@@ -341,7 +341,9 @@ def details(record: dict) -> list[str]:
     """Every parameter of one record, one per line."""
     lines = [f"seq {record['seq']} {describe(record)}: {record['state']}",
              f"  device cuda:{record['device']}, stream {record['stream']:#x}",
-             f"  queued {_when(record['queued_unix'])}, completed {_when(record['completed_unix'])}"]
+             f"  queued {_when(record['queued_unix'])}, "
+             + (f"completed {_when(record['completed_unix'])}" if record["completed_unix"] is not None
+                else "not completed")]
     if record["tensors"]:
         lines.append(f"  tensors: {record['tensors']}")
     if record["params"]:
@@ -494,26 +496,32 @@ def print_flight(report: dict, last: int, out: TextIO) -> None:
     p = data["process"]
     print(f"  process {p['pid']} on {p['host']}, started {_when(p['started_unix'])}, Python {p['python']}, "
           f"comfy-kitchen-c {p['package_version']}; format {data['format_version']}, "
-          f"{data['written']} records written, the last {data['capacity']} kept", file=out)
+          f"{data['written']} records written, the ring keeps the last {data['capacity']}", file=out)
     print("\n  Verdict:", file=out)
     for sentence in report["verdict"]:
         print(f"    {sentence}", file=out)
+    shown = set()
     for title, records in (("Last completed", [data["last_completed"]]),
                            ("First not completed", [data["first_incomplete"]]),
                            ("Faults", data["faults"]), ("Hangs", data["hangs"])):
         records = [r for r in records if r is not None]
         print(f"\n  {title}:" + ("" if records else " none"), file=out)
         for r in records:
-            for line in details(r):
+            lines = details(r) if r["seq"] not in shown else [f"seq {r['seq']} {describe(r)}: see above"]
+            shown.add(r["seq"])
+            for line in lines:
                 print(f"    {line}", file=out)
     records = data["records"][-last:] if last > 0 else []
     if records:
-        print(f"\n  Last {len(records)} records:", file=out)
-        rows = [("seq", "kind", "op", "state", "device", "stream", "queued", "ms", "bytes", "tensors")]
+        start = p["started_unix"]
+        print(f"\n  Last {len(records)} records (times in seconds after the process started):", file=out)
+        rows = [("seq", "kind", "op", "state", "device", "stream", "queued", "took ms", "bytes", "tensors")]
         for r in records:
             ms = ((r["completed_unix"] - r["queued_unix"]) * 1e3 if r["completed_unix"] is not None else None)
-            rows.append((r["seq"], r["kind"], r["op"], r["state"], r["device"], f"{r['stream']:#x}",
-                         _when(r["queued_unix"]), "-" if ms is None else f"{ms:.3f}", r["bytes"], r["tensors"]))
+            op = f"{r['op']} ({r['host_memory']})" if r["host_memory"] else r["op"]
+            rows.append((r["seq"], r["kind"], op, r["state"], r["device"], f"{r['stream']:#x}",
+                         f"{r['queued_unix'] - start:.3f}", "-" if ms is None else f"{ms:.3f}", r["bytes"],
+                         r["tensors"]))
         _table(rows, out)
 
 
