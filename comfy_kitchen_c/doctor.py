@@ -32,7 +32,7 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "comfy_kitchen_c": {"version": str, "path": str},
         "cuda": {"driver": str | null,                                 # null: no driver / no CUDA build
                  "runtime_torch": str | null, "runtime_extension": str | null,
-                 "extension_has_cuda": bool},
+                 "extension_has_cuda": bool, "error": str | null},          # error: the driver query failed
         "gpus": [{"index": int, "name": str, "compute_capability": "9.0",
                   "total_memory": int, "multiprocessors": int}],
         "gpu_error": str | null,                                       # why GPUs could not be listed
@@ -48,7 +48,7 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
       "backends": {
         "installed": bool, "error": str | null,                        # comfy_kitchen importable?
         "priority": [str],                                             # registry order, then the rest
-        "c_registered": bool, "c_active": bool,
+        "c_registered": bool, "c_active": bool,                        # active: first enabled in priority
         "backends": [{"name": str, "in_priority": bool, "available": bool, "disabled": bool,
                       "unavailable_reason": str | null, "ops": int}],
         "ops": [{"op": str, "cpu": str | null, "cuda": str | null}]    # null: no backend serves it
@@ -211,12 +211,16 @@ def _os_info() -> dict:
 
 
 def _cuda_info() -> dict:
-    versions = getattr(_C, "cuda_versions", lambda: None)()
+    error = None
+    try:
+        versions = getattr(_C, "cuda_versions", lambda: None)()
+    except RuntimeError as exc:  # a broken driver install is a finding, not a crash
+        versions, error = None, str(exc)
     driver, runtime = versions if versions is not None else (0, 0)
     return {"driver": _cuda_version(driver) if driver else None,
             "runtime_torch": torch.version.cuda,
             "runtime_extension": _cuda_version(runtime) if runtime else None,
-            "extension_has_cuda": bool(_C.HAS_CUDA)}
+            "extension_has_cuda": bool(_C.HAS_CUDA), "error": error}
 
 
 def _gpus() -> tuple[list[dict], str | None]:
@@ -307,13 +311,13 @@ def backend_table() -> dict:
                  "available": registry.is_available(name), "disabled": listing[name]["disabled"],
                  "unavailable_reason": listing[name]["unavailable_reason"],
                  "ops": len(listing[name]["capabilities"])} for name in order if name in listing]
-    registered = registry.is_available(BACKEND_NAME)
+    registered = listing.get(BACKEND_NAME, {}).get("available", False)  # registered, maybe disabled
     first = next((name for name in priority if registry.is_available(name)), None)
     ops = listing[BACKEND_NAME]["capabilities"] if registered else sorted(capabilities())
     cc = _current_compute_capability()
     return {
         "installed": True, "error": None, "priority": order,
-        "c_registered": registered, "c_active": registered and first == BACKEND_NAME,
+        "c_registered": registered, "c_active": first == BACKEND_NAME,
         "backends": backends,
         "ops": [{"op": op, "cpu": pick_backend(registry, op, "cpu", cc, listing),
                  "cuda": pick_backend(registry, op, "cuda", cc, listing)} for op in ops],
@@ -435,7 +439,7 @@ def print_environment(env: dict, settings: dict | None, out: TextIO) -> None:
         ("torch", f"{env['torch']['version']} (CUDA {env['torch']['cuda'] or 'none'})"),
         ("comfy_kitchen", env["comfy_kitchen"]["version"] or "not installed"),
         ("comfy-kitchen-c", f"{env['comfy_kitchen_c']['version']} ({env['comfy_kitchen_c']['path']})"),
-        ("CUDA driver", cuda["driver"] or "none"),
+        ("CUDA driver", cuda["driver"] or ("none" + (f" ({cuda['error']})" if cuda["error"] else ""))),
         ("CUDA runtime", f"torch {cuda['runtime_torch'] or 'none'}; comfy_kitchen_c._C "
                          f"{cuda['runtime_extension'] or 'none'}"
                          f"{'' if cuda['extension_has_cuda'] else ' (built without CUDA)'}"),
@@ -466,11 +470,14 @@ def print_backends(table: dict, out: TextIO) -> None:
     if not table["installed"]:
         print(f"  {table['error']}: ops run only when called as comfy_kitchen_c.ops.<name>", file=out)
         return
+    c = next((b for b in table["backends"] if b["name"] == "c"), None)
     if table["c_active"]:
         state = "registered and active (first available in priority)"
     elif not table["c_registered"]:
         state = "not registered"
-    elif any(b["name"] == "c" and b["in_priority"] for b in table["backends"]):
+    elif c["disabled"]:
+        state = "registered but disabled"
+    elif c["in_priority"]:
         state = "registered, behind other backends in priority"
     else:
         state = "registered but not in the priority list, so never picked (comfy_kitchen_c.activate() puts it first)"

@@ -57,7 +57,9 @@ def test_json_report_without_a_record(tmp_path):
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
                         "cpu_isa", "ram"}
-    assert set(env["cuda"]) == {"driver", "runtime_torch", "runtime_extension", "extension_has_cuda"}
+    assert set(env["cuda"]) == {"driver", "runtime_torch", "runtime_extension", "extension_has_cuda", "error"}
+    if env["cuda"]["extension_has_cuda"]:
+        assert env["cuda"]["runtime_extension"] is not None
     assert env["torch"]["version"] == torch.__version__
     assert env["comfy_kitchen_c"]["version"] == comfy_kitchen_c.__version__
     assert env["cpu_isa"]["in_use"] == comfy_kitchen_c._C.cpu_isa()
@@ -142,6 +144,29 @@ def test_cuda_pick_follows_device_constraints(registry):
         and "quantize_int8_rowwise" in registry.list_backends()[name]["capabilities"]
         and doctor._tensor_devices(registry.get_constraints(name, "quantize_int8_rowwise"), "cuda"))
     assert rows["quantize_int8_rowwise"]["cuda"] == expected
+
+
+def test_disabled_c_is_registered_not_active(registry, capsys):
+    comfy_kitchen_c.activate()
+    registry.disable("c")
+    try:
+        table = doctor.backend_table()
+        doctor.print_backends(table, sys.stdout)
+    finally:
+        registry.enable("c")
+    assert table["c_registered"] and not table["c_active"]
+    assert all(row["cpu"] != "c" for row in table["ops"])
+    assert '"c" is registered but disabled' in capsys.readouterr().out
+
+
+def test_a_failing_driver_query_is_reported(monkeypatch):
+    def cuda_versions():
+        raise RuntimeError("cuda_versions: cudaDriverGetVersion(driver) failed: cudaErrorUnknown: unknown error")
+
+    monkeypatch.setattr(doctor, "_C", types.SimpleNamespace(cuda_versions=cuda_versions, HAS_CUDA=1))
+    info = doctor._cuda_info()
+    assert info["driver"] is None and info["runtime_extension"] is None
+    assert "cudaErrorUnknown" in info["error"]
 
 
 def test_without_comfy_kitchen(monkeypatch, capsys):
