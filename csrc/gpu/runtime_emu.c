@@ -37,12 +37,6 @@ ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err)
     return CKC_OK;
 }
 
-void
-ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
-{
-    (void)guard;
-}
-
 ckc_status
 ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
 {
@@ -50,6 +44,12 @@ ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
     *driver = 0;
     *runtime = 0;
     return CKC_OK;
+}
+
+void
+ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
+{
+    (void)guard;
 }
 
 #endif /* CKC_EMULATED */
