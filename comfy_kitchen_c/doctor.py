@@ -37,7 +37,8 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
                   "total_memory": int, "multiprocessors": int}],
         "gpu_error": str | null,                                       # why GPUs could not be listed
         "cpu_isa": {"in_use": str, "available": [str]},
-        "ram": {"total": int | null, "swap": int | null, "source": str}
+        "ram": {"total": int | null, "swap": int | null, "source": str},
+        "variables": {name: value}                                     # those of VARIABLES that are set
       },
       "comfyui_settings": null | {                                     # null: total RAM unknown
         "total_ram_gib", "cache_ram_gib", "cache_ram_inactive_gib", "max_pinned_memory_gib": float,
@@ -82,6 +83,13 @@ HELP = "report the environment, the backend of each op, and the newest flight re
 DOCTOR_VERSION = 1
 GIB = 1 << 30
 LAST_RECORDS = 10  # rows of the flight-record table by default
+
+# Environment variables that change how work reaches the GPU or how faults are reported
+# (ours, and the diagnostic switches of root-cause-notes §4); the report lists those set.
+VARIABLES = ("COMFY_KITCHEN_C_CHECK", "COMFY_KITCHEN_C_HANG_MS", "COMFY_KITCHEN_C_FLIGHT",
+             "COMFY_KITCHEN_C_FLIGHT_DIR", "COMFY_KITCHEN_C_ACTIVATE", "COMFY_KITCHEN_C_CPU_ISA",
+             "COMFY_KITCHEN_DISABLE_CUTLASS", "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES",
+             "PYTORCH_CUDA_ALLOC_CONF")
 
 # Windows' display driver model resets a GPU whose work does not finish within TdrDelay.
 WDDM_NOTE = ("Windows display driver model (WDDM): a GPU that does not finish a piece of work within "
@@ -253,6 +261,7 @@ def environment() -> dict:
         "gpu_error": gpu_error,
         "cpu_isa": {"in_use": _C.cpu_isa(), "available": list(_C.cpu_isas())},
         "ram": total_ram(),
+        "variables": {name: os.environ[name] for name in VARIABLES if name in os.environ},
     }
 
 
@@ -450,7 +459,8 @@ def print_environment(env: dict, settings: dict | None, out: TextIO) -> None:
     else:
         rows.append(("GPUs", "none" + (f" ({env['gpu_error']})" if env["gpu_error"] else "")))
     rows += [("CPU ISA", f"{env['cpu_isa']['in_use']} (available: {', '.join(env['cpu_isa']['available'])})"),
-             ("RAM", f"{_gib(env['ram']['total'])} ({env['ram']['source']})")]
+             ("RAM", f"{_gib(env['ram']['total'])} ({env['ram']['source']})"),
+             ("Variables", ", ".join(f"{k}={v}" for k, v in env["variables"].items()) or "none of interest set")]
     _table(rows, out)
     if o["note"]:
         print(f"  Note: {o['note']}", file=out)

@@ -43,6 +43,7 @@ def test_text_report_without_a_record(tmp_path):
     for heading in ("== Environment ==", "== Backends ==", "== Flight record =="):
         assert heading in out
     for label in ("OS", "Python", "torch", "comfy-kitchen-c", "CUDA driver", "CUDA runtime", "CPU ISA", "RAM",
+                  "Variables",
                   "cache_ram", "cache_ram_inactive", "MAX_PINNED_MEMORY"):
         assert f"\n  {label} " in out, label
     assert no_record_line(tmp_path) in out
@@ -56,7 +57,8 @@ def test_json_report_without_a_record(tmp_path):
     assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "backends", "flight"}
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
-                        "cpu_isa", "ram"}
+                        "cpu_isa", "ram", "variables"}
+    assert env["variables"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == str(tmp_path)
     assert set(env["cuda"]) == {"driver", "runtime_torch", "runtime_extension", "extension_has_cuda", "error"}
     if env["cuda"]["extension_has_cuda"]:
         assert env["cuda"]["runtime_extension"] is not None
@@ -80,6 +82,22 @@ def test_total_ram_is_the_physical_memory():
     ram = doctor.total_ram()
     assert ram["source"] == "/proc/meminfo"
     assert ram["total"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_windows_report_uses_the_windows_ram_and_formula(monkeypatch, tmp_path):
+    """The reporter's machine: Windows 11 build 26200, 64 GiB visible."""
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(sys, "getwindowsversion", lambda: types.SimpleNamespace(build=26200), raising=False)
+    monkeypatch.setattr(doctor, "_windows_memory", lambda: (64 * GIB, 16 * GIB))
+    monkeypatch.setattr(doctor, "flight_report", lambda path=None: {"status": "none"})
+    doc = doctor.report()
+    assert doc["environment"]["ram"] == {"total": 64 * GIB, "swap": 16 * GIB, "source": "GlobalMemoryStatusEx"}
+    assert doc["environment"]["os"]["windows_build"] == 26200
+    assert "TDR" in doc["environment"]["os"]["note"]
+    s = doc["comfyui_settings"]
+    assert s["windows"] is True
+    assert (s["cache_ram_gib"], s["cache_ram_inactive_gib"]) == pytest.approx((6.4, 64))
+    assert s["max_pinned_memory_gib"] == pytest.approx(25.6)  # swap plays no part on Windows
 
 
 # ---- RAM-derived settings: root-cause-notes §2 table ------------------------------------------
