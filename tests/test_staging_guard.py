@@ -5,6 +5,7 @@ Without a GPU, a CUDA destination is a CPU tensor whose ``device`` says cuda:0 (
 the guard decides by ``device``, and the stand-in ``stage`` copies the values with
 ``Tensor.copy_``, so values, order and non-tensor fields are all checked."""
 import dataclasses
+import sys
 import threading
 
 import pytest
@@ -243,3 +244,9 @@ def test_real_stage_copies_pinned_scale():
     finally:
         comfy_kitchen_c.uninstall_staging_guard()
     assert torch.equal(dst._params.scale.cpu(), src._params.scale)
+
+
+def test_install_without_comfy_kitchen_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "comfy_kitchen.tensor.base", None)
+    with pytest.raises(ImportError, match="comfy_kitchen cannot be imported"):
+        comfy_kitchen_c.install_staging_guard()
