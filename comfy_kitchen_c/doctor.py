@@ -350,13 +350,18 @@ def describe(record: dict) -> str:
     return f"op {record['op']}"
 
 
+def _completion(record: dict) -> str:
+    if record["completed_unix"] is not None:
+        return f"completed {_when(record['completed_unix'])}"
+    # The stream writes completion in stream order; the reader may have no time for it.
+    return "completed (time not recorded)" if record["state"] == "completed" else "not completed"
+
+
 def details(record: dict) -> list[str]:
     """Every parameter of one record, one per line."""
     lines = [f"seq {record['seq']} {describe(record)}: {record['state']}",
              f"  device cuda:{record['device']}, stream {record['stream']:#x}",
-             f"  queued {_when(record['queued_unix'])}, "
-             + (f"completed {_when(record['completed_unix'])}" if record["completed_unix"] is not None
-                else "not completed")]
+             f"  queued {_when(record['queued_unix'])}, " + _completion(record)]
     if record["tensors"]:
         lines.append(f"  tensors: {record['tensors']}")
     if record["params"]:

@@ -339,6 +339,13 @@ def test_copy_details_name_host_and_device_ranges():
     assert "  host 0x7f100000 (4 bytes, pinned) -> device 0xb0000000" in lines
 
 
+def test_completion_without_a_time_is_still_completion():
+    done = rec(2, "quantize_int8_rowwise", "completed", completed_unix=None)
+    assert "queued 2026-09-21 14:13:22.000 UTC, completed (time not recorded)" in "\n".join(doctor.details(done))
+    pending = rec(3, "quantize_int8_rowwise", "queued")
+    assert doctor.details(pending)[2].endswith(", not completed")
+
+
 def test_json_analysis_of_a_record_from_another_computer(fake_flight, capsys):
     fake_flight["records"] = hang_records()
     status, out = run_main(capsys, "--json", "--record", "/copied/ckc-4242.flight")
