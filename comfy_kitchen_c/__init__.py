@@ -10,10 +10,11 @@ import os
 from . import ops
 from ._C import ArgumentError, ArgumentTypeError, KitchenError
 from .backend import BACKEND_NAME, activate, register
+from .staging_guard import install_staging_guard, uninstall_staging_guard
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "activate", "ops",
-           "register"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "activate",
+           "install_staging_guard", "ops", "register", "uninstall_staging_guard"]
 
 register()
 if os.environ.get("COMFY_KITCHEN_C_ACTIVATE") == "1":

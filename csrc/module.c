@@ -10,6 +10,7 @@
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
 #include "dlpack.h"
+#include "gpu/runtime.h"
 #include "ops/op.h"
 
 #define CKC_MAX_OPS 32
@@ -328,12 +329,38 @@ set_cpu_isa(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* For `doctor`: (driver, runtime) CUDA versions, or None in a build without a GPU runtime. */
+static PyObject *
+cuda_versions(PyObject *self, PyObject *args)
+{
+#if defined(CKC_WITH_GPU)
+    int driver = 0;
+    int runtime = 0;
+    ckc_error err;
+    (void)self;
+    (void)args;
+    err.status = CKC_OK;
+    if (ckc_gpu_versions(&driver, &runtime, &err) != CKC_OK) {
+        raise_error("cuda_versions", &err);
+        return NULL;
+    }
+    return Py_BuildValue("(ii)", driver, runtime);
+#else
+    (void)self;
+    (void)args;
+    Py_RETURN_NONE;
+#endif
+}
+
 static PyMethodDef module_functions[] = {
     {"cpu_isa", cpu_isa, METH_NOARGS, "cpu_isa()\n--\n\nInstruction set of the CPU kernels in use."},
     {"cpu_isas", cpu_isas, METH_NOARGS,
      "cpu_isas()\n--\n\nInstruction sets this build can run on this CPU, best first."},
     {"set_cpu_isa", set_cpu_isa, METH_O,
      "set_cpu_isa(isa)\n--\n\nUse the CPU kernels built for isa (one of cpu_isas())."},
+    {"cuda_versions", cuda_versions, METH_NOARGS,
+     "cuda_versions()\n--\n\n(driver, runtime) CUDA versions as 1000*major + 10*minor (driver 0: none "
+     "installed), or None in a build without CUDA."},
     {NULL, NULL, 0, NULL},
 };
 

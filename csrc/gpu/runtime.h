@@ -21,6 +21,11 @@ ckc_status ckc_gpu_launch_status(const char *kernel, ckc_error *err);
 /* Fills bytes of device memory with value, in stream order. */
 ckc_status ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_error *err);
 
+/* Versions as CUDA encodes them (1000*major + 10*minor): the installed driver's
+ * (0 when no driver is installed) and the runtime this module was built with;
+ * both 0 on the emulated device.  Needs no GPU: `doctor` reports them. */
+ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
+
 /* Makes `device` current for the calling thread; ckc_gpu_device_leave restores
  * the previous one (calls on several GPUs each run on their tensors' device). */
 typedef struct {

@@ -37,6 +37,14 @@ ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_err
 }
 
 ckc_status
+ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
+{
+    CKC_CUDA_TRY(err, cudaDriverGetVersion(driver));
+    CKC_CUDA_TRY(err, cudaRuntimeGetVersion(runtime));
+    return CKC_OK;
+}
+
+ckc_status
 ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err)
 {
     CKC_CUDA_TRY(err, cudaGetDevice(&guard->previous));

@@ -37,6 +37,15 @@ ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err)
     return CKC_OK;
 }
 
+ckc_status
+ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
+{
+    (void)err;
+    *driver = 0;
+    *runtime = 0;
+    return CKC_OK;
+}
+
 void
 ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
 {
