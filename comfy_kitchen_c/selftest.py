@@ -12,6 +12,10 @@ passed.  The dtype column is the dtype the case varies: the input's for the
 quantize and rotate ops, the output's for the dequantize ops that choose one
 (``*_dtype``, ``dequantize_nvfp4``), and the scale's for the dequantize ops that
 always return float32.
+
+``quantize_and_rotate_nvfp4`` has no eager counterpart; it is checked bit for bit
+against the composition it is defined as: our ``rotate_int8_convrot_weight``
+(itself checked against eager here) then eager's ``quantize_nvfp4``.
 """
 from __future__ import annotations
 
@@ -247,13 +251,15 @@ class Case:
     """One call checked on every device and dtype.
 
     ``op`` names the function in both ``comfy_kitchen_c.ops`` and eager (looked up
-    at call time); ``args`` builds the positional arguments both get.
+    at call time); ``args`` builds the positional arguments both get.  ``reference``,
+    when set, builds the reference from eager's module instead (for ops eager lacks).
     """
 
     op: str
     variant: str
     args: Callable[[Inputs], tuple]
     rule: Callable[[tuple, tuple], str | None]
+    reference: Callable[[object], Callable] | None = None
 
     @property
     def label(self) -> str:
@@ -267,6 +273,22 @@ def _convrot_quant(group: int) -> Case:
 def _nvfp4_dequant(hi_first: bool) -> Case:
     return Case("dequantize_nvfp4", "" if hi_first else "hi_first=False",
                 lambda d: (d.nvfp4(hi_first)[0], d.pts, d.nvfp4(hi_first)[1], d.dtype, hi_first), exact)
+
+
+def _rotate_then_quantize_nvfp4(eager) -> Callable:
+    """quantize_and_rotate_nvfp4's definition: the rotation, then eager's quantize_nvfp4."""
+    def reference(x, per_tensor_scale, group_size, pad_16x=False):
+        return eager.quantize_nvfp4(ops.rotate_int8_convrot_weight(x, group_size), per_tensor_scale, 0.0, pad_16x)
+    return reference
+
+
+def _nvfp4_rotate(group: int, rows: int | None = None) -> Case:
+    """Rotated values can exceed amax(|x|) by sqrt(group): the per-tensor scale allows for it."""
+    def args(d: Inputs) -> tuple:
+        x = d.x if rows is None else d.x[:rows]
+        return (x, per_tensor_scale(x) * group**0.5, group) + (() if rows is None else (True,))
+    variant = f"group {group}" + ("" if rows is None else f", {rows} rows, pad_16x")
+    return Case("quantize_and_rotate_nvfp4", variant, args, exact, _rotate_then_quantize_nvfp4)
 
 
 CASES = [
@@ -287,6 +309,8 @@ CASES = [
     Case("quantize_nvfp4", "hi_first=False", lambda d: (d.x, d.pts, 0.0, False, False), exact),
     _nvfp4_dequant(hi_first=True),
     _nvfp4_dequant(hi_first=False),
+    *(_nvfp4_rotate(group) for group in (16, 64, 256)),
+    _nvfp4_rotate(16, rows=33),
 ]
 
 
@@ -344,7 +368,7 @@ def check_case(case: Case, inputs: Inputs) -> Row:
     try:
         args = case.args(inputs)
         stage = "eager"
-        eager_fn = getattr(inputs.eager, case.op)
+        eager_fn = case.reference(inputs.eager) if case.reference else getattr(inputs.eager, case.op)
         ref = _as_tuple(eager_fn(*args))
         stage = "comfy_kitchen_c"
         ours_fn = getattr(ops, case.op)  # looked up now, so a patched op is what gets checked

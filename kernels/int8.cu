@@ -25,39 +25,12 @@ chunks_for(int64_t cols)
     return needed <= 1 ? 1 : (needed <= 2 ? 2 : CKC_MAX_CHUNKS);
 }
 
-static bool
-aligned16(const void *p, int64_t row_bytes)
-{
-    return ((uintptr_t)p % 16) == 0 && row_bytes % 16 == 0;
-}
-
 /* The row kernel instance for a row length: 1, 2 or CKC_MAX_CHUNKS chunks per thread. */
 template <typename Kernel>
 static Kernel
 by_chunks(int chunks, Kernel one, Kernel two, Kernel most)
 {
     return chunks == 1 ? one : (chunks == 2 ? two : most);
-}
-
-/* A chunk loaded and, for group > 0, scaled by 1/sqrt(G), rotated and rounded
- * to the element type (as eager rounds its matmul): what the quantizer sees and
- * what the plain rotation stores. */
-template <ckc_float_kind KIND>
-__device__ __forceinline__ void
-ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
-                    float v[CKC_CHUNK])
-{
-    ckc_load_chunk<KIND>(row, start, k, vec, v);
-    if (group > 0) {
-        const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
-        for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] *= norm;
-        }
-        ckc_rotate_chunk(v, group, t, exchange);
-        for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] = ckc_round_to_kind(v[e], KIND);
-        }
-    }
 }
 
 /* ---- row-wise quantization (optionally rotated) ---- */
@@ -130,7 +103,7 @@ extern "C" ckc_status
 ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err)
 {
     const int64_t row_bytes = p->cols * (p->kind == CKC_F32 ? 4 : 2);
-    const bool vec = aligned16(p->x, row_bytes) && (p->noise == NULL || aligned16(p->noise, row_bytes));
+    const bool vec = ckc_aligned16(p->x, row_bytes) && (p->noise == NULL || ckc_aligned16(p->noise, row_bytes));
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_rowwise<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);
@@ -175,7 +148,7 @@ launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int ch
 extern "C" ckc_status
 ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const bool vec = aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
+    const bool vec = ckc_aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);

@@ -1,4 +1,5 @@
-/* Device helpers shared by the row kernels (kernels/int8.cu): a block of
+/* Device helpers shared by the row kernels (kernels/int8.cu, and the rotated
+ * NVFP4 quantizer in kernels/nvfp4.cu, one thread per 16 values): a block of
  * CKC_ROW_THREADS threads owns one row; each thread holds chunks of 16
  * consecutive values in registers ("elements per thread" = 16), so the
  * regular Hadamard rotation runs as
@@ -23,6 +24,13 @@
 struct __align__(16) ckc_bytes16 {
     uint32_t w[4];
 };
+
+/* Whether rows starting at p, row_bytes apart, allow ckc_load_chunk's vector loads. */
+static inline bool
+ckc_aligned16(const void *p, int64_t row_bytes)
+{
+    return ((uintptr_t)p % 16) == 0 && row_bytes % 16 == 0;
+}
 
 /* Loads 16 consecutive elements (those past `limit` read as 0).  `vec`: the
  * caller checked that the row base is 16-byte aligned and rows are whole. */
@@ -122,6 +130,28 @@ ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
             ckc_rotate_shuffle_stage(v, t, o);
         } else {
             ckc_rotate_shared_stage(v, t, o, exchange);
+        }
+    }
+}
+
+/* A chunk loaded and, for group > 0, scaled by 1/sqrt(G), rotated and rounded
+ * to the element type (as eager rounds its matmul): what the int8 quantizer
+ * sees, what the plain rotation stores, and what the NVFP4 quantizer sees in
+ * quantize_and_rotate_nvfp4.  `exchange` is only touched for group 1024. */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ void
+ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
+                    float v[CKC_CHUNK])
+{
+    ckc_load_chunk<KIND>(row, start, k, vec, v);
+    if (group > 0) {
+        const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] *= norm;
+        }
+        ckc_rotate_chunk(v, group, t, exchange);
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] = ckc_round_to_kind(v[e], KIND);
         }
     }
 }
