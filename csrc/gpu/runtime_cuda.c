@@ -4,9 +4,22 @@
  * text. */
 #if defined(CKC_WITH_CUDA)
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <cuda_runtime_api.h>
 
+#include "gpu/launch.h"
+#include "platform/mapped_file.h"
+#include "platform/threads.h"
 #include "runtime.h"
+
+#if defined(_MSC_VER)
+#define CKC_THREAD_LOCAL __declspec(thread)
+#else
+#define CKC_THREAD_LOCAL _Thread_local
+#endif
 
 #define CKC_CUDA_TRY(err, call)                                                                   \
     do {                                                                                          \
@@ -18,15 +31,47 @@
         }                                                                                         \
     } while (0)
 
+/* Errors that leave the context unusable: every later call returns them.  They
+ * come from work that ran before (asynchronously), not from the call that
+ * returns them. */
+static int
+is_sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorUnknown:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void
+set_device_error(ckc_error *err, cudaError_t e)
+{
+    snprintf(err->device_error, sizeof err->device_error, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
 ckc_status
 ckc_gpu_launch_status(const char *kernel, ckc_error *err)
 {
     const cudaError_t e = cudaGetLastError();
+    const ckc_status status = is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH;
     if (e == cudaSuccess) {
         return CKC_OK;
     }
-    return CKC_FAIL(err, CKC_ERR_RUNTIME, "launch of %s failed: %s: %s", kernel, cudaGetErrorName(e),
-                    cudaGetErrorString(e));
+    CKC_FAIL(err, status, "launch of %s failed: %s: %s", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
+    set_device_error(err, e);
+    return status;
 }
 
 ckc_status
@@ -53,6 +98,230 @@ ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
     if (cudaGetDevice(&current) == cudaSuccess && current != guard->previous) {
         (void)cudaSetDevice(guard->previous);
     }
+}
+
+/* ---- what the fault checks need ---- */
+
+typedef struct {
+    int launches;
+    char last[160];
+} launch_log;
+
+static CKC_THREAD_LOCAL launch_log t_log;
+
+void
+ckc_gpu_begin_op(const char *op)
+{
+    (void)op;
+    t_log.launches = 0;
+    t_log.last[0] = '\0';
+}
+
+void
+ckc_gpu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
+{
+    t_log.launches++;
+    snprintf(t_log.last, sizeof t_log.last, "%s grid=(%u,%u,%u) block=(%u,%u,%u)", kernel, gx, gy, gz, bx, by, bz);
+}
+
+void
+ckc_gpu_launch_log(char *buf, size_t cap)
+{
+    if (t_log.launches > 1) {
+        snprintf(buf, cap, "+%d more, %s", t_log.launches - 1, t_log.last);
+    } else {
+        snprintf(buf, cap, "%s", t_log.last);
+    }
+}
+
+ckc_status
+ckc_gpu_event_record_new(uintptr_t stream, ckc_gpu_event *event, ckc_error *err)
+{
+    cudaEvent_t e;
+    CKC_CUDA_TRY(err, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (cudaEventRecord(e, (cudaStream_t)stream) != cudaSuccess) {
+        const cudaError_t failed = cudaGetLastError();
+        (void)cudaEventDestroy(e);
+        CKC_FAIL(err, is_sticky(failed) ? CKC_ERR_DEVICE : CKC_ERR_RUNTIME, "cudaEventRecord failed: %s: %s",
+                 cudaGetErrorName(failed), cudaGetErrorString(failed));
+        set_device_error(err, failed);
+        return err->status;
+    }
+    *event = (ckc_gpu_event)e;
+    return CKC_OK;
+}
+
+void
+ckc_gpu_event_destroy(ckc_gpu_event event)
+{
+    (void)cudaEventDestroy((cudaEvent_t)event);
+}
+
+static int
+query_result(cudaError_t e, const char *call, ckc_error *err)
+{
+    if (e == cudaSuccess) {
+        return 1;
+    }
+    if (e == cudaErrorNotReady) {
+        return 0;
+    }
+    (void)cudaGetLastError(); /* a non-sticky error would otherwise surface at the next launch check */
+    CKC_FAIL(err, CKC_ERR_DEVICE, "%s reports a fault: %s: %s", call, cudaGetErrorName(e), cudaGetErrorString(e));
+    set_device_error(err, e);
+    return -1;
+}
+
+int
+ckc_gpu_event_query(ckc_gpu_event event, ckc_error *err)
+{
+    return query_result(cudaEventQuery((cudaEvent_t)event), "cudaEventQuery", err);
+}
+
+int
+ckc_gpu_stream_query(uintptr_t stream, ckc_error *err)
+{
+    return query_result(cudaStreamQuery((cudaStream_t)stream), "cudaStreamQuery", err);
+}
+
+ckc_status
+ckc_gpu_copy_h2d_async(void *dst, const void *src, size_t bytes, uintptr_t stream, ckc_error *err)
+{
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "cudaMemcpyAsync failed: %s: %s",
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+        set_device_error(err, e);
+        return err->status;
+    }
+    return CKC_OK;
+}
+
+const char *
+ckc_gpu_host_memory(const void *p, size_t bytes)
+{
+    struct cudaPointerAttributes attributes;
+    unsigned int flags;
+    int file;
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return "unknown";
+    }
+    if (attributes.type == cudaMemoryTypeHost) {
+        /* cudaHostGetFlags knows only cudaHostAlloc'd memory: registered memory fails it. */
+        if (cudaHostGetFlags(&flags, (void *)p) == cudaSuccess) {
+            return "pinned";
+        }
+        (void)cudaGetLastError();
+        return "registered";
+    }
+    if (attributes.type != cudaMemoryTypeUnregistered) {
+        return "unknown"; /* device or managed memory as a "host" source */
+    }
+    file = ckc_host_range_is_file_mapped(p, bytes);
+    return file > 0 ? "file-mapped" : (file == 0 ? "pageable" : "unknown");
+}
+
+/* The flight ring, as the devices see it.  Registered once, on first use (it
+ * needs a CUDA context); when the OS or driver refuses to register the file
+ * mapping, completions are written by a host function in stream order instead. */
+#define CKC_MAX_DEVICES 64
+
+static struct {
+    ckc_mutex lock;
+    int lock_ready;
+    void *base;
+    size_t bytes;
+    int state; /* 0: not tried, 1: registered, -1: host-function fallback */
+    char *device_base[CKC_MAX_DEVICES];
+} flight_region;
+
+void
+ckc_gpu_set_flight_region(void *base, size_t bytes)
+{
+    if (!flight_region.lock_ready) {
+        ckc_mutex_init(&flight_region.lock);
+        flight_region.lock_ready = 1;
+    }
+    flight_region.base = base;
+    flight_region.bytes = bytes;
+}
+
+static void
+register_region(void)
+{
+    const cudaError_t e = cudaHostRegister(flight_region.base, flight_region.bytes,
+                                           cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        flight_region.state = -1;
+        return;
+    }
+    flight_region.state = 1;
+}
+
+static char *
+device_view(int device)
+{
+    void *d = NULL;
+    if (device < 0 || device >= CKC_MAX_DEVICES) {
+        return NULL;
+    }
+    if (flight_region.device_base[device] == NULL) {
+        if (cudaHostGetDevicePointer(&d, flight_region.base, 0) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return NULL;
+        }
+        flight_region.device_base[device] = d;
+    }
+    return flight_region.device_base[device];
+}
+
+typedef struct {
+    uint64_t *word;
+    uint64_t value;
+} host_write;
+
+static void CUDART_CB
+write_from_host(void *data)
+{
+    host_write *w = data;
+    ckc_atomic_store64(w->word, w->value);
+    free(w);
+}
+
+ckc_status
+ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err)
+{
+    char *view = NULL;
+    host_write *w;
+    if (flight_region.base == NULL) {
+        return CKC_OK;
+    }
+    if (flight_region.state == 0) {
+        ckc_mutex_lock(&flight_region.lock);
+        if (flight_region.state == 0) {
+            register_region();
+        }
+        ckc_mutex_unlock(&flight_region.lock);
+    }
+    if (flight_region.state == 1) {
+        ckc_mutex_lock(&flight_region.lock);
+        view = device_view(device);
+        ckc_mutex_unlock(&flight_region.lock);
+    }
+    if (view != NULL) {
+        return ckc_gpu_flight_mark((uint64_t *)(view + ((char *)word - (char *)flight_region.base)), value, stream,
+                                   err);
+    }
+    w = malloc(sizeof *w);
+    if (w == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "out of memory for a flight-record completion");
+    }
+    w->word = word;
+    w->value = value;
+    CKC_CUDA_TRY(err, cudaLaunchHostFunc((cudaStream_t)stream, write_from_host, w));
+    return CKC_OK;
 }
 
 #endif /* CKC_WITH_CUDA */
