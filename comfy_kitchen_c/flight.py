@@ -101,7 +101,13 @@ def load(path: str) -> dict:
             records.append(r)
     records.sort(key=lambda r: r["seq"])
     completed = [r for r in records if r["state"] == "completed"]
-    incomplete = [r for r in records if r["state"] in ("queued", "hang_suspected")]
+    # A stream completes its work in order: a record followed by completed work on its
+    # stream is not pending (it was abandoned by a device reset, or its mark lost).
+    last_done = {}
+    for r in completed:
+        last_done[r["stream"]] = r["seq"]
+    incomplete = [r for r in records
+                  if r["state"] in ("queued", "hang_suspected") and r["seq"] > last_done.get(r["stream"], 0)]
     return {
         "path": path, "format_version": version,
         "process": {"pid": pid, "started_unix": started, "host": _text(host), "python": _text(python),
