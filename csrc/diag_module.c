@@ -6,6 +6,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <string.h>
+
 #include "diag/checked.h"
 #include "diag/flight.h"
 #include "diag_module.h"
@@ -299,6 +301,71 @@ fence_stream(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- the checks' own cost (benchmarks/bench_faults.py) ---- */
+
+static ckc_status
+run_nothing(const ckc_op_args *a, ckc_error *err)
+{
+    (void)a;
+    (void)err;
+    return CKC_OK;
+}
+
+/* An op that queues no work, with the arguments of a typical one. */
+static const ckc_op_spec null_op = {
+    "null", "", 3,
+    {{"x", CKC_FLOATS, 0}, {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
+     {"scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OUTPUT}},
+    1, {"group"}, run_nothing,
+};
+
+static PyObject *
+check_overhead_ns(PyObject *self, PyObject *args)
+{
+    int iterations;
+    int mode;
+    int device;
+    unsigned long long stream;
+    ckc_op_args a;
+    ckc_error err;
+    ckc_fault fault;
+    ckc_status status = CKC_OK;
+    uint64_t start;
+    uint64_t elapsed;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "iiiK", &iterations, &mode, &device, &stream)) {
+        return NULL;
+    }
+    memset(&a, 0, sizeof a);
+    a.spec = &null_op;
+    a.device = CKC_DEVICE_CUDA;
+    a.exec.device_index = device;
+    a.exec.stream = (uintptr_t)stream;
+    a.exec.nthreads = 1;
+    a.i[0] = 256;
+    for (int k = 0; k < 3; k++) {
+        static const ckc_dtype dtypes[3] = {CKC_DTYPE_BFLOAT16, CKC_DTYPE_INT8, CKC_DTYPE_FLOAT32};
+        a.present[k] = 1;
+        a.t[k].dtype = dtypes[k];
+        a.t[k].device = CKC_DEVICE_CUDA;
+        a.t[k].ndim = 2;
+        a.t[k].shape[0] = 4096;
+        a.t[k].shape[1] = k == 2 ? 1 : 3072;
+    }
+    err.device_error[0] = '\0';
+    Py_BEGIN_ALLOW_THREADS
+    start = ckc_monotonic_ns();
+    for (int k = 0; k < iterations && status == CKC_OK; k++) {
+        status = ckc_checked_op("null", &a, mode, &err, &fault);
+    }
+    elapsed = ckc_monotonic_ns() - start;
+    Py_END_ALLOW_THREADS
+    if (status != CKC_OK) {
+        return fail(&err, &fault);
+    }
+    return PyFloat_FromDouble((double)elapsed / (iterations > 0 ? iterations : 1));
+}
+
 #if defined(CKC_EMULATED)
 static PyObject *
 inject(PyObject *self, PyObject *args)
@@ -338,6 +405,9 @@ static PyMethodDef diag_functions[] = {
      "fence(ptr, nbytes)\n--\n\nWaits until every recorded copy from the host range has completed."},
     {"fence_stream", fence_stream, METH_VARARGS,
      "fence_stream(op, device, stream)\n--\n\nWaits for the work queued on stream, under the watchdog."},
+    {"check_overhead_ns", check_overhead_ns, METH_VARARGS,
+     "check_overhead_ns(iterations, mode, device, stream)\n--\n\n"
+     "Nanoseconds per call of the checks around an op that queues no work (benchmarks)."},
 #if defined(CKC_EMULATED)
     {"inject", inject, METH_VARARGS, "inject(kind, op, nth)\n--\n\nArms a fault on the emulated device."},
     {"reset_device", reset_device, METH_NOARGS,

@@ -75,16 +75,35 @@ format_ints(const ckc_op_args *a, char *buf, size_t cap)
     return n;
 }
 
-static void
-append_launches(char *buf, size_t cap)
+static size_t
+append_dim3(char *buf, size_t cap, size_t n, const char *label, const unsigned v[3])
 {
-    char log[160];
-    size_t n = strlen(buf);
-    ckc_gpu_launch_log(log, sizeof log);
-    if (log[0] != '\0') {
-        n = ckc_text_append(buf, cap, n, n ? " " : "");
-        (void)ckc_text_append(buf, cap, n, log);
+    n = ckc_text_append(buf, cap, n, label);
+    for (int k = 0; k < 3; k++) {
+        n = ckc_text_append(buf, cap, n, k ? "," : "(");
+        n = ckc_text_append_int(buf, cap, n, v[k]);
     }
+    return ckc_text_append(buf, cap, n, ")");
+}
+
+/* " +2 more, kernel grid=(x,y,z) block=(x,y,z)": the op's last launch. */
+static void
+append_launches(char *buf, size_t cap, size_t n)
+{
+    ckc_gpu_launch_info info;
+    ckc_gpu_launch_log(&info);
+    if (info.launches == 0 || info.kernel == NULL) {
+        return;
+    }
+    n = ckc_text_append(buf, cap, n, n ? " " : "");
+    if (info.launches > 1) {
+        n = ckc_text_append(buf, cap, n, "+");
+        n = ckc_text_append_int(buf, cap, n, info.launches - 1);
+        n = ckc_text_append(buf, cap, n, " more, ");
+    }
+    n = ckc_text_append(buf, cap, n, info.kernel);
+    n = append_dim3(buf, cap, n, " grid=", info.grid);
+    (void)append_dim3(buf, cap, n, " block=", info.block);
 }
 
 /* ---- fault attribution ---- */
@@ -92,9 +111,11 @@ append_launches(char *buf, size_t cap)
 static void
 fault_init(ckc_fault *fault, const char *op, int device, uint64_t stream)
 {
-    memset(fault, 0, sizeof *fault);
-    snprintf(fault->op, sizeof fault->op, "%s", op);
-    snprintf(fault->detected_by, sizeof fault->detected_by, "%s", op);
+    /* On every op: no memset of the whole report, no snprintf. */
+    (void)ckc_text_append(fault->op, sizeof fault->op, 0, op);
+    (void)ckc_text_append(fault->detected_by, sizeof fault->detected_by, 0, op);
+    fault->seq = 0;
+    fault->tensors[0] = fault->params[0] = fault->context[0] = '\0';
     fault->device = device;
     fault->stream = stream;
 }
@@ -303,8 +324,7 @@ op_failed(const char *op, const ckc_op_args *a, ckc_flight_record *r, uint64_t s
           ckc_error *err, ckc_fault *fault)
 {
     format_tensors(a, fault->tensors, sizeof fault->tensors);
-    (void)format_ints(a, fault->params, sizeof fault->params);
-    append_launches(fault->params, sizeof fault->params);
+    append_launches(fault->params, sizeof fault->params, format_ints(a, fault->params, sizeof fault->params));
     fault->seq = seq;
     switch (status) {
     case CKC_ERR_LAUNCH:
@@ -338,6 +358,7 @@ ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fau
     const uint64_t stream = a->exec.stream;
     ckc_flight_record *r = NULL;
     uint64_t seq = 0;
+    size_t params_used = 0;
     ckc_status status;
     if (!ckc_on_gpu(a)) {
         return a->spec->run(a, err);
@@ -354,7 +375,7 @@ ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fau
         r->device = device;
         r->stream = stream;
         format_tensors(a, r->tensors, sizeof r->tensors);
-        (void)format_ints(a, r->params, sizeof r->params);
+        params_used = format_ints(a, r->params, sizeof r->params);
     }
     ckc_gpu_begin_op(op);
     status = a->spec->run(a, err);
@@ -362,7 +383,7 @@ ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fau
         return op_failed(op, a, r, seq, status, err, fault);
     }
     if (r != NULL) {
-        append_launches(r->params, sizeof r->params);
+        append_launches(r->params, sizeof r->params, params_used);
         ckc_flight_publish(r, seq);
         status = queue_mark(r, seq, device, stream, err);
         if (status != CKC_OK) {

@@ -41,8 +41,15 @@ void ckc_gpu_device_leave(const ckc_gpu_device_guard *guard);
  * the emulated device, names the op for fault injection). */
 void ckc_gpu_begin_op(const char *op);
 
-/* The calling thread's launches since ckc_gpu_begin_op, as text. */
-void ckc_gpu_launch_log(char *buf, size_t cap);
+/* The calling thread's launches since ckc_gpu_begin_op: how many, and the last one. */
+typedef struct {
+    int launches;
+    const char *kernel;      /* NULL when none */
+    unsigned grid[3];
+    unsigned block[3];
+} ckc_gpu_launch_info;
+
+void ckc_gpu_launch_log(ckc_gpu_launch_info *info);
 
 /* Notes a launch for the launch log (CKC_LAUNCH calls it under nvcc). */
 void ckc_gpu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

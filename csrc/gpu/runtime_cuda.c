@@ -102,36 +102,34 @@ ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
 
 /* ---- what the fault checks need ---- */
 
-typedef struct {
-    int launches;
-    char last[160];
-} launch_log;
-
-static CKC_THREAD_LOCAL launch_log t_log;
+/* Stored raw: formatting happens only when a record or a report needs it. */
+static CKC_THREAD_LOCAL ckc_gpu_launch_info t_log;
 
 void
 ckc_gpu_begin_op(const char *op)
 {
     (void)op;
     t_log.launches = 0;
-    t_log.last[0] = '\0';
+    t_log.kernel = NULL;
 }
 
 void
 ckc_gpu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
 {
     t_log.launches++;
-    snprintf(t_log.last, sizeof t_log.last, "%s grid=(%u,%u,%u) block=(%u,%u,%u)", kernel, gx, gy, gz, bx, by, bz);
+    t_log.kernel = kernel;
+    t_log.grid[0] = gx;
+    t_log.grid[1] = gy;
+    t_log.grid[2] = gz;
+    t_log.block[0] = bx;
+    t_log.block[1] = by;
+    t_log.block[2] = bz;
 }
 
 void
-ckc_gpu_launch_log(char *buf, size_t cap)
+ckc_gpu_launch_log(ckc_gpu_launch_info *info)
 {
-    if (t_log.launches > 1) {
-        snprintf(buf, cap, "+%d more, %s", t_log.launches - 1, t_log.last);
-    } else {
-        snprintf(buf, cap, "%s", t_log.last);
-    }
+    *info = t_log;
 }
 
 ckc_status
@@ -295,6 +293,7 @@ ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int devi
 {
     char *view = NULL;
     host_write *w;
+    cudaError_t e;
     if (flight_region.base == NULL) {
         return CKC_OK;
     }
@@ -320,7 +319,14 @@ ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int devi
     }
     w->word = word;
     w->value = value;
-    CKC_CUDA_TRY(err, cudaLaunchHostFunc((cudaStream_t)stream, write_from_host, w));
+    e = cudaLaunchHostFunc((cudaStream_t)stream, write_from_host, w);
+    if (e != cudaSuccess) {
+        free(w);
+        CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "cudaLaunchHostFunc failed: %s: %s",
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+        set_device_error(err, e);
+        return err->status;
+    }
     return CKC_OK;
 }
 

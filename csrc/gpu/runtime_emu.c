@@ -71,9 +71,9 @@ ckc_gpu_begin_op(const char *op)
 }
 
 void
-ckc_gpu_launch_log(char *buf, size_t cap)
+ckc_gpu_launch_log(ckc_gpu_launch_info *info)
 {
-    ckc_emu_launch_log(buf, cap);
+    info->launches = ckc_emu_launch_log(&info->kernel, info->grid, info->block);
 }
 
 void

@@ -50,11 +50,10 @@ ckc_gpu_begin_op(const char *op)
 }
 
 void
-ckc_gpu_launch_log(char *buf, size_t cap)
+ckc_gpu_launch_log(ckc_gpu_launch_info *info)
 {
-    if (cap > 0) {
-        buf[0] = '\0';
-    }
+    info->launches = 0;
+    info->kernel = NULL;
 }
 
 void

@@ -64,9 +64,9 @@ void ckc_emu_reset(void);
  * matching, launch log); clears the thread's launch log. */
 void ckc_emu_set_op(const char *op);
 
-/* The calling thread's launches since ckc_emu_set_op, as text:
- * "kernel grid=(x,y,z) block=(x,y,z)" for the last one, "+N more" before it. */
-void ckc_emu_launch_log(char *buf, size_t cap);
+/* The calling thread's launches since ckc_emu_set_op: returns how many, and
+ * the last one's kernel name (NULL if none), grid and block. */
+int ckc_emu_launch_log(const char **kernel, unsigned grid[3], unsigned block[3]);
 
 /* Admits one unit of stream work (what: the kernel's name, "memcpy" or
  * "memset"; copy: counts as a copy for injection).  Returns CKC_EMU_OK: run it;

@@ -44,7 +44,9 @@ Device &device() {
 struct LaunchLog {
     char op[64];
     int launches;
-    char last[160];
+    const char *kernel;
+    unsigned grid[3];
+    unsigned block[3];
 };
 thread_local LaunchLog t_log;
 
@@ -100,24 +102,27 @@ extern "C" void ckc_emu_reset(void) {
 }
 
 extern "C" void ckc_emu_set_op(const char *op) {
-    snprintf(t_log.op, sizeof t_log.op, "%s", op ? op : "");
+    size_t n = 0;
+    for (; op && op[n] && n + 1 < sizeof t_log.op; n++) /* per op: cheaper than snprintf */
+        t_log.op[n] = op[n];
+    t_log.op[n] = '\0';
     t_log.launches = 0;
-    t_log.last[0] = '\0';
+    t_log.kernel = nullptr;
 }
 
 extern "C" void ckc_emu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                     unsigned by, unsigned bz) {
     t_log.launches++;
-    snprintf(t_log.last, sizeof t_log.last, "%s grid=(%u,%u,%u) block=(%u,%u,%u)", kernel, gx, gy, gz, bx, by, bz);
+    t_log.kernel = kernel;
+    t_log.grid[0] = gx, t_log.grid[1] = gy, t_log.grid[2] = gz;
+    t_log.block[0] = bx, t_log.block[1] = by, t_log.block[2] = bz;
 }
 
-extern "C" void ckc_emu_launch_log(char *buf, size_t cap) {
-    if (cap == 0)
-        return;
-    if (t_log.launches > 1)
-        snprintf(buf, cap, "+%d more, %s", t_log.launches - 1, t_log.last);
-    else
-        snprintf(buf, cap, "%s", t_log.last);
+extern "C" int ckc_emu_launch_log(const char **kernel, unsigned grid[3], unsigned block[3]) {
+    *kernel = t_log.kernel;
+    memcpy(grid, t_log.grid, sizeof t_log.grid);
+    memcpy(block, t_log.block, sizeof t_log.block);
+    return t_log.launches;
 }
 
 extern "C" int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char *why, size_t cap) {
