@@ -59,7 +59,8 @@ ckc_atomic_store64(volatile uint64_t *p, uint64_t v)
 static inline uint64_t
 ckc_atomic_load64(const volatile uint64_t *p)
 {
-    return (uint64_t)_InterlockedCompareExchange64((volatile __int64 *)p, 0, 0);
+    /* Interlocked calls take a non-const pointer: go through an integer to drop const. */
+    return (uint64_t)_InterlockedCompareExchange64((volatile __int64 *)(uintptr_t)p, 0, 0);
 }
 #else
 static inline uint64_t
