@@ -202,3 +202,25 @@ def test_record_survives_a_killed_process(tmp_path):
                                                       "quantize_and_rotate_rowwise", "dequantize_int8_simple"]
     assert analysis["records"][0]["kind"] == "copy" and analysis["records"][0]["host_memory"] == "pageable"
     assert "watchdog at the fence before quantize_int8_rowwise" in analysis["hangs"][0]["error"]
+
+
+def test_records_from_several_threads():
+    import threading
+    before = flight.load(faults.record_path())["written"]
+    x = torch.randn(1, 16)
+
+    def work():
+        with emulated_device():
+            for _ in range(50):
+                ops.quantize_int8_rowwise(x)
+                ckc.stage(torch.empty(16), x.reshape(16))
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    new = [r for r in records() if r["seq"] > before]
+    assert len(new) == 300 and len({r["seq"] for r in new}) == 300
+    assert all(r["state"] == "completed" for r in new)
+    assert sorted(r["op"] for r in new) == ["quantize_int8_rowwise"] * 150 + ["stage"] * 150

@@ -21,16 +21,6 @@
 #define CKC_THREAD_LOCAL _Thread_local
 #endif
 
-#define CKC_CUDA_TRY(err, call)                                                                   \
-    do {                                                                                          \
-        const cudaError_t ckc_cuda_ = (call);                                                     \
-        if (ckc_cuda_ != cudaSuccess) {                                                           \
-            return ckc_error_set((err), CKC_ERR_RUNTIME, __FILE__, __LINE__, __func__,            \
-                                 "%s failed: %s: %s", #call, cudaGetErrorName(ckc_cuda_),         \
-                                 cudaGetErrorString(ckc_cuda_));                                  \
-        }                                                                                         \
-    } while (0)
-
 /* Errors that leave the context unusable: every later call returns them.  They
  * come from work that ran before (asynchronously), not from the call that
  * returns them. */
@@ -60,6 +50,25 @@ set_device_error(ckc_error *err, cudaError_t e)
 {
     snprintf(err->device_error, sizeof err->device_error, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
 }
+
+/* A failed runtime call: a sticky error is the device's (an earlier fault, blamed
+ * through the flight record: CKC_ERR_DEVICE); any other is this call's. */
+static ckc_status
+cuda_failed(ckc_error *err, cudaError_t e, const char *call, const char *file, int line, const char *func)
+{
+    ckc_error_set(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_RUNTIME, file, line, func, "%s failed: %s: %s", call,
+                  cudaGetErrorName(e), cudaGetErrorString(e));
+    set_device_error(err, e);
+    return err->status;
+}
+
+#define CKC_CUDA_TRY(err, call)                                                                   \
+    do {                                                                                          \
+        const cudaError_t ckc_cuda_ = (call);                                                     \
+        if (ckc_cuda_ != cudaSuccess) {                                                           \
+            return cuda_failed((err), ckc_cuda_, #call, __FILE__, __LINE__, __func__);            \
+        }                                                                                         \
+    } while (0)
 
 ckc_status
 ckc_gpu_launch_status(const char *kernel, ckc_error *err)
@@ -137,13 +146,11 @@ ckc_gpu_event_record_new(uintptr_t stream, ckc_gpu_event *event, ckc_error *err)
 {
     cudaEvent_t e;
     CKC_CUDA_TRY(err, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    if (cudaEventRecord(e, (cudaStream_t)stream) != cudaSuccess) {
-        const cudaError_t failed = cudaGetLastError();
+    const cudaError_t recorded = cudaEventRecord(e, (cudaStream_t)stream);
+    if (recorded != cudaSuccess) {
+        (void)cudaGetLastError();
         (void)cudaEventDestroy(e);
-        CKC_FAIL(err, is_sticky(failed) ? CKC_ERR_DEVICE : CKC_ERR_RUNTIME, "cudaEventRecord failed: %s: %s",
-                 cudaGetErrorName(failed), cudaGetErrorString(failed));
-        set_device_error(err, failed);
-        return err->status;
+        return cuda_failed(err, recorded, "cudaEventRecord", __FILE__, __LINE__, __func__);
     }
     *event = (ckc_gpu_event)e;
     return CKC_OK;
