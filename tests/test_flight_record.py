@@ -23,6 +23,13 @@ from comfy_kitchen_c.testing import emulated_device, inject
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="module", autouse=True)
+def ring_is_open():
+    """The ring opens at the first GPU op of the process: make sure there was one."""
+    with emulated_device():
+        ops.quantize_int8_rowwise(torch.randn(1, 16))
+
+
 def records():
     return flight.load(faults.record_path())["records"]
 
