@@ -13,6 +13,7 @@ import torch
 
 from . import _C
 from . import _checks as check
+from . import faults
 from ._C import ArgumentError, ArgumentTypeError
 
 DTYPE_CODE_TO_DTYPE = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
@@ -37,7 +38,8 @@ KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
 
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads())
+    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
+                                   faults.CHECK.get())
 
 
 def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
@@ -135,7 +137,9 @@ def _tensorwise_scale(x: torch.Tensor, scale):
         return torch.empty((), dtype=torch.float32, device=x.device), 1
     if isinstance(scale, torch.Tensor):
         return scale.to(device=x.device, dtype=torch.float32), 0
-    return torch.tensor(float(scale), dtype=torch.float32, device=x.device), 0
+    scale_t = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
+    faults.check_host_copy("copy of the scale to the device", x.device)
+    return scale_t, 0
 
 
 def check_quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
@@ -290,7 +294,9 @@ def _check_per_tensor_scale(op: str, value, name: str = "per_tensor_scale", **sa
 def _per_tensor_scale(value, device) -> torch.Tensor:
     """The checked per-tensor scale as the one-element float32 tensor the kernels read."""
     if _is_number(value):
-        return torch.tensor([float(value)], dtype=torch.float32, device=device)
+        scale = torch.tensor([float(value)], dtype=torch.float32, device=device)
+        faults.check_host_copy("copy of the per-tensor scale to the device", device)
+        return scale
     return value.reshape(1)
 
 
