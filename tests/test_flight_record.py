@@ -1,6 +1,7 @@
 """The flight record (csrc/diag/flight.c, read by comfy_kitchen_c/flight.py): what a
 record holds, the states, wrap-around of the ring, the file surviving a killed
 process, pruning, and parsing a file written elsewhere."""
+import json
 import os
 import platform
 import signal
@@ -209,6 +210,17 @@ def test_record_survives_a_killed_process(tmp_path):
                                                       "quantize_and_rotate_rowwise", "dequantize_int8_simple"]
     assert analysis["records"][0]["kind"] == "copy" and analysis["records"][0]["host_memory"] == "pageable"
     assert "watchdog at the fence before quantize_int8_rowwise" in analysis["hangs"][0]["error"]
+
+    # What a user runs afterwards: the doctor finds the newest record and names both ops.
+    doctor = subprocess.run([sys.executable, "-m", "comfy_kitchen_c", "doctor", "--json"],
+                            env=python_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert doctor.returncode == 0, doctor.stderr
+    report = json.loads(doctor.stdout)["flight"]
+    assert report["status"] == "ok" and report["path"] == flight.newest_record(str(tmp_path))
+    assert report["record"]["first_incomplete"]["op"] == "dequantize_int8_simple"
+    assert report["record"]["last_completed"]["op"] == "quantize_and_rotate_rowwise"
+    verdict = " ".join(report["verdict"])
+    assert "dequantize_int8_simple" in verdict and "quantize_and_rotate_rowwise" in verdict
 
 
 def test_records_from_several_threads():
