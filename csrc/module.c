@@ -10,6 +10,7 @@
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
 #include "dlpack.h"
+#include "gpu/blas.h"
 #include "ops/op.h"
 
 #define CKC_MAX_OPS 32
@@ -328,12 +329,30 @@ set_cpu_isa(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+#if defined(CKC_WITH_GPU)
+static PyObject *
+set_blas_search_dirs(PyObject *self, PyObject *arg)
+{
+    const char *dirs = PyUnicode_AsUTF8AndSize(arg, NULL);
+    (void)self;
+    if (dirs == NULL) {
+        return NULL;
+    }
+    ckc_blas_set_search_dirs(dirs);
+    Py_RETURN_NONE;
+}
+#endif
+
 static PyMethodDef module_functions[] = {
     {"cpu_isa", cpu_isa, METH_NOARGS, "cpu_isa()\n--\n\nInstruction set of the CPU kernels in use."},
     {"cpu_isas", cpu_isas, METH_NOARGS,
      "cpu_isas()\n--\n\nInstruction sets this build can run on this CPU, best first."},
     {"set_cpu_isa", set_cpu_isa, METH_O,
      "set_cpu_isa(isa)\n--\n\nUse the CPU kernels built for isa (one of cpu_isas())."},
+#if defined(CKC_WITH_GPU)
+    {"set_blas_search_dirs", set_blas_search_dirs, METH_O,
+     "set_blas_search_dirs(dirs)\n--\n\nDirectories (os.pathsep-separated) to search for cuBLASLt at first use."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -370,6 +389,9 @@ CKC_MODULE_INIT(void)
     }
     ckc_parallel_init();
     ckc_cpu_select_default();
+#if defined(CKC_WITH_GPU)
+    ckc_blas_init();
+#endif
     if (add_exceptions(m) < 0 || add_ops(m) < 0 ||
         PyModule_AddIntConstant(m, "HAS_CUDA", CKC_HAS_CUDA) < 0) {
         Py_DECREF(m);
