@@ -10,10 +10,11 @@ import os
 from . import ops
 from ._C import ArgumentError, ArgumentTypeError, KitchenError
 from .backend import BACKEND_NAME, activate, register
+from .ops import linear_memory_limit, set_linear_memory_limit
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "activate", "ops",
-           "register"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "activate", "linear_memory_limit",
+           "ops", "register", "set_linear_memory_limit"]
 
 register()
 if os.environ.get("COMFY_KITCHEN_C_ACTIVATE") == "1":
