@@ -258,3 +258,18 @@ def test_bad_input_names_op_and_argument(i):
     exc, name, kwargs = bad_calls()[i]
     with pytest.raises(exc, match=f"int8_linear: argument {name}"):
         ops.int8_linear(**kwargs)
+
+
+@pytest.mark.parametrize("isa", comfy_kitchen_c._C.cpu_isas())
+def test_every_cpu_isa_gives_the_same_bits(isa):
+    """The GEMM has an AVX2 micro-kernel; int32 sums are exact in any order, so every
+    instruction set's build gives the same result."""
+    x, w, ws, b = make(37, 200, 21, torch.bfloat16, "channel", bias=True, act="gelu_tanh")
+    saved = comfy_kitchen_c._C.cpu_isa()
+    try:
+        comfy_kitchen_c._C.set_cpu_isa(isa)
+        mine = ops.int8_linear(x, w, ws, b, torch.float32, True, 4, "gelu_tanh")
+        comfy_kitchen_c._C.set_cpu_isa("baseline")
+        assert_bitwise_equal(mine, ops.int8_linear(x, w, ws, b, torch.float32, True, 4, "gelu_tanh"), isa)
+    finally:
+        comfy_kitchen_c._C.set_cpu_isa(saved)

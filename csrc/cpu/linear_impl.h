@@ -29,36 +29,44 @@ gemm_dot(const int8_t *a, const int8_t *b, int64_t kb)
     return s;
 }
 
-/* GEMM_MR x GEMM_NR dot products over kb values, added to acc (row stride GEMM_TILE_N). */
+#if defined(__AVX2__)
+#include "gemm_avx2.h"
+#endif
+
+/* GEMM_MR x GEMM_NR dot products over kb values, added to acc (row stride GEMM_TILE_N):
+ * the AVX2 micro-kernel for whole 16-value blocks where this build has it, the
+ * portable loop (which compilers vectorize, less well) for the rest. */
 static inline void
 gemm_micro(const int8_t *a0, const int8_t *a1, const int8_t *b0, const int8_t *b1, const int8_t *b2,
            const int8_t *b3, int64_t kb, int32_t *acc)
 {
-    int32_t s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-    for (int64_t t = 0; t < kb; t++) {
+    int32_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t t0 = 0;
+#if defined(__AVX2__)
+    const int8_t *const b[4] = {b0, b1, b2, b3};
+    t0 = kb / 16 * 16;
+    gemm_micro_avx2(a0, a1, b, t0, s);
+#endif
+    for (int64_t t = t0; t < kb; t++) {
         const int32_t x0 = a0[t];
         const int32_t x1 = a1[t];
         const int32_t y0 = b0[t];
         const int32_t y1 = b1[t];
         const int32_t y2 = b2[t];
         const int32_t y3 = b3[t];
-        s00 += x0 * y0;
-        s01 += x0 * y1;
-        s02 += x0 * y2;
-        s03 += x0 * y3;
-        s10 += x1 * y0;
-        s11 += x1 * y1;
-        s12 += x1 * y2;
-        s13 += x1 * y3;
+        s[0] += x0 * y0;
+        s[1] += x0 * y1;
+        s[2] += x0 * y2;
+        s[3] += x0 * y3;
+        s[4] += x1 * y0;
+        s[5] += x1 * y1;
+        s[6] += x1 * y2;
+        s[7] += x1 * y3;
     }
-    acc[0] += s00;
-    acc[1] += s01;
-    acc[2] += s02;
-    acc[3] += s03;
-    acc[GEMM_TILE_N] += s10;
-    acc[GEMM_TILE_N + 1] += s11;
-    acc[GEMM_TILE_N + 2] += s12;
-    acc[GEMM_TILE_N + 3] += s13;
+    for (int j = 0; j < GEMM_NR; j++) {
+        acc[j] += s[j];
+        acc[GEMM_TILE_N + j] += s[GEMM_NR + j];
+    }
 }
 
 typedef struct {
