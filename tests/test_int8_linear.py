@@ -273,3 +273,24 @@ def test_every_cpu_isa_gives_the_same_bits(isa):
         assert_bitwise_equal(mine, ops.int8_linear(x, w, ws, b, torch.float32, True, 4, "gelu_tanh"), isa)
     finally:
         comfy_kitchen_c._C.set_cpu_isa(saved)
+
+
+def test_the_kernel_checks_its_own_arguments():
+    """The C op (what ops.int8_linear calls) rejects what the Python layer would never pass:
+    a scratch too small for one row, a weight of the wrong shape, an unknown activation."""
+    x, w, ws, _ = make(4, 64, 8, torch.bfloat16)
+    out = torch.empty(4, 8, dtype=torch.bfloat16)
+
+    def call(weight=w, scratch_bytes=4096, act=0):
+        scratch = torch.empty(scratch_bytes, dtype=torch.uint8)
+        comfy_kitchen_c._C.int8_linear("int8_linear", x.__dlpack__(), weight.__dlpack__(), ws.__dlpack__(), None,
+                                       out.__dlpack__(), scratch.__dlpack__(), act, 0, 1, 1, 0, 1)
+
+    call()
+    assert_bitwise_equal(out, E.int8_linear(x, w, ws, None, torch.bfloat16), "direct call")
+    with pytest.raises(ArgumentError, match="int8_linear: argument 'scratch'"):
+        call(scratch_bytes=64)
+    with pytest.raises(ArgumentError, match="int8_linear: argument 'weight'"):
+        call(weight=w[:7])
+    with pytest.raises(ArgumentError, match="int8_linear: argument 'input_act'"):
+        call(act=5)
