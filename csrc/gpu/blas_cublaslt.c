@@ -18,7 +18,12 @@
  *
  * The workspace is device memory allocated once per (device, stream) and never
  * freed: work queued on that stream may still use it after a call returns, and
- * one buffer per stream keeps concurrent streams from sharing one. */
+ * one buffer per stream keeps concurrent streams from sharing one.
+ *
+ * The heuristic query costs more than a small GEMM, so the chosen algorithm is
+ * cached per problem (device, kind, sizes, leading dimensions, alignments,
+ * workspace): a model's layers repeat a few shapes.  Descriptors are cheap and
+ * made per call. */
 #if defined(CKC_WITH_CUDA)
 
 #include <stdio.h>
@@ -89,38 +94,48 @@ enum {
     LT_CONFIG_REDUCTION_SCHEME = 3
 };
 
+/* X(name, return type, parameter list) for each function used. */
 #define LT_FUNCTIONS(X)                                                                                       \
-    X(cublasLtCreate, lt_status (*)(lt_handle *))                                                             \
-    X(cublasLtGetVersion, size_t (*)(void))                                                                   \
-    X(cublasLtMatmulDescCreate, lt_status (*)(lt_desc *, int, int))                                           \
-    X(cublasLtMatmulDescDestroy, lt_status (*)(lt_desc))                                                      \
-    X(cublasLtMatmulDescSetAttribute, lt_status (*)(lt_desc, int, const void *, size_t))                     \
-    X(cublasLtMatrixLayoutCreate, lt_status (*)(lt_layout *, int, uint64_t, uint64_t, int64_t))               \
-    X(cublasLtMatrixLayoutDestroy, lt_status (*)(lt_layout))                                                  \
-    X(cublasLtMatmulPreferenceCreate, lt_status (*)(lt_pref *))                                               \
-    X(cublasLtMatmulPreferenceDestroy, lt_status (*)(lt_pref))                                                \
-    X(cublasLtMatmulPreferenceSetAttribute, lt_status (*)(lt_pref, int, const void *, size_t))               \
-    X(cublasLtMatmulAlgoGetHeuristic,                                                                         \
-      lt_status (*)(lt_handle, lt_desc, lt_layout, lt_layout, lt_layout, lt_layout, lt_pref, int,             \
-                    lt_heuristic *, int *))                                                                   \
-    X(cublasLtMatmulAlgoConfigGetAttribute, lt_status (*)(const lt_algo *, int, void *, size_t, size_t *))  \
-    X(cublasLtMatmul,                                                                                         \
-      lt_status (*)(lt_handle, lt_desc, const void *, const void *, lt_layout, const void *, lt_layout,      \
-                    const void *, const void *, lt_layout, void *, lt_layout, const lt_algo *, void *, size_t,   \
-                    cudaStream_t))
+    X(cublasLtCreate, lt_status, (lt_handle *))                                                               \
+    X(cublasLtGetVersion, size_t, (void))                                                                     \
+    X(cublasLtMatmulDescCreate, lt_status, (lt_desc *, int, int))                                             \
+    X(cublasLtMatmulDescDestroy, lt_status, (lt_desc))                                                        \
+    X(cublasLtMatmulDescSetAttribute, lt_status, (lt_desc, int, const void *, size_t))                       \
+    X(cublasLtMatrixLayoutCreate, lt_status, (lt_layout *, int, uint64_t, uint64_t, int64_t))                 \
+    X(cublasLtMatrixLayoutDestroy, lt_status, (lt_layout))                                                    \
+    X(cublasLtMatmulPreferenceCreate, lt_status, (lt_pref *))                                                 \
+    X(cublasLtMatmulPreferenceDestroy, lt_status, (lt_pref))                                                  \
+    X(cublasLtMatmulPreferenceSetAttribute, lt_status, (lt_pref, int, const void *, size_t))                 \
+    X(cublasLtMatmulAlgoGetHeuristic, lt_status,                                                              \
+      (lt_handle, lt_desc, lt_layout, lt_layout, lt_layout, lt_layout, lt_pref, int, lt_heuristic *, int *))  \
+    X(cublasLtMatmulAlgoConfigGetAttribute, lt_status, (const lt_algo *, int, void *, size_t, size_t *))    \
+    X(cublasLtMatmul, lt_status,                                                                              \
+      (lt_handle, lt_desc, const void *, const void *, lt_layout, const void *, lt_layout, const void *,     \
+       const void *, lt_layout, void *, lt_layout, const lt_algo *, void *, size_t, cudaStream_t))
 
-#define LT_FIELD(name, type) type name;
+#define LT_FIELD(name, ret, params) ret(*name) params;
 static struct {
     LT_FUNCTIONS(LT_FIELD)
 } lt;
 
 static ckc_mutex lt_lock;  /* loading, handles and workspaces */
 static int lt_loaded;
-static char lt_load_error[1024];
+static char lt_load_error[2560];
 static char lt_search_dirs[4096];
 
 #define CKC_MAX_GPUS 64
 static lt_handle lt_handles[CKC_MAX_GPUS];
+
+/* Chosen algorithms by problem, replaced round-robin when full. */
+#define LT_CACHE_SIZE 256
+#define LT_KEY_LEN 12
+typedef struct {
+    int used;
+    int64_t key[LT_KEY_LEN];
+    lt_algo algo;
+} lt_cached;
+static lt_cached lt_cache[LT_CACHE_SIZE];
+static int lt_cache_next;
 
 typedef struct workspace {
     int device;
@@ -193,6 +208,20 @@ lt_symbol(void *lib, const char *name)
 
 #define LT_NAME_COUNT ((int)(sizeof lt_names / sizeof lt_names[0]))
 
+/* Appends text to the NUL-terminated buf of cap bytes, cut short where it does not fit. */
+static void
+append(char *buf, size_t cap, const char *text)
+{
+    const size_t used = strlen(buf);
+    size_t n = strlen(text);
+    if (used + 1 >= cap) {
+        return;
+    }
+    n = n < cap - used - 1 ? n : cap - used - 1;
+    memcpy(buf + used, text, n);
+    buf[used + n] = '\0';
+}
+
 /* Tries every file name in one directory ("" for the loader's own search). */
 static void *
 lt_open_in(const char *dir, size_t dir_len, char *searched, size_t cap)
@@ -200,7 +229,9 @@ lt_open_in(const char *dir, size_t dir_len, char *searched, size_t cap)
     for (int i = 0; i < LT_NAME_COUNT; i++) {
         char path[1200];
         void *lib;
-        const size_t used = strlen(searched);
+        if (dir_len + 64 > sizeof path) {
+            continue; /* no library lives in a directory with so long a name */
+        }
         if (dir_len > 0) {
             snprintf(path, sizeof path, "%.*s" LT_DIR_SEP "%s", (int)dir_len, dir, lt_names[i]);
         } else {
@@ -210,7 +241,8 @@ lt_open_in(const char *dir, size_t dir_len, char *searched, size_t cap)
         if (lib != NULL) {
             return lib;
         }
-        snprintf(searched + used, cap - used, "%s%s", used ? ", " : "", path);
+        append(searched, cap, searched[0] != '\0' ? ", " : "");
+        append(searched, cap, path);
     }
     return NULL;
 }
@@ -246,14 +278,14 @@ lt_load(ckc_error *err)
 {
     ckc_mutex_lock(&lt_lock);
     if (!lt_loaded && lt_load_error[0] == '\0') {
-        char searched[768] = "";
+        char searched[2048] = "";
         void *lib = lt_find_library(searched, sizeof searched);
         if (lib == NULL) {
             snprintf(lt_load_error, sizeof lt_load_error,
                      "cuBLASLt (CUDA 12 or 13) was not found; searched: %s. Install torch's CUDA libraries "
                      "(pip package nvidia-cublas) or the CUDA toolkit", searched);
         } else {
-#define LT_BIND(name, type)                                                                                   \
+#define LT_BIND(name, ret, params)                                                                                   \
     if (lt_load_error[0] == '\0' && (*(void **)&lt.name = lt_symbol(lib, #name)) == NULL) {                   \
         snprintf(lt_load_error, sizeof lt_load_error, "cuBLASLt has no symbol %s (version too old?)", #name); \
     }
@@ -388,18 +420,48 @@ alignment_of(const void *p)
     return a;
 }
 
-/* Sets the preference and picks an algorithm: no reduction scheme, split-K of
- * at most 1, preferring one without workspace (see the top of the file). */
+/* The cached algorithm of a problem, if any (lock held by the caller). */
+static const lt_cached *
+lt_cache_find(const int64_t key[LT_KEY_LEN])
+{
+    for (int i = 0; i < LT_CACHE_SIZE; i++) {
+        if (lt_cache[i].used && memcmp(lt_cache[i].key, key, sizeof lt_cache[i].key) == 0) {
+            return &lt_cache[i];
+        }
+    }
+    return NULL;
+}
+
+/* Picks an algorithm for the plan's problem: the cached one, or the heuristic's
+ * first with no reduction scheme and split-K of at most 1, preferring one
+ * without workspace (see the top of the file).  `problem` holds kind, device,
+ * m, n, k, lda, ldb, ldc; the alignments and workspace size complete the key. */
 static ckc_status
-lt_pick(lt_handle handle, lt_plan *pl, const void *a, const void *b, const void *c, size_t ws_bytes,
-        lt_algo *algo, ckc_error *err)
+lt_pick(lt_handle handle, lt_plan *pl, const int64_t problem[8], const void *a, const void *b, const void *c,
+        size_t ws_bytes, lt_algo *algo, ckc_error *err)
 {
     const uint64_t ws = ws_bytes;
     const uint32_t reduction = LT_REDUCTION_NONE;
     const uint32_t align_a = alignment_of(a), align_b = alignment_of(b), align_c = alignment_of(c);
+    int64_t key[LT_KEY_LEN];
+    const lt_cached *hit;
     lt_heuristic results[16];
     int count = 0;
     int chosen = -1;
+    memcpy(key, problem, 8 * sizeof key[0]);
+    key[8] = align_a;
+    key[9] = align_b;
+    key[10] = align_c;
+    key[11] = (int64_t)ws_bytes;
+    ckc_mutex_lock(&lt_lock);
+    hit = lt_cache_find(key);
+    if (hit != NULL) {
+        *algo = hit->algo;
+    }
+    ckc_mutex_unlock(&lt_lock);
+    if (hit != NULL) {
+        return CKC_OK;
+    }
     LT_TRY(err, lt.cublasLtMatmulPreferenceCreate(&pl->pref));
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_REDUCTION_SCHEME_MASK, &reduction,
@@ -433,6 +495,15 @@ lt_pick(lt_handle handle, lt_plan *pl, const void *a, const void *b, const void 
                         "cuBLASLt %zu)", count, lt.cublasLtGetVersion());
     }
     *algo = results[chosen].algo;
+    ckc_mutex_lock(&lt_lock);
+    if (lt_cache_find(key) == NULL) {
+        lt_cached *slot = &lt_cache[lt_cache_next];
+        lt_cache_next = (lt_cache_next + 1) % LT_CACHE_SIZE;
+        slot->used = 1;
+        memcpy(slot->key, key, sizeof slot->key);
+        slot->algo = *algo;
+    }
+    ckc_mutex_unlock(&lt_lock);
     return CKC_OK;
 }
 
@@ -453,7 +524,8 @@ int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ckc_
     LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->a, LT_R_8I, (uint64_t)p->k, (uint64_t)p->n, p->ldb));
     LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->b, LT_R_8I, (uint64_t)p->k, (uint64_t)p->m, p->lda));
     LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->c, LT_R_32I, (uint64_t)p->n, (uint64_t)p->m, p->ldc));
-    CKC_TRY(lt_pick(handle, pl, p->b, p->a, p->c, ws_bytes, &algo, err));
+    const int64_t problem[8] = {0, exec->device_index, p->m, p->n, p->k, p->lda, p->ldb, p->ldc};
+    CKC_TRY(lt_pick(handle, pl, problem, p->b, p->a, p->c, ws_bytes, &algo, err));
     LT_TRY(err, lt.cublasLtMatmul(handle, pl->desc, &alpha, p->b, pl->a, p->a, pl->b, &beta, p->c, pl->c, p->c,
                                   pl->c, &algo, ws, ws_bytes, (cudaStream_t)exec->stream));
     return CKC_OK;
@@ -510,7 +582,10 @@ nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ck
     LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->a, LT_R_4F_E2M1, (uint64_t)p->k, (uint64_t)p->n, p->k));
     LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->b, LT_R_4F_E2M1, (uint64_t)p->k, (uint64_t)p->m, p->k));
     LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->c, out_type, (uint64_t)p->n, (uint64_t)p->m, p->n));
-    CKC_TRY(lt_pick(handle, pl, p->b, p->a, p->out, ws_bytes, &algo, err));
+    /* kind: 1 + output type, and whether the bias epilogue is on */
+    const int64_t problem[8] = {1 + 2 * out_type + (p->bias != NULL), exec->device_index, p->m, p->n, p->k,
+                                p->k, p->k, p->n};
+    CKC_TRY(lt_pick(handle, pl, problem, p->b, p->a, p->out, ws_bytes, &algo, err));
     LT_TRY(err, lt.cublasLtMatmul(handle, pl->desc, p->alpha_beta, p->b, pl->a, p->a, pl->b, p->alpha_beta + 1,
                                   p->out, pl->c, p->out, pl->c, &algo, ws, ws_bytes, (cudaStream_t)exec->stream));
     return CKC_OK;
