@@ -362,6 +362,7 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
 
 _INPUT_ACT_CODES = {None: 0, "none": 0, "gelu_tanh": 1, "swiglu": 2}  # kernels/math/activation.h
 _SCRATCH_SLACK = 5 * 256  # csrc/ops/linear.c: four 256-byte aligned regions and the base's alignment
+_GEMM_ROWS = 32  # CKC_GEMM_ROWS (csrc/ops/params.h): the GPU GEMM's rows come in blocks of this
 
 
 def _memory_limit_from_env() -> int:
@@ -492,10 +493,13 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
         padded = torch.zeros((n_pad, k_pad), dtype=torch.int8, device=device)
         padded[:n, :k] = w
         w, fixed = padded, padded.numel()
-    # Scratch per row (csrc/ops/linear.c): codes, scale, accumulator, activated row (CPU pre-pass).
+    # Scratch per row (csrc/ops/linear.c): codes, scale, accumulator, activated row (CPU pre-pass);
+    # the GPU GEMM works on blocks of _GEMM_ROWS rows.
     per_row = k_pad + 4 + (0 if gemv else 4 * n_pad) + (k * x.element_size() if act and not gpu else 0)
-    budget = max(_linear_memory_limit - fixed, per_row + _SCRATCH_SLACK)
-    scratch = torch.empty(min(m * per_row + _SCRATCH_SLACK, budget), dtype=torch.uint8, device=device)
+    block = _GEMM_ROWS if gpu and not gemv else 1
+    budget = max(_linear_memory_limit - fixed, block * per_row + _SCRATCH_SLACK)
+    scratch = torch.empty(min(_round_up(m, block) * per_row + _SCRATCH_SLACK, budget), dtype=torch.uint8,
+                          device=device)
     out = torch.empty((m, n), dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()

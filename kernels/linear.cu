@@ -86,8 +86,9 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ck
         CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec);
         return ckc_gpu_launch_status("int8_gemv_kernel", err);
     }
-    /* The padded problem: codes [rows, ldq] (zeros past k) times the weight's
-     * first ldacc rows of ldq values (zeros past n and k when padded). */
+    /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
+     * of CKC_GEMM_ROWS, whatever the buffer holds there, never read back) times the
+     * weight's first ldacc rows of ldq values (zeros past n and k when padded). */
     ckc_int8_gemm_params g;
     g.a = p->q;
     g.lda = p->ldq;
@@ -95,7 +96,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ck
     g.ldb = p->ldw;
     g.c = p->acc;
     g.ldc = p->ldacc;
-    g.m = rows;
+    g.m = (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS;
     g.n = p->ldacc;
     g.k = p->ldq;
     CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));

@@ -31,7 +31,10 @@ round_up(int64_t v, int64_t m)
  *   q [c, k_pad] int8 | x_scale [c] f32 | acc [c, n_pad] i32 (unless GEMV)
  *   | activated rows [c, k] in x's type (CPU with an activation)
  * comfy_kitchen_c/ops.py sizes the scratch with the same per-row bytes; the
- * chunk is as many rows as fit. */
+ * chunk is as many rows as fit.  The GPU GEMM runs on a row count rounded up to
+ * CKC_GEMM_ROWS (as comfy_kitchen pads M for cuBLASLt's int8 GEMM), so there the
+ * buffers hold a multiple of CKC_GEMM_ROWS rows, at least one such block; the
+ * rows past a chunk's are never read back. */
 
 enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH };
 
@@ -40,6 +43,7 @@ typedef struct {
     int64_t n_pad;
     int64_t acc_cols;  /* n_pad, or 0 without an accumulator */
     int64_t act_bytes; /* per row */
+    int64_t row_align; /* rows per chunk a multiple of this (the GPU GEMM's padded m), else 1 */
 } linear_layout;
 
 static int64_t
@@ -56,14 +60,16 @@ carve_scratch(const ckc_op_args *a, const linear_layout *l, ckc_int8_linear_para
     const uintptr_t base = ((uintptr_t)s->data + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
     const int64_t avail = s->numel - (int64_t)(base - (uintptr_t)s->data);
     const int64_t per_row = l->k_pad + 4 + 4 * l->acc_cols + l->act_bytes;
-    int64_t c = (avail - 4 * SCRATCH_ALIGN) / per_row;
+    const int64_t rows = round_up(p->rows, l->row_align);
+    int64_t c = (avail - 4 * SCRATCH_ALIGN) / per_row / l->row_align * l->row_align;
     char *at = (char *)base;
-    c = c < p->rows ? c : p->rows;
-    if (c < 1 || layout_bytes(l, c) > avail) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scratch': %lld bytes do not hold one row (%lld bytes)",
-                        (long long)s->numel, (long long)(layout_bytes(l, 1) + SCRATCH_ALIGN));
+    c = c < rows ? c : rows;
+    if (c < l->row_align || layout_bytes(l, c) > avail) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scratch': %lld bytes do not hold %lld row(s) (%lld bytes)",
+                        (long long)s->numel, (long long)l->row_align,
+                        (long long)(layout_bytes(l, l->row_align) + SCRATCH_ALIGN));
     }
-    p->chunk_rows = c;
+    p->chunk_rows = c < p->rows ? c : p->rows;
     p->q = (int8_t *)at;
     p->ldq = l->k_pad;
     at += round_up(c * l->k_pad, SCRATCH_ALIGN);
@@ -125,6 +131,7 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
     l.n_pad = round_up(p.n, n_align);
     l.acc_cols = gpu && p.rows == 1 ? 0 : l.n_pad;
     l.act_bytes = !gpu && act != CKC_ACT_NONE ? p.k * (p.kind == CKC_F32 ? 4 : 2) : 0;
+    l.row_align = gpu && l.acc_cols > 0 ? CKC_GEMM_ROWS : 1;
     /* The weight: [n, k] as given, or padded to [n_pad, k_pad] where the GEMM needs it. */
     if (!(w->shape[0] == p.n && w->shape[1] == p.k && (l.acc_cols == 0 || (l.k_pad == p.k && l.n_pad == p.n))) &&
         !(l.acc_cols > 0 && w->shape[0] == l.n_pad && w->shape[1] == l.k_pad)) {

@@ -89,6 +89,10 @@ typedef struct {
 
 /* ---- int8_linear and the GEMMs under it (csrc/ops/linear.c) ---- */
 
+/* The GPU GEMM's row count is padded to a multiple of this (comfy_kitchen pads M
+ * to 32 for the int8 GEMM: cuBLASLt has rejected small M). */
+#define CKC_GEMM_ROWS 32
+
 /* c[m, n] = sum_k a[m, k] * b[n, k] in int32 (exact): a is the quantized
  * activation, b the int8 weight, both with k contiguous ("TN" for cuBLASLt). */
 typedef struct {
@@ -137,7 +141,8 @@ typedef struct {
     const float *bias;       /* float32, or NULL */
     void *out;               /* [rows, n] */
     ckc_float_kind out_kind;
-    /* scratch: chunk_rows rows of each */
+    /* scratch: chunk_rows rows of each (on the GPU GEMM path, room for chunk_rows
+     * rounded up to CKC_GEMM_ROWS) */
     int64_t chunk_rows;
     int8_t *q;               /* [chunk_rows, ldq], columns k..ldq-1 zero */
     int64_t ldq;
