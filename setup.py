@@ -77,7 +77,7 @@ def gpu_kernel_sources():
 
 def emulated_device_sources():
     """GPU kernel sources and the emulator, compiled as C++ for _C_emu."""
-    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp"]
+    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp", "kernels/emu/emu_streams.cpp"]
 
 
 class BuildExt(build_ext):
@@ -153,9 +153,17 @@ class BuildExt(build_ext):
                                      include_dirs=ext.include_dirs, extra_preargs=preargs, extra_postargs=flags)
 
 
+def build_inputs() -> list[str]:
+    """Every file an extension is built from besides its C sources (headers, the ISA
+    sources, kernels): build_ext relinks only when one of sources + depends is newer."""
+    suffixes = {".h", ".c", ".cuh", ".cu", ".cpp"}
+    return sorted(rel(p) for folder in ("csrc", "kernels") for p in (ROOT / folder).rglob("*")
+                  if p.suffix in suffixes)
+
+
 def extension(name: str, runtime: str | None, macros: list):
     avx2 = [("CKC_HAVE_AVX2", "1")] if is_x86_64() else []
-    return Extension(name, sources=c_sources(runtime), include_dirs=["csrc", "kernels"],
+    return Extension(name, sources=c_sources(runtime), include_dirs=["csrc", "kernels"], depends=build_inputs(),
                      define_macros=[("Py_LIMITED_API", LIMITED_API)] + avx2 + macros, py_limited_api=True)
 
 

@@ -40,6 +40,10 @@ columns, bfloat16, group size 256):
 * of copy BW -- copy ms / ours ms: the fraction of the copy's bandwidth our op reaches.
 * vs cuda, vs triton -- their ms / ours ms (above 1: ours is faster).
 
+quantize_and_rotate_nvfp4 (G = 16; an op of ours only) is timed the same way, with the backend
+columns timing their quantize_nvfp4 on the same x: what the fused rotation costs over their plain
+NVFP4 quantizer.
+
 Targets, computed and reported, never asserted: fused rotate+quantize (quantize_and_rotate_rowwise)
 at >= 80% of the copy bandwidth (on shapes with M >= 4096; smaller ones are launch-bound, where the
 copy is too) and >= 1.0x comfy_kitchen cuda's speed; quantize_nvfp4 >= 1.0x each backend that has
@@ -97,6 +101,9 @@ QUICK_LINEAR_KN = ((3072, 3072), (14336, 5120))
 LINEAR_SPEEDUP_TARGET = 0.9
 LINEAR_TARGET_MIN_M = 256
 FP4_GEMM_MIN_CC = (10, 0)
+# Our ops that no comfy_kitchen backend has, each timed against one of theirs: {ours: theirs}.
+COMPARED_OPS = {"quantize_and_rotate_nvfp4": "quantize_nvfp4"}
+NVFP4_ROTATE_GROUP = 16
 
 BANDWIDTH_TARGET = 0.80
 BANDWIDTH_TARGET_MIN_M = 4096
@@ -432,7 +439,7 @@ def step_bench(ctx: Context, timeout: float) -> Outcome:
         ctx.linear_rows = read_linear_rows(path)
     finally:
         os.unlink(path)
-    problems = bench_problems(rc, ctx.rows, len(shapes(ctx.args.quick)) * len(BENCH_OPS))
+    problems = bench_problems(rc, ctx.rows, len(shapes(ctx.args.quick)) * (len(BENCH_OPS) + len(COMPARED_OPS)))
     status = FAILED if problems else PASSED
     detail = "; ".join(problems) or f"{len(ctx.rows)} rows"
     return Outcome(status, detail, render(cmd), tail(output) if problems else "")
@@ -566,6 +573,10 @@ def op_arguments(ours) -> dict[str, Callable]:
     def same(build):
         return lambda x: (build(x),) * 2
 
+    def nvfp4_rotate_args(x):  # amax * sqrt(G) / (448 * 6) bounds the rotated values
+        x_, pts, _, pad = nvfp4_quantize_args(x)
+        return (x_, pts * NVFP4_ROTATE_GROUP**0.5, NVFP4_ROTATE_GROUP, pad), nvfp4_quantize_args(x)
+
     return {
         "quantize_and_rotate_rowwise":
             lambda x: ((x, None, GROUP), (x, _build_hadamard(GROUP, x.device, x.dtype), GROUP)),
@@ -574,6 +585,7 @@ def op_arguments(ours) -> dict[str, Callable]:
         "quantize_nvfp4": same(nvfp4_quantize_args),
         "dequantize_nvfp4": same(nvfp4_dequantize_args),
         "dequantize_int8_simple_dtype": same(lambda x: (*ours.quantize_int8_rowwise(x), BF16_CODE)),
+        "quantize_and_rotate_nvfp4": nvfp4_rotate_args,
     }
 
 
@@ -624,7 +636,9 @@ def time_copy(nbytes: int, device: torch.device, cfg) -> tuple[float | None, str
     return try_time(torch.empty_like(src).copy_, (src,), cfg)
 
 
-def measure(op: str, x: torch.Tensor, ours, make_args: Callable, backends: dict, cfg) -> Row:
+def measure(op: str, x: torch.Tensor, ours, make_args: Callable, backends: dict, cfg,
+            their_op: str | None = None) -> Row:
+    """Our op against the backends' op of the same name, or their_op (COMPARED_OPS)."""
     m, k = x.shape
     row = Row(op, m, k, 0, dict.fromkeys(("ours", *BACKENDS, "copy")))
     try:
@@ -634,7 +648,7 @@ def measure(op: str, x: torch.Tensor, ours, make_args: Callable, backends: dict,
         row.notes["ours"] = one_line(exc)
         return row
     timings = {"ours": try_time(getattr(ours, op), our_args, cfg),
-               **{b: time_theirs(backends, b, op, their_args, cfg) for b in BACKENDS},
+               **{b: time_theirs(backends, b, their_op or op, their_args, cfg) for b in BACKENDS},
                "copy": time_copy(row.nbytes, x.device, cfg)}
     for name, (ms, note) in timings.items():
         row.ms[name] = ms
@@ -660,11 +674,11 @@ def bench_worker(args) -> int:
         for m, k in shapes(args.quick):
             torch.manual_seed(0)
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            for op in BENCH_OPS:
+            for op in (*BENCH_OPS, *COMPARED_OPS):
                 if time.monotonic() > deadline:
                     print(f"time budget of {args.budget:.0f} s used up", file=sys.stderr)
                     return 0
-                row = measure(op, x, ours, arguments[op], backends, args)
+                row = measure(op, x, ours, arguments[op], backends, args, COMPARED_OPS.get(op))
                 out.write(json.dumps({"kind": "row", **dataclasses.asdict(row)}) + "\n")
                 out.flush()
                 print(f"  {op} {m}x{k}: ours {fmt_ms(row.ms['ours'])} ms", file=sys.stderr, flush=True)
@@ -891,6 +905,8 @@ def report(info: dict[str, str], command: str, args, results: list[StepResult], 
              "\n### Steps\n\n", steps_table(results), "\n", step_logs(results),
              "\n### Backends\n\n", backends_list(backends) or "- not measured\n",
              "\n### Benchmarks\n\n", results_table(rows) if rows else "No rows were measured.\n",
+             *(f"\n{op} (G = {NVFP4_ROTATE_GROUP}): the backend columns time their {theirs}.\n"
+               for op, theirs in COMPARED_OPS.items()),
              *(["\nNot benchmarked:\n\n", pending_table()] if PENDING_OPS else []),
              "\n### Linear ops\n\n", linear_table(linear_rows) if linear_rows else "No linear rows were measured.\n",
              LINEAR_MEMORY_NOTE]
@@ -928,6 +944,8 @@ def plan(args) -> str:
         lines += [f"{step.key}. {step.name}: {step.purpose}", f"     {commands[step.name]}"]
     lines += ["e. report: benchmarks/results/<gpu name slug>.md", "",
               f"benchmark ops: {', '.join(BENCH_OPS)}",
+              *(f"compared op: {op} (G = {NVFP4_ROTATE_GROUP}) against their {theirs}"
+                for op, theirs in COMPARED_OPS.items()),
               *(f"pending op: {op}: {status}" for op, status in PENDING_OPS.items()),
               f"compared with: ours, {', '.join(f'comfy_kitchen {b}' for b in BACKENDS)}, device copy",
               f"shapes ({len(sizes)}, bfloat16, M x K): {', '.join(f'{m}x{k}' for m, k in sizes)}",

@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import selftest
+from . import doctor, selftest
 
 COMMANDS = {
     "selftest": selftest,
+    "doctor": doctor,
 }
 
 

@@ -14,6 +14,7 @@ import torch
 
 from . import _C
 from . import _checks as check
+from . import faults
 from ._C import ArgumentError, ArgumentTypeError
 
 DTYPE_CODE_TO_DTYPE = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
@@ -38,7 +39,8 @@ KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
 
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads())
+    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
+                                   faults.CHECK.get())
 
 
 def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
@@ -136,7 +138,9 @@ def _tensorwise_scale(x: torch.Tensor, scale):
         return torch.empty((), dtype=torch.float32, device=x.device), 1
     if isinstance(scale, torch.Tensor):
         return scale.to(device=x.device, dtype=torch.float32), 0
-    return torch.tensor(float(scale), dtype=torch.float32, device=x.device), 0
+    scale_t = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
+    faults.check_host_copy("copy of the scale to the device", x.device)
+    return scale_t, 0
 
 
 def check_quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
@@ -275,23 +279,25 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_per_tensor_scale(op: str, value, **same_device_as) -> None:
+def _check_per_tensor_scale(op: str, value, name: str = "per_tensor_scale", **same_device_as) -> None:
     """A number, or a one-element float32 tensor on the same device as the others."""
     if value is None:
-        raise ArgumentTypeError(f"{op}: argument 'per_tensor_scale' is required")
+        raise ArgumentTypeError(f"{op}: argument '{name}' is required")
     if _is_number(value):
         return
-    check.tensor(op, "per_tensor_scale", value, (torch.float32,))
+    check.tensor(op, name, value, (torch.float32,))
     if value.numel() != 1:
-        raise ArgumentError(f"{op}: argument 'per_tensor_scale': expected one element, got shape "
+        raise ArgumentError(f"{op}: argument '{name}': expected one element, got shape "
                             f"{list(value.shape)}")
-    check.same_device(op, **same_device_as, per_tensor_scale=value)
+    check.same_device(op, **same_device_as, **{name: value})
 
 
 def _per_tensor_scale(value, device) -> torch.Tensor:
     """The checked per-tensor scale as the one-element float32 tensor the kernels read."""
     if _is_number(value):
-        return torch.tensor([float(value)], dtype=torch.float32, device=device)
+        scale = torch.tensor([float(value)], dtype=torch.float32, device=device)
+        faults.check_host_copy("copy of the per-tensor scale to the device", device)
+        return scale
     return value.reshape(1)
 
 
@@ -311,15 +317,19 @@ def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=Tru
     R, C are x's shape, each rounded up to 16 with zero padding when pad_16x.
     ``epsilon`` is accepted for compatibility and ignored, as by every comfy_kitchen backend.
     """
-    op = "quantize_nvfp4"
     check_quantize_nvfp4(x, per_tensor_scale, epsilon, pad_16x, hi_first)
+    return _quantize_nvfp4("quantize_nvfp4", x, per_tensor_scale, pad_16x, hi_first, 0)
+
+
+def _quantize_nvfp4(op: str, x, per_tensor_scale, pad_16x, hi_first, group: int):
+    """The NVFP4 kernel on checked arguments; group > 0 rotates each group of columns first."""
     rows, cols = x.shape
     out_rows, out_cols = (_round_up(rows, 16), _round_up(cols, 16)) if pad_16x else (rows, cols)
     xc = x.contiguous()
     qx = torch.empty((out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
     scales = torch.zeros(_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
     pts = _per_tensor_scale(per_tensor_scale, x.device)
-    _run("nvfp4_quant", op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)),))
+    _run("nvfp4_quant", op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)), group))
     return qx, scales.view(torch.float8_e4m3fn)
 
 
@@ -585,3 +595,115 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
     if bias_out is not None:
         y = y + bias_out.to(torch.float32)
     return y.to(out_dtype)
+# ---- NVFP4 with the ConvRot rotation: quantize_and_rotate_nvfp4, nvfp4_linear ---------------
+# Ops of comfy_kitchen_c only (no comfy_kitchen backend has them), so not registered there.
+
+NVFP4_ROTATION_GROUPS = (16, 64, 256)
+NVFP4_RANGE = 448.0 * 6.0  # largest e4m3 block scale times largest e2m1 value
+
+
+def _check_nvfp4_group(op: str, name: str, group, k: int) -> None:
+    check.integer(op, name, group)
+    if group not in NVFP4_ROTATION_GROUPS:
+        raise ArgumentError(f"{op}: argument '{name}': {group} is not 16, 64 or 256")
+    check.group_size(op, group, k, name)
+
+
+def check_quantize_and_rotate_nvfp4(x, per_tensor_scale=None, group_size=16, pad_16x=False, hi_first=True):
+    op = "quantize_and_rotate_nvfp4"
+    check.tensor(op, "x", x, check.FLOAT_DTYPES, ndim=2)
+    check.rows_of(op, "x", x)
+    _check_per_tensor_scale(op, per_tensor_scale, x=x)
+    _check_nvfp4_group(op, "group_size", group_size, x.shape[1])
+
+
+def quantize_and_rotate_nvfp4(x, per_tensor_scale, group_size=16, pad_16x=False, hi_first=True):
+    """quantize_nvfp4 of x with each group of ``group_size`` columns rotated by the regular
+    Hadamard matrix first (ConvRot's), fused: x is read once.
+
+    Bit for bit ``quantize_nvfp4(rotate_int8_convrot_weight(x, group_size), per_tensor_scale,
+    0.0, pad_16x, hi_first)``: as in the int8 ConvRot ops, rotated values are rounded to
+    x's dtype before the block scales are taken.  ``group_size`` is 16 (the default: one
+    NVFP4 block, so each block's values are evened out under the block's own scale), 64 or
+    256, and must divide x's columns, so ``pad_16x`` pads rows only.  A rotated value can
+    exceed amax(|x|) by up to sqrt(group_size), so ``per_tensor_scale`` should come from the
+    rotated values, or be amax(|x|) * sqrt(group_size) / (448 * 6), which bounds them.
+    """
+    op = "quantize_and_rotate_nvfp4"
+    check_quantize_and_rotate_nvfp4(x, per_tensor_scale, group_size, pad_16x, hi_first)
+    return _quantize_nvfp4(op, x, per_tensor_scale, pad_16x, hi_first, group_size)
+
+
+def check_nvfp4_linear(x, weight, weight_tensor_scale=None, weight_block_scales=None, bias=None, out_dtype=None,
+                       convrot=False, convrot_groupsize=16):
+    op = "nvfp4_linear"
+    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    check.tensor(op, "weight", weight, (torch.uint8,), ndim=2)
+    check.same_device(op, x=x, weight=weight)
+    n, packed = weight.shape
+    _check_per_tensor_scale(op, weight_tensor_scale, "weight_tensor_scale", x=x)
+    if weight_block_scales is None:
+        raise ArgumentTypeError(f"{op}: argument 'weight_block_scales' is required")
+    check.tensor(op, "weight_block_scales", weight_block_scales, (torch.float8_e4m3fn, torch.uint8))
+    check.same_device(op, x=x, weight_block_scales=weight_block_scales)
+    want = _scale_shape(n, 2 * packed)
+    if weight_block_scales.numel() != want[0] * want[1]:
+        raise ArgumentError(f"{op}: argument 'weight_block_scales': expected {want[0] * want[1]} elements "
+                            f"(swizzled {list(want)}), got shape {list(weight_block_scales.shape)}")
+    if not isinstance(convrot, bool):
+        raise ArgumentTypeError(f"{op}: argument 'convrot': expected a bool, got {type(convrot).__name__}")
+    if convrot:
+        _check_nvfp4_group(op, "convrot_groupsize", convrot_groupsize, k)
+    if 2 * packed != _round_up(k, 16):
+        raise ArgumentError(f"{op}: argument 'weight': {packed} packed columns hold {2 * packed} values, but x "
+                            f"has {k} features ({_round_up(k, 16)} padded to 16)")
+    if bias is not None:
+        check.tensor(op, "bias", bias, check.FLOAT_DTYPES, ndim=1)
+        check.same_device(op, x=x, bias=bias)
+        if bias.shape[0] != n:
+            raise ArgumentError(f"{op}: argument 'bias': expected {n} elements (weight rows), got {bias.shape[0]}")
+    if out_dtype is not None and out_dtype not in check.FLOAT_DTYPES:
+        raise ArgumentTypeError(f"{op}: argument 'out_dtype': expected None, float32, float16 or bfloat16, "
+                                f"got {out_dtype}")
+
+
+def _activation_scale(x2: torch.Tensor, group: int) -> torch.Tensor:
+    """amax(|x|) / (448 * 6), times sqrt(group) when rotated (the most a rotated value can
+    grow), as a one-element float32 tensor computed on x's device without a host sync.  At
+    least float32's smallest normal, so an all-zero x quantizes to zero codes and scales."""
+    amax = x2.abs().amax().float()
+    if group:
+        amax = amax * float(group) ** 0.5  # 4, 8 or 16: exact
+    return (amax / NVFP4_RANGE).clamp_min(torch.finfo(torch.float32).tiny).reshape(1)
+
+
+def _nvfp4_matmul(qa, tsa, bsa, qw, tsw, bsw, bias, out_dtype):
+    """dec(qa) @ dec(qw).T (+ bias) rounded once to out_dtype, where dec applies both scales:
+    scaled_mm_nvfp4's result, here by dequantizing both operands to float32."""
+    a = dequantize_nvfp4(qa, tsa, bsa, torch.float32)
+    w = dequantize_nvfp4(qw, tsw, bsw, torch.float32)
+    return torch.nn.functional.linear(a, w, None if bias is None else bias.float()).to(out_dtype)
+
+
+def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None, out_dtype=None, convrot=False,
+                 convrot_groupsize=16):
+    """x @ W.T (+ bias) with the NVFP4 weight W (packed uint8 [N, K/2], hi_first, its swizzled
+    block scales and per-tensor scale, as quantize_nvfp4 makes them) and x [..., K]
+    quantized to NVFP4 on the fly -> [..., N] in out_dtype (default x.dtype).
+
+    x's per-tensor scale is amax(|x|) / (448 * 6) (times sqrt(convrot_groupsize) with
+    convrot), computed on the device.  Its rows, and its columns when K is not a multiple
+    of 16 (the weight then comes from quantize_nvfp4 with pad_16x), are padded to 16.  With
+    ``convrot`` the weight must come from quantize_and_rotate_nvfp4 with ``convrot_groupsize``
+    and x is rotated the same way: H is orthogonal and symmetric, so (x H)(W H)^T = x W^T.
+    """
+    op = "nvfp4_linear"
+    check_nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias, out_dtype, convrot,
+                       convrot_groupsize)
+    group = convrot_groupsize if convrot else 0
+    x2 = x.reshape(-1, x.shape[-1])
+    pts = _activation_scale(x2, group)
+    qa, bsa = _quantize_nvfp4(op, x2, pts, True, True, group)
+    out = _nvfp4_matmul(qa, pts, bsa, weight, weight_tensor_scale, weight_block_scales, bias,
+                        x.dtype if out_dtype is None else out_dtype)
+    return out[: x2.shape[0]].reshape(*x.shape[:-1], weight.shape[0])

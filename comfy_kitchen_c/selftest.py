@@ -12,6 +12,10 @@ passed.  The dtype column is the dtype the case varies: the input's for the
 quantize and rotate ops, the output's for the dequantize ops that choose one
 (``*_dtype``, ``dequantize_nvfp4``), and the scale's for the dequantize ops that
 always return float32.
+
+``quantize_and_rotate_nvfp4`` has no eager counterpart; it is checked bit for bit
+against the composition it is defined as: our ``rotate_int8_convrot_weight``
+(itself checked against eager here) then eager's ``quantize_nvfp4``.
 """
 from __future__ import annotations
 
@@ -278,14 +282,16 @@ class Case:
     """One call checked on every device and dtype.
 
     ``op`` names the function in both ``comfy_kitchen_c.ops`` and eager (looked up
-    at call time); ``args`` builds the positional arguments both get; ``runs``
-    says on which inputs eager can run it at all.
+    at call time); ``args`` builds the positional arguments both get.  ``reference``,
+    when set, builds the reference from eager's module instead (for ops eager lacks);
+    ``runs`` says on which inputs eager can run it at all.
     """
 
     op: str
     variant: str
     args: Callable[[Inputs], tuple]
     rule: Callable[[tuple, tuple], str | None]
+    reference: Callable[[object], Callable] | None = None
     runs: Callable[[Inputs], bool] = lambda d: True
     not_run: str = ""  # why, where runs() is False
 
@@ -301,6 +307,22 @@ def _convrot_quant(group: int) -> Case:
 def _nvfp4_dequant(hi_first: bool) -> Case:
     return Case("dequantize_nvfp4", "" if hi_first else "hi_first=False",
                 lambda d: (d.nvfp4(hi_first)[0], d.pts, d.nvfp4(hi_first)[1], d.dtype, hi_first), exact)
+
+
+def _rotate_then_quantize_nvfp4(eager) -> Callable:
+    """quantize_and_rotate_nvfp4's definition: the rotation, then eager's quantize_nvfp4."""
+    def reference(x, per_tensor_scale, group_size, pad_16x=False):
+        return eager.quantize_nvfp4(ops.rotate_int8_convrot_weight(x, group_size), per_tensor_scale, 0.0, pad_16x)
+    return reference
+
+
+def _nvfp4_rotate(group: int, rows: int | None = None) -> Case:
+    """Rotated values can exceed amax(|x|) by sqrt(group): the per-tensor scale allows for it."""
+    def args(d: Inputs) -> tuple:
+        x = d.x if rows is None else d.x[:rows]
+        return (x, per_tensor_scale(x) * group**0.5, group) + (() if rows is None else (True,))
+    variant = f"group {group}" + ("" if rows is None else f", {rows} rows, pad_16x")
+    return Case("quantize_and_rotate_nvfp4", variant, args, exact, _rotate_then_quantize_nvfp4)
 
 
 CASES = [
@@ -321,6 +343,8 @@ CASES = [
     Case("quantize_nvfp4", "hi_first=False", lambda d: (d.x, d.pts, 0.0, False, False), exact),
     _nvfp4_dequant(hi_first=True),
     _nvfp4_dequant(hi_first=False),
+    *(_nvfp4_rotate(group) for group in (16, 64, 256)),
+    _nvfp4_rotate(16, rows=33),
 ]
 
 
@@ -357,8 +381,8 @@ CASES += [
     _linear_case("per-channel scale", False, None, exact),
     _linear_case("convrot 256", True, None, linear),
     _linear_case("gelu_tanh", False, "gelu_tanh", linear),
-    Case("scaled_mm_nvfp4", "", _fp4_operands, fp4_gemm, _eager_runs_fp4_gemm,
-         "eager's is torch's block-scaled FP4 GEMM (CUDA, compute capability 10.0+, 16-bit output); "
+    Case("scaled_mm_nvfp4", "", _fp4_operands, fp4_gemm, runs=_eager_runs_fp4_gemm,
+         not_run="eager's is torch's block-scaled FP4 GEMM (CUDA, compute capability 10.0+, 16-bit output); "
          "tests/test_scaled_mm_nvfp4.py checks ours against the definition"),
 ]
 
@@ -417,7 +441,7 @@ def check_case(case: Case, inputs: Inputs) -> Row:
     try:
         args = case.args(inputs)
         stage = "eager"
-        eager_fn = getattr(inputs.eager, case.op)
+        eager_fn = case.reference(inputs.eager) if case.reference else getattr(inputs.eager, case.op)
         ref = _as_tuple(eager_fn(*args))
         stage = "comfy_kitchen_c"
         ours_fn = getattr(ops, case.op)  # looked up now, so a patched op is what gets checked

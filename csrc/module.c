@@ -1,16 +1,20 @@
 /* comfy_kitchen_c._C: the Python face of the C ops.  Every op spec of
  * ckc_op_table becomes one function taking
- *     (op_name, tensor capsules..., ints..., stream, nthreads)
+ *     (op_name, tensor capsules..., ints..., stream, nthreads[, check])
  * which imports the DLPack capsules, checks dtypes and devices, runs the op
- * with the GIL released, hands the capsules' tensors back, and raises the
- * op-named exception for any failure.  Exceptions are created here once. */
+ * with the GIL released under the checks of `check` (diag/checked.h: 0 launch,
+ * the default, 1 boundary, 2 op), hands the capsules' tensors back, and raises
+ * the op-named exception for any failure.  Exceptions are created here once
+ * (the CudaFault family in diag_module.c). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
+#include "diag_module.h"
 #include "dlpack.h"
 #include "gpu/blas.h"
+#include "gpu/runtime.h"
 #include "ops/op.h"
 
 #define CKC_MAX_OPS 32
@@ -148,14 +152,25 @@ call_op(PyObject *self, PyObject *args)
     ckc_dlpack_hold holds[CKC_OP_MAX_TENSORS] = {{0}};
     ckc_op_args a;
     ckc_error err;
+    ckc_fault fault;
     ckc_status status;
     const char *op;
     Py_ssize_t expected;
+    long check = CKC_CHECK_LAUNCH;
     if (spec == NULL) {
         return NULL;
     }
     expected = 1 + spec->n_tensors + spec->n_ints + 2;
-    if (PyTuple_Size(args) != expected) {
+    if (PyTuple_Size(args) == expected + 1) { /* the optional checking mode */
+        check = PyLong_AsLong(PyTuple_GetItem(args, expected));
+        if (check < CKC_CHECK_LAUNCH || check > CKC_CHECK_OP) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "%s(): check must be 0 (launch), 1 (boundary) or 2 (op)",
+                             spec->name);
+            }
+            return NULL;
+        }
+    } else if (PyTuple_Size(args) != expected) {
         PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", spec->name, expected,
                      PyTuple_Size(args));
         return NULL;
@@ -167,20 +182,25 @@ call_op(PyObject *self, PyObject *args)
     memset(&a, 0, sizeof a);
     a.spec = spec;
     err.status = CKC_OK;
+    err.device_error[0] = '\0';
     status = import_tensors(args, &a, holds, &err);
     if (status == CKC_OK) {
         status = parse_ints(args, &a, &err);
     }
     if (status == CKC_OK) {
         Py_BEGIN_ALLOW_THREADS
-        status = spec->run(&a, &err);
+        status = ckc_checked_op(op, &a, (int)check, &err, &fault);
         Py_END_ALLOW_THREADS
     }
     for (int k = 0; k < spec->n_tensors; k++) {
         ckc_dlpack_release(&holds[k]);
     }
     if (status != CKC_OK) {
-        raise_error(op, &err);
+        if (ckc_diag_is_fault(status)) {
+            ckc_diag_raise(&err, &fault);
+        } else {
+            raise_error(op, &err);
+        }
         return NULL;
     }
     Py_RETURN_NONE;
@@ -342,6 +362,28 @@ set_blas_search_dirs(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 #endif
+/* For `doctor`: (driver, runtime) CUDA versions, or None in a build without a GPU runtime. */
+static PyObject *
+cuda_versions(PyObject *self, PyObject *args)
+{
+#if defined(CKC_WITH_GPU)
+    int driver = 0;
+    int runtime = 0;
+    ckc_error err;
+    (void)self;
+    (void)args;
+    err.status = CKC_OK;
+    if (ckc_gpu_versions(&driver, &runtime, &err) != CKC_OK) {
+        raise_error("cuda_versions", &err);
+        return NULL;
+    }
+    return Py_BuildValue("(ii)", driver, runtime);
+#else
+    (void)self;
+    (void)args;
+    Py_RETURN_NONE;
+#endif
+}
 
 static PyMethodDef module_functions[] = {
     {"cpu_isa", cpu_isa, METH_NOARGS, "cpu_isa()\n--\n\nInstruction set of the CPU kernels in use."},
@@ -353,6 +395,9 @@ static PyMethodDef module_functions[] = {
     {"set_blas_search_dirs", set_blas_search_dirs, METH_O,
      "set_blas_search_dirs(dirs)\n--\n\nDirectories (os.pathsep-separated) to search for cuBLASLt at first use."},
 #endif
+    {"cuda_versions", cuda_versions, METH_NOARGS,
+     "cuda_versions()\n--\n\n(driver, runtime) CUDA versions as 1000*major + 10*minor (driver 0: none "
+     "installed), or None in a build without CUDA."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -392,7 +437,7 @@ CKC_MODULE_INIT(void)
 #if defined(CKC_WITH_GPU)
     ckc_blas_init();
 #endif
-    if (add_exceptions(m) < 0 || add_ops(m) < 0 ||
+    if (add_exceptions(m) < 0 || ckc_diag_add(m) < 0 || add_ops(m) < 0 ||
         PyModule_AddIntConstant(m, "HAS_CUDA", CKC_HAS_CUDA) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -27,50 +27,12 @@ chunks_for(int64_t cols)
     return needed <= 1 ? 1 : (needed <= 2 ? 2 : CKC_MAX_CHUNKS);
 }
 
-static bool
-aligned16(const void *p, int64_t row_bytes)
-{
-    return ((uintptr_t)p % 16) == 0 && row_bytes % 16 == 0;
-}
-
 /* The row kernel instance for a row length: 1, 2 or CKC_MAX_CHUNKS chunks per thread. */
 template <typename Kernel>
 static Kernel
 by_chunks(int chunks, Kernel one, Kernel two, Kernel most)
 {
     return chunks == 1 ? one : (chunks == 2 ? two : most);
-}
-
-/* A chunk loaded, activated (int8_linear's input_act: for swiglu the row is
- * [gate | up], up at column k; the activated value rounded to the element type
- * as eager's activation returns it) and, for group > 0, scaled by 1/sqrt(G),
- * rotated and rounded to the element type (as eager rounds its matmul): what
- * the quantizer sees and what the plain rotation stores. */
-template <ckc_float_kind KIND, int ACT = CKC_ACT_NONE>
-__device__ __forceinline__ void
-ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
-                    float v[CKC_CHUNK])
-{
-    ckc_load_chunk<KIND>(row, start, k, vec, v);
-    if (ACT != CKC_ACT_NONE) {
-        float up[CKC_CHUNK];
-        if (ACT == CKC_ACT_SWIGLU) {
-            ckc_load_chunk<KIND>((const char *)row + k * (KIND == CKC_F32 ? 4 : 2), start, k, vec, up);
-        }
-        for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] = ckc_act_apply(ACT, v[e], ACT == CKC_ACT_SWIGLU ? up[e] : 0.0f, KIND);
-        }
-    }
-    if (group > 0) {
-        const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
-        for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] *= norm;
-        }
-        ckc_rotate_chunk(v, group, t, exchange);
-        for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] = ckc_round_to_kind(v[e], KIND);
-        }
-    }
 }
 
 /* ---- row-wise quantization (optionally activated and rotated) ---- */
@@ -157,9 +119,9 @@ static ckc_status
 quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, ckc_error *err)
 {
     const int64_t elem = p->kind == CKC_F32 ? 4 : 2;
-    const bool vec = aligned16(p->x, lay->x_stride * elem) &&
+    const bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
                      (lay->act != CKC_ACT_SWIGLU || (p->cols * elem) % 16 == 0) &&
-                     (p->noise == NULL || aligned16(p->noise, p->cols * elem));
+                     (p->noise == NULL || ckc_aligned16(p->noise, p->cols * elem));
     const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols) : 1;
     return ckc_with_kind(p->kind, [&](auto kind) {
         constexpr ckc_float_kind KIND = decltype(kind)::value;
@@ -232,7 +194,7 @@ launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int ch
 extern "C" ckc_status
 ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const bool vec = aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
+    const bool vec = ckc_aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);

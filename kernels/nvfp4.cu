@@ -3,30 +3,46 @@
  * scale at the swizzled offset and 8 bytes of packed codes.  Every thread
  * checks its block index against the output, so no kernel touches memory past
  * its tensors whatever the tile counts (comfy_kitchen's own kernels write past
- * the end when (rows/16)*(cols/16) is odd). */
+ * the end when (rows/16)*(cols/16) is odd).
+ *
+ * quantize_and_rotate_nvfp4 is the same kernel with the ConvRot rotation on the
+ * load (row_tile.cuh): a group of G columns is held by G/16 consecutive threads,
+ * which lie in one warp (G <= 256, and rows hold whole groups, so a group's first
+ * thread index is a multiple of G/16); they rotate it in registers and warp
+ * shuffles, round it to x's type and quantize it: one read of x, one write of
+ * codes and scales. */
 #include "elements.cuh"
 #include "gpu/launch.h"
 #include "math/nvfp4.h"
+#include "row_tile.cuh"
 
 #define CKC_NVFP4_THREADS 128
 
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_quant_kernel(ckc_nvfp4_quant_params p)
+nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec)
 {
     const int64_t scale_cols = p.out_cols / CKC_NVFP4_BLOCK;
-    const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + threadIdx.x;
-    if (b >= p.out_rows * scale_cols) {
-        return;
-    }
+    const int t = (int)threadIdx.x;
+    const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + t;
+    /* Threads past the last block load nothing and store nothing, but stay for
+     * the rotation's shuffles (whole groups of them: the block count is a
+     * multiple of G/16). */
+    const bool active = b < p.out_rows * scale_cols;
     const int64_t r = b / scale_cols;
     const int64_t c = b % scale_cols;
-    const float pts = *p.per_tensor_scale;
+    const bool in_x = active && r < p.rows;
+    const int64_t elem = KIND == CKC_F32 ? 4 : 2;
+    const void *row = in_x ? (const void *)((const char *)p.x + r * p.cols * elem) : p.x;
     float v[CKC_NVFP4_BLOCK];
+    /* Rows past x (pad_16x) read as zeros: limit 0.  G <= 256 never needs `exchange`. */
+    ckc_rotated_chunk<KIND>(row, c * CKC_NVFP4_BLOCK, in_x ? p.cols : 0, vec, (int)p.group, t, NULL, v);
+    if (!active) {
+        return;
+    }
+    const float pts = *p.per_tensor_scale;
     uint32_t bits = 0;
     for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
-        const int64_t col = c * CKC_NVFP4_BLOCK + j;
-        v[j] = (r < p.rows && col < p.cols) ? ckc_load_value<KIND>(p.x, r * p.cols + col) : 0.0f;
         const uint32_t m = ckc_f32_bits(v[j]) & 0x7FFFFFFFu;
         bits = m > bits ? m : bits;
     }
@@ -48,11 +64,12 @@ grid_for(int64_t blocks)
 extern "C" ckc_status
 ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err)
 {
+    const bool vec = ckc_aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
-            void (*nvfp4_quant)(ckc_nvfp4_quant_params) = nvfp4_quant_kernel<decltype(kind)::value>;
+            void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool) = nvfp4_quant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_quant, grid_for(p->out_rows * (p->out_cols / CKC_NVFP4_BLOCK)),
-                       dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p);
+                       dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec);
             return ckc_gpu_launch_status("nvfp4_quant_kernel", err);
         });
     });

@@ -1,4 +1,5 @@
-/* Device helpers shared by the row kernels (kernels/int8.cu): a block of
+/* Device helpers shared by the row kernels (kernels/int8.cu, and the rotated
+ * NVFP4 quantizer in kernels/nvfp4.cu, one thread per 16 values): a block of
  * CKC_ROW_THREADS threads owns one row; each thread holds chunks of 16
  * consecutive values in registers ("elements per thread" = 16), so the
  * regular Hadamard rotation runs as
@@ -12,6 +13,7 @@
 #define CKC_ROW_TILE_CUH
 
 #include "cuda_dialect.h"
+#include "math/activation.h"
 #include "math/float_bits.h"
 #include "math/hadamard.h"
 
@@ -23,6 +25,13 @@
 struct __align__(16) ckc_bytes16 {
     uint32_t w[4];
 };
+
+/* Whether rows starting at p, row_bytes apart, allow ckc_load_chunk's vector loads. */
+static inline bool
+ckc_aligned16(const void *p, int64_t row_bytes)
+{
+    return ((uintptr_t)p % 16) == 0 && row_bytes % 16 == 0;
+}
 
 /* Loads 16 consecutive elements (those past `limit` read as 0).  `vec`: the
  * caller checked that the row base is 16-byte aligned and rows are whole. */
@@ -122,6 +131,40 @@ ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
             ckc_rotate_shuffle_stage(v, t, o);
         } else {
             ckc_rotate_shared_stage(v, t, o, exchange);
+        }
+    }
+}
+
+/* A chunk loaded, activated (int8_linear's input_act: for swiglu the row is
+ * [gate | up], up at column k; the activated value rounded to the element type
+ * as eager's activation returns it) and, for group > 0, scaled by 1/sqrt(G),
+ * rotated and rounded to the element type (as eager rounds its matmul): what
+ * the int8 quantizer sees, what the plain rotation stores, and what the NVFP4
+ * quantizer sees in quantize_and_rotate_nvfp4.  `exchange` is only touched for
+ * group 1024. */
+template <ckc_float_kind KIND, int ACT = CKC_ACT_NONE>
+__device__ __forceinline__ void
+ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
+                    float v[CKC_CHUNK])
+{
+    ckc_load_chunk<KIND>(row, start, k, vec, v);
+    if (ACT != CKC_ACT_NONE) {
+        float up[CKC_CHUNK];
+        if (ACT == CKC_ACT_SWIGLU) {
+            ckc_load_chunk<KIND>((const char *)row + k * (KIND == CKC_F32 ? 4 : 2), start, k, vec, up);
+        }
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] = ckc_act_apply(ACT, v[e], ACT == CKC_ACT_SWIGLU ? up[e] : 0.0f, KIND);
+        }
+    }
+    if (group > 0) {
+        const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] *= norm;
+        }
+        ckc_rotate_chunk(v, group, t, exchange);
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] = ckc_round_to_kind(v[e], KIND);
         }
     }
 }

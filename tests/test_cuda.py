@@ -124,6 +124,7 @@ def one_call_per_op() -> dict:
         "dequantize_int8_convrot_weight_dtype": (ops.dequantize_int8_convrot_weight_dtype, (qr, sr, 256, 1)),
         "quantize_nvfp4": (ops.quantize_nvfp4, (x, pts)),
         "dequantize_nvfp4": (ops.dequantize_nvfp4, (qx, pts, sx, torch.bfloat16)),
+        "quantize_and_rotate_nvfp4": (ops.quantize_and_rotate_nvfp4, (x, pts * 4, 16)),
     }
 
 
@@ -228,6 +229,39 @@ def test_nvfp4(eager, gpu, dtype, case, rows, cols, pad):
         assert_bitwise_equal(out[1].view(torch.uint8), sx_ref.view(torch.uint8), "vs eager scales")
 
 
+# ---- NVFP4 with rotation (quantize_and_rotate_nvfp4, nvfp4_linear) ----------------------------
+
+# (rows, groups per row, pad_16x), as in test_nvfp4_rotate.py: padded rows, an odd tile count
+# (48 x 5 groups of 16), two swizzle tiles of rows.
+NVFP4_ROTATE_SHAPES = [pytest.param(33, 1, True, id="small-33-pad"), pytest.param(48, 5, False, id="small-48"),
+                       pytest.param(300, 12, True, id="300-pad")]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("group", [16, 64, 256])
+@pytest.mark.parametrize("rows,groups,pad", NVFP4_ROTATE_SHAPES)
+def test_quantize_and_rotate_nvfp4(gpu, dtype, case, group, rows, groups, pad):
+    x = CASES[case](rows, groups * group, dtype)
+    pts = nvfp4_scale(x) * group**0.5
+    for hi_first in (True, False):
+        assert_same(*on_both(ops.quantize_and_rotate_nvfp4, x, pts, group, pad, hi_first, device=gpu),
+                    f"hi_first={hi_first}")
+
+
+@pytest.mark.parametrize("group", [0, 16, 256])
+def test_nvfp4_linear_small(gpu, group):
+    """The quantized operands are the CPU path's bit for bit (above), so the GPU result obeys the
+    CPU result's bound: float32 accumulation of the exact products (test_nvfp4_rotate.py)."""
+    from test_nvfp4_rotate import assert_matmul_exact, quantized_weight
+    x = CASES["outliers"](2 * 9, 512, torch.bfloat16).reshape(2, 9, 512)
+    qw, pts, sw = quantized_weight(CASES["normal"](48, 512, torch.bfloat16, seed=7), group)
+    bias = torch.linspace(-1, 1, 48).to(torch.bfloat16)
+    y = ops.nvfp4_linear(*moved((x, qw, pts, sw, bias), gpu), None, bool(group), group or 16)
+    assert y.device == gpu and y.shape == (2, 9, 48)
+    assert_matmul_exact(y.cpu(), x, qw, pts, sw, bias, group)
+
+
 # ---- GPU specifics --------------------------------------------------------------------------
 
 def misaligned(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -249,6 +283,7 @@ def test_misaligned_inputs_small(gpu):
              (ops.quantize_int8_rowwise, (x,), (x_gpu,)),
              (ops.rotate_int8_convrot_weight, (x, 256), (x_gpu, 256)),
              (ops.quantize_nvfp4, (x, pts), (x_gpu, pts_gpu)),
+             (ops.quantize_and_rotate_nvfp4, (x, pts, 64), (x_gpu, pts_gpu, 64)),
              (ops.dequantize_int8_simple_dtype, (q, s, 2), (q_gpu, s_gpu, 2)),
              (ops.dequantize_int8_convrot_weight, (q, s, 64), (q_gpu, s_gpu, 64))]
     for fn, cpu_args, gpu_args in calls:

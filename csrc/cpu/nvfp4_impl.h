@@ -1,6 +1,8 @@
 /* CPU kernels of the NVFP4 family.  A row is converted to float once (with the
- * pad_16x zeros appended), then each block of 16 gets its e4m3 scale, codes
- * and packed bytes; scales go straight to their swizzled offsets.
+ * pad_16x zeros appended; for quantize_and_rotate_nvfp4 rotated group-wise and
+ * rounded to x's type on the way, exactly as rotate_int8_convrot_weight stores
+ * it), then each block of 16 gets its e4m3 scale, codes and packed bytes;
+ * scales go straight to their swizzled offsets.
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/nvfp4.h"
 
@@ -32,7 +34,13 @@ nvfp4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
     for (int64_t r = r0; r < r1; r++) {
         uint8_t *qrow = p->qx + r * (out_cols / 2);
         int64_t i = 0;
-        if (r < p->rows) {
+        if (r < p->rows && p->group > 0) {
+            ckc_row_load_rotated((const char *)p->x + r * row_bytes, p->kind, p->cols, p->group, v);
+            /* Rounds in place to x's type; the row's absmax it returns is not
+             * needed (each block takes its own below). */
+            (void)ckc_row_round_absmax(v, p->kind, p->cols);
+            i = p->cols;
+        } else if (r < p->rows) {
             ckc_row_load((const char *)p->x + r * row_bytes, p->kind, p->cols, v);
             i = p->cols;
         }

@@ -1,6 +1,7 @@
 /* Host logic of the NVFP4 family: argument shapes, then the device's kernel. */
 #include "cpu/kernels.h"
 #include "gpu/launch.h"
+#include "math/hadamard.h"
 #include "math/nvfp4.h"
 #include "op.h"
 
@@ -23,7 +24,8 @@ check_scales(const ckc_op_args *a, int pts_idx, int scales_idx, int64_t rows, in
     return ckc_check_shape(a, scales_idx, 2, scale_shape, err);
 }
 
-/* ---- quantize_nvfp4(x, per_tensor_scale, qx, scales; hi_first) ---- */
+/* ---- quantize_nvfp4(x, per_tensor_scale, qx, scales; hi_first, group) ----
+ * group > 0: quantize_and_rotate_nvfp4, each group of columns rotated first. */
 
 enum { QN_X, QN_PTS, QN_QX, QN_SCALES };
 
@@ -55,6 +57,14 @@ run_nvfp4_quant(const ckc_op_args *a, ckc_error *err)
                         (long long)x->shape[0], (long long)x->shape[1]);
     }
     CKC_TRY(check_scales(a, QN_PTS, QN_SCALES, out_rows, out_cols, err));
+    if (a->i[1] != 0) {
+        if (ckc_hadamard_log4(a->i[1]) < 0 || a->i[1] < CKC_NVFP4_MIN_GROUP || a->i[1] > CKC_NVFP4_MAX_GROUP) {
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'group_size': %lld is not 16, 64 or 256",
+                            (long long)a->i[1]);
+        }
+        /* Whole groups in every row, so no column is padded (cols % 16 == 0). */
+        CKC_TRY(ckc_check_group("group_size", a->i[1], x->shape[1], err));
+    }
     p.x = x->data;
     p.kind = ckc_float_kind_of(x->dtype);
     p.rows = x->shape[0];
@@ -65,6 +75,7 @@ run_nvfp4_quant(const ckc_op_args *a, ckc_error *err)
     p.qx = (uint8_t *)qx->data;
     p.scales = (uint8_t *)a->t[QN_SCALES].data;
     p.hi_first = a->i[0] != 0;
+    p.group = a->i[1];
 #if defined(CKC_WITH_GPU)
     if (ckc_on_gpu(a)) {
         return ckc_gpu_nvfp4_quant(&p, &a->exec, err);
@@ -78,16 +89,18 @@ run_nvfp4_quant(const ckc_op_args *a, ckc_error *err)
 
 const ckc_op_spec ckc_op_nvfp4_quant = {
     "nvfp4_quant",
-    "nvfp4_quant(op, x, per_tensor_scale, qx, scales, hi_first, stream, nthreads)\n--\n\n"
+    "nvfp4_quant(op, x, per_tensor_scale, qx, scales, hi_first, group, stream, nthreads)\n--\n\n"
     "NVFP4 codes of x[rows, cols] into qx[R, C/2] (R, C = rows, cols, or both padded\n"
-    "to 16) and e4m3 block scales into the pre-zeroed swizzled buffer scales.",
+    "to 16) and e4m3 block scales into the pre-zeroed swizzled buffer scales; with\n"
+    "group 16, 64 or 256, each group of columns is rotated by the regular Hadamard\n"
+    "matrix and rounded to x's dtype first.",
     4,
     {{"x", CKC_FLOATS, 0},
      {"per_tensor_scale", F32, 0},
      {"qx", U8, CKC_ARG_OUTPUT},
      {"scales", U8, CKC_ARG_OUTPUT}},
-    1,
-    {"hi_first"},
+    2,
+    {"hi_first", "group"},
     run_nvfp4_quant,
 };
 

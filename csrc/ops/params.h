@@ -62,7 +62,9 @@ typedef struct {
 } ckc_int8_dequant_params;
 
 /* NVFP4 quantization of x[rows, cols] into codes qx[out_rows, out_cols / 2] and
- * swizzled e4m3 scales; rows/cols past the input read as zeros (pad_16x). */
+ * swizzled e4m3 scales; rows/cols past the input read as zeros (pad_16x).  With
+ * group > 0 each group of columns is first rotated by the regular Hadamard
+ * matrix and rounded to x's type (cols % group == 0, so only rows are padded). */
 typedef struct {
     const void *x;
     ckc_float_kind kind;
@@ -70,6 +72,7 @@ typedef struct {
     int64_t cols;
     int64_t out_rows;
     int64_t out_cols;
+    int64_t group;       /* 0: no rotation; else 16, 64 or 256 */
     const float *per_tensor_scale;
     uint8_t *qx;
     uint8_t *scales;     /* pre-zeroed, [roundup(out_rows,128), roundup(out_cols/16,4)] */

@@ -11,6 +11,12 @@
 #define CKC_E2M1_MAX 6.0f
 #define CKC_E4M3_MAX 448.0f
 
+/* Hadamard group sizes of the rotated quantizer: from one block of 16 (the
+ * rotation evens out each block, whose scale is its own) to 16 blocks, the
+ * most whose rotation stays inside one warp of the GPU kernel (16 lanes). */
+#define CKC_NVFP4_MIN_GROUP 16
+#define CKC_NVFP4_MAX_GROUP 256
+
 /* e4m3 block scale for a block whose absmax (taken in the element type) is
  * given: round_e4m3(min(absmax / 6 / per_tensor_scale, 448)).  NaN stays NaN. */
 CKC_HD uint8_t

@@ -1,0 +1,370 @@
+"""``python -m comfy_kitchen_c doctor``: the command runs anywhere (no GPU, no record), the
+RAM-derived ComfyUI settings follow ComfyUI's formulas, the backend table agrees with
+comfy_kitchen's registry, and the flight-record analysis names the right records.
+
+The analysis is tested on records shaped exactly like ``flight.load``'s result
+(/work/plan/flight_interface.md), through a stand-in ``comfy_kitchen_c.flight``."""
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+
+import comfy_kitchen_c
+from comfy_kitchen_c import doctor
+
+GIB = 1 << 30
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAS_FLIGHT = importlib.util.find_spec("comfy_kitchen_c.flight") is not None
+
+
+def run_doctor(*args, flight_dir):
+    env = dict(os.environ, COMFY_KITCHEN_C_FLIGHT_DIR=str(flight_dir))
+    return subprocess.run([sys.executable, "-m", "comfy_kitchen_c", "doctor", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def no_record_line(flight_dir) -> str:
+    """What doctor says with an empty flight folder (before the fault core is merged: no flight module)."""
+    return f"no flight record found in {flight_dir}" if HAS_FLIGHT else "flight records are not available"
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+def test_text_report_without_a_record(tmp_path):
+    result = run_doctor(flight_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for heading in ("== Environment ==", "== Backends ==", "== Flight record =="):
+        assert heading in out
+    for label in ("OS", "Python", "torch", "comfy-kitchen-c", "CUDA driver", "CUDA runtime", "CPU ISA", "RAM",
+                  "Variables",
+                  "cache_ram", "cache_ram_inactive", "MAX_PINNED_MEMORY"):
+        assert f"\n  {label} " in out, label
+    assert no_record_line(tmp_path) in out
+    assert comfy_kitchen_c._C.cpu_isa() in out
+
+
+def test_json_report_without_a_record(tmp_path):
+    result = run_doctor("--json", flight_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "backends", "flight"}
+    env = doc["environment"]
+    assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
+                        "cpu_isa", "ram", "variables"}
+    assert env["variables"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == str(tmp_path)
+    assert set(env["cuda"]) == {"driver", "runtime_torch", "runtime_extension", "extension_has_cuda", "error"}
+    if env["cuda"]["extension_has_cuda"]:
+        assert env["cuda"]["runtime_extension"] is not None
+    assert env["torch"]["version"] == torch.__version__
+    assert env["comfy_kitchen_c"]["version"] == comfy_kitchen_c.__version__
+    assert env["cpu_isa"]["in_use"] == comfy_kitchen_c._C.cpu_isa()
+    if not torch.cuda.is_available():
+        assert env["gpus"] == []
+    settings = doc["comfyui_settings"]
+    assert settings == json.loads(json.dumps(
+        doctor.comfyui_settings(env["ram"]["total"], sys.platform == "win32", env["ram"]["swap"] or 0)))
+    assert set(doc["backends"]) == {"installed", "error", "priority", "c_registered", "c_active", "backends", "ops"}
+    flight = doc["flight"]
+    assert set(flight) == {"status", "directory", "path", "message", "verdict", "record"}
+    assert flight["status"] == ("none" if HAS_FLIGHT else "unavailable") and flight["record"] is None
+    assert no_record_line(tmp_path) in flight["message"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cross-checks /proc/meminfo with sysconf")
+def test_total_ram_is_the_physical_memory():
+    ram = doctor.total_ram()
+    assert ram["source"] == "/proc/meminfo"
+    assert ram["total"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_windows_report_uses_the_windows_ram_and_formula(monkeypatch, tmp_path):
+    """The reporter's machine: Windows 11 build 26200, 64 GiB visible."""
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(sys, "getwindowsversion", lambda: types.SimpleNamespace(build=26200), raising=False)
+    monkeypatch.setattr(doctor, "_windows_memory", lambda: (64 * GIB, 16 * GIB))
+    monkeypatch.setattr(doctor, "flight_report", lambda path=None: {"status": "none"})
+    doc = doctor.report()
+    assert doc["environment"]["ram"] == {"total": 64 * GIB, "swap": 16 * GIB, "source": "GlobalMemoryStatusEx"}
+    assert doc["environment"]["os"]["windows_build"] == 26200
+    assert "TDR" in doc["environment"]["os"]["note"]
+    s = doc["comfyui_settings"]
+    assert s["windows"] is True
+    assert (s["cache_ram_gib"], s["cache_ram_inactive_gib"]) == pytest.approx((6.4, 64))
+    assert s["max_pinned_memory_gib"] == pytest.approx(25.6)  # swap plays no part on Windows
+
+
+# ---- RAM-derived settings: root-cause-notes §2 table ------------------------------------------
+
+@pytest.mark.parametrize("ram_gib, cache_ram, inactive, pinned", [(32, 3.2, 32, 12.8), (64, 6.4, 64, 25.6)])
+def test_settings_at_32_and_64_gib_on_windows(ram_gib, cache_ram, inactive, pinned):
+    s = doctor.comfyui_settings(ram_gib * GIB, windows=True)
+    assert s["cache_ram_gib"] == pytest.approx(cache_ram)
+    assert s["cache_ram_inactive_gib"] == pytest.approx(inactive)
+    assert s["max_pinned_memory_gib"] == pytest.approx(pinned)
+
+
+@pytest.mark.parametrize("ram_gib, swap_gib, pinned", [
+    (32, 0, 16.0),    # RAM + swap - 16 GiB is the smallest of the three, above 0.40 * RAM
+    (64, 0, 48.0),
+    (64, 16, 57.6),   # swap lifts the last term: 0.90 * RAM is the smallest
+    (16, 0, 6.4),     # RAM - 16 GiB is 0: the 0.40 * RAM floor
+])
+def test_max_pinned_elsewhere(ram_gib, swap_gib, pinned):
+    s = doctor.comfyui_settings(ram_gib * GIB, windows=False, swap=swap_gib * GIB)
+    assert s["max_pinned_memory_gib"] == pytest.approx(pinned)
+
+
+@pytest.mark.parametrize("ram_gib, cache_ram, inactive", [(8, 2.0, 8), (256, 10.0, 128)])
+def test_settings_clamp(ram_gib, cache_ram, inactive):
+    s = doctor.comfyui_settings(ram_gib * GIB, windows=True)
+    assert s["cache_ram_gib"] == pytest.approx(cache_ram)
+    assert s["cache_ram_inactive_gib"] == pytest.approx(inactive)
+
+
+# ---- backend table ----------------------------------------------------------------------------
+
+@pytest.fixture
+def registry():
+    reg = pytest.importorskip("comfy_kitchen.registry").registry
+    saved = list(reg._priority)
+    yield reg
+    reg.set_priority(saved)
+
+
+@pytest.mark.parametrize("activate", [False, True])
+def test_cpu_pick_agrees_with_the_registry(registry, activate):
+    if activate:
+        comfy_kitchen_c.activate()
+    else:  # comfy_kitchen's own order, whatever earlier tests did
+        registry.set_priority([name for name in registry._priority if name != "c"])
+    table = doctor.backend_table()
+    assert table["installed"] and table["c_registered"]
+    assert table["c_active"] is activate
+    rows = {r["op"]: r for r in table["ops"]}
+    assert set(rows) == set(comfy_kitchen_c.backend.capabilities())
+    x = torch.randn(8, 64)
+    assert rows["quantize_int8_rowwise"]["cpu"] == registry.get_capable_backend("quantize_int8_rowwise", {"x": x})
+    assert rows["quantize_int8_rowwise"]["cpu"] == ("c" if activate else "eager")
+
+
+def test_cuda_pick_follows_device_constraints(registry):
+    comfy_kitchen_c.activate()
+    rows = {r["op"]: r for r in doctor.backend_table()["ops"]}
+    expected = "c" if comfy_kitchen_c._C.HAS_CUDA else next(
+        name for name in registry._priority if name != "c" and registry.is_available(name)
+        and "quantize_int8_rowwise" in registry.list_backends()[name]["capabilities"]
+        and doctor._tensor_devices(registry.get_constraints(name, "quantize_int8_rowwise"), "cuda"))
+    assert rows["quantize_int8_rowwise"]["cuda"] == expected
+
+
+def test_disabled_c_is_registered_not_active(registry, capsys):
+    comfy_kitchen_c.activate()
+    registry.disable("c")
+    try:
+        table = doctor.backend_table()
+        doctor.print_backends(table, sys.stdout)
+    finally:
+        registry.enable("c")
+    assert table["c_registered"] and not table["c_active"]
+    assert all(row["cpu"] != "c" for row in table["ops"])
+    assert '"c" is registered but disabled' in capsys.readouterr().out
+
+
+def test_a_failing_driver_query_is_reported(monkeypatch):
+    def cuda_versions():
+        raise RuntimeError("cuda_versions: cudaDriverGetVersion(driver) failed: cudaErrorUnknown: unknown error")
+
+    monkeypatch.setattr(doctor, "_C", types.SimpleNamespace(cuda_versions=cuda_versions, HAS_CUDA=1))
+    info = doctor._cuda_info()
+    assert info["driver"] is None and info["runtime_extension"] is None
+    assert "cudaErrorUnknown" in info["error"]
+
+
+def test_without_comfy_kitchen(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "comfy_kitchen.registry", None)
+    table = doctor.backend_table()
+    assert table["installed"] is False and table["ops"] == []
+    doctor.print_backends(table, sys.stdout)
+    assert "comfy_kitchen is not installed" in capsys.readouterr().out
+
+
+# ---- flight-record analysis -------------------------------------------------------------------
+
+T0 = 1_790_000_000.0
+
+
+def rec(seq, op, state, kind="op", error="", stream=0x7F00, **kw):
+    """One record exactly as flight.load returns it."""
+    r = {"seq": seq, "kind": kind, "op": op, "state": state, "device": 0, "stream": stream,
+         "queued_unix": T0 + seq, "completed_unix": T0 + seq + 0.002 if state == "completed" else None,
+         "tensors": "", "params": "", "bytes": 0, "host_ptr": 0, "host_bytes": 0, "device_ptr": 0,
+         "host_memory": "", "error": error}
+    r.update(kw)
+    return r
+
+
+def loaded(records, path="/records/ckc-4242.flight"):
+    """flight.load's dict for these records, with its analysis fields filled as documented."""
+    completed = [r for r in records if r["state"] == "completed"]
+    last = max(completed, key=lambda r: r["seq"]) if completed else None
+    pending = [r for r in records if r["state"] in ("queued", "hang_suspected")]
+    return {
+        "path": path, "format_version": 1,
+        "process": {"pid": 4242, "started_unix": T0, "host": "gpu-box", "python": "3.12.7",
+                    "package_version": "0.1.0"},
+        "capacity": 4096, "written": records[-1]["seq"] if records else 0,
+        "records": records,
+        "last_completed": last,
+        "first_incomplete": min(pending, key=lambda r: r["seq"]) if pending else None,
+        "faults": [r for r in records if r["state"] == "failed"],
+        "hangs": [r for r in records if r["state"] == "hang_suspected"],
+    }
+
+
+def hang_records():
+    return [
+        rec(1, "stage", "completed", kind="copy", bytes=4, host_ptr=0x7F10_0000, host_bytes=4,
+            device_ptr=0xB000_0000, host_memory="pinned", tensors="dst float32[]; src float32[]"),
+        rec(2, "quantize_and_rotate_rowwise", "completed", tensors="x bfloat16[4096, 3072]",
+            params="group_size=256 grid=(4096,1,1) block=(256,1,1)"),
+        rec(3, "int8_linear", "hang_suspected", tensors="x int8[4096, 3072]; w int8[12288, 3072]",
+            params="algo=cublasLt#3 grid=(96,32,1)", error="still running after 1500 ms"),
+        rec(4, "dequantize_int8_simple", "queued", tensors="q int8[4096, 12288]"),
+    ]
+
+
+@pytest.fixture
+def fake_flight(monkeypatch, tmp_path):
+    """Installs a stand-in comfy_kitchen_c.flight serving the records put in state["records"]."""
+    state = {"records": None, "loaded": []}
+
+    def load(path):
+        state["loaded"].append(path)
+        if state["records"] is None:
+            raise ValueError("not a flight record")
+        return loaded(state["records"], path)
+
+    module = types.SimpleNamespace(
+        default_dir=lambda: str(tmp_path),
+        newest_record=lambda directory=None: (str(tmp_path / "ckc-4242.flight")
+                                              if state["records"] is not None else None),
+        load=load)
+    monkeypatch.setitem(sys.modules, "comfy_kitchen_c.flight", module)
+    monkeypatch.setattr(comfy_kitchen_c, "flight", module, raising=False)
+    return state
+
+
+def run_main(capsys, *argv):
+    parser = argparse.ArgumentParser()
+    doctor.add_arguments(parser)
+    status = doctor.main(parser.parse_args(list(argv)))
+    return status, capsys.readouterr().out
+
+
+def test_verdict_names_last_completed_first_incomplete_and_the_hang():
+    sentences = doctor.verdict(loaded(hang_records()))
+    assert sentences[0] == ("The GPU stopped completing work at seq 3 (op int8_linear); it had completed "
+                            "seq 2 (op quantize_and_rotate_rowwise).")
+    assert sentences[1].startswith("A hang record was written for seq 3 (op int8_linear, queued ")
+    assert sentences[1].endswith(": still running after 1500 ms.")
+    assert len(sentences) == 2
+
+
+def test_verdict_for_a_fault_and_for_a_clean_record():
+    records = [rec(1, "quantize_nvfp4", "completed"),
+               rec(2, "dequantize_nvfp4", "failed", error="cudaErrorIllegalAddress: an illegal memory access "
+                                                          "was encountered")]
+    fault = doctor.verdict(loaded(records))
+    assert fault == ["The GPU completed all recorded work, up to seq 1 (op quantize_nvfp4).",
+                     "seq 2 (op dequantize_nvfp4) failed: cudaErrorIllegalAddress: an illegal memory access "
+                     "was encountered."]
+    clean = doctor.verdict(loaded(records[:1]))
+    assert clean == ["The GPU completed all recorded work, up to seq 1 (op quantize_nvfp4).",
+                     "No fault or hang was recorded."]
+
+
+def test_verdict_when_the_process_died_with_work_queued():
+    records = [rec(1, "stage", "completed", kind="copy", bytes=6291456, host_memory="pageable"),
+               rec(2, "quantize_int8_rowwise", "queued")]
+    assert doctor.verdict(loaded(records)) == [
+        "The GPU stopped completing work at seq 2 (op quantize_int8_rowwise); it had completed seq 1 "
+        "(stage: copy of 6291456 bytes from pageable host memory).",
+        "No fault or hang was recorded: the process ended (or the device was lost) while seq 2 was queued "
+        "or running."]
+
+
+def test_verdict_when_another_stream_completed_later():
+    records = [rec(1, "quantize_int8_rowwise", "queued", stream=0x10), rec(2, "stage", "completed",
+                                                                         kind="copy", stream=0x20, bytes=8)]
+    first = doctor.verdict(loaded(records))[0]
+    assert first.startswith("The GPU stopped completing work at seq 1 (op quantize_int8_rowwise); "
+                            "work on other streams completed later, up to seq 2")
+
+
+def test_text_analysis_of_the_newest_record(fake_flight, capsys):
+    fake_flight["records"] = hang_records()
+    status, out = run_main(capsys)
+    assert status == 0
+    flight = out[out.index("== Flight record =="):]
+    assert "process 4242 on gpu-box" in flight
+    assert "The GPU stopped completing work at seq 3 (op int8_linear); it had completed seq 2" in flight
+    last_completed = flight[flight.index("Last completed:"):flight.index("First not completed:")]
+    assert "seq 2 op quantize_and_rotate_rowwise: completed" in last_completed
+    assert "params: group_size=256 grid=(4096,1,1) block=(256,1,1)" in last_completed
+    first = flight[flight.index("First not completed:"):flight.index("Faults:")]
+    assert "seq 3 op int8_linear: hang_suspected" in first
+    assert "tensors: x int8[4096, 3072]; w int8[12288, 3072]" in first
+    assert "params: algo=cublasLt#3 grid=(96,32,1)" in first
+    assert "error: still running after 1500 ms" in first
+    assert "stream 0x7f00" in first and "not completed" in first
+    assert "Faults: none" in flight
+    hangs = flight[flight.index("Hangs:"):flight.index("Last 4 records")]
+    assert "seq 3 op int8_linear: see above" in hangs
+    table = flight[flight.index("Last 4 records"):].splitlines()[1:]
+    assert [line.split()[0] for line in table] == ["seq", "1", "2", "3", "4"]
+    assert table[1].split()[3:7] == ["(pinned)", "completed", "0", "0x7f00"]  # host memory of the copy
+    assert table[3].split()[6] == "3.000"  # queued 3 s after the process started
+
+
+def test_copy_details_name_host_and_device_ranges():
+    lines = doctor.details(hang_records()[0])
+    assert lines[0] == "seq 1 stage: copy of 4 bytes from pinned host memory: completed"
+    assert "  host 0x7f100000 (4 bytes, pinned) -> device 0xb0000000" in lines
+
+
+def test_completion_without_a_time_is_still_completion():
+    done = rec(2, "quantize_int8_rowwise", "completed", completed_unix=None)
+    assert "queued 2026-09-21 14:13:22.000 UTC, completed (time not recorded)" in "\n".join(doctor.details(done))
+    pending = rec(3, "quantize_int8_rowwise", "queued")
+    assert doctor.details(pending)[2].endswith(", not completed")
+
+
+def test_json_analysis_of_a_record_from_another_computer(fake_flight, capsys):
+    fake_flight["records"] = hang_records()
+    status, out = run_main(capsys, "--json", "--record", "/copied/ckc-4242.flight")
+    assert status == 0
+    assert fake_flight["loaded"] == ["/copied/ckc-4242.flight"]
+    flight = json.loads(out)["flight"]
+    assert flight["status"] == "ok" and flight["path"] == "/copied/ckc-4242.flight"
+    assert flight["record"]["first_incomplete"]["op"] == "int8_linear"
+    assert flight["record"]["last_completed"]["op"] == "quantize_and_rotate_rowwise"
+    assert flight["verdict"] == doctor.verdict(loaded(hang_records(), "/copied/ckc-4242.flight"))
+
+
+def test_unreadable_record_fails_with_a_message(fake_flight, capsys):
+    status, out = run_main(capsys, "--record", "/copied/garbage.bin")
+    assert status == 1
+    assert "cannot read flight record /copied/garbage.bin: not a flight record" in out
+
+
+def test_no_record_in_the_flight_folder(fake_flight, capsys, tmp_path):
+    status, out = run_main(capsys)
+    assert status == 0
+    assert f"no flight record found in {tmp_path}" in out
