@@ -13,6 +13,7 @@
 #include "cpu/parallel.h"
 #include "diag_module.h"
 #include "dlpack.h"
+#include "gpu/blas.h"
 #include "gpu/runtime.h"
 #include "ops/op.h"
 
@@ -348,6 +349,19 @@ set_cpu_isa(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+#if defined(CKC_WITH_GPU)
+static PyObject *
+set_blas_search_dirs(PyObject *self, PyObject *arg)
+{
+    const char *dirs = PyUnicode_AsUTF8AndSize(arg, NULL);
+    (void)self;
+    if (dirs == NULL) {
+        return NULL;
+    }
+    ckc_blas_set_search_dirs(dirs);
+    Py_RETURN_NONE;
+}
+#endif
 /* For `doctor`: (driver, runtime) CUDA versions, or None in a build without a GPU runtime. */
 static PyObject *
 cuda_versions(PyObject *self, PyObject *args)
@@ -377,6 +391,10 @@ static PyMethodDef module_functions[] = {
      "cpu_isas()\n--\n\nInstruction sets this build can run on this CPU, best first."},
     {"set_cpu_isa", set_cpu_isa, METH_O,
      "set_cpu_isa(isa)\n--\n\nUse the CPU kernels built for isa (one of cpu_isas())."},
+#if defined(CKC_WITH_GPU)
+    {"set_blas_search_dirs", set_blas_search_dirs, METH_O,
+     "set_blas_search_dirs(dirs)\n--\n\nDirectories (os.pathsep-separated) to search for cuBLASLt at first use."},
+#endif
     {"cuda_versions", cuda_versions, METH_NOARGS,
      "cuda_versions()\n--\n\n(driver, runtime) CUDA versions as 1000*major + 10*minor (driver 0: none "
      "installed), or None in a build without CUDA."},
@@ -416,6 +434,9 @@ CKC_MODULE_INIT(void)
     }
     ckc_parallel_init();
     ckc_cpu_select_default();
+#if defined(CKC_WITH_GPU)
+    ckc_blas_init();
+#endif
     if (add_exceptions(m) < 0 || ckc_diag_add(m) < 0 || add_ops(m) < 0 ||
         PyModule_AddIntConstant(m, "HAS_CUDA", CKC_HAS_CUDA) < 0) {
         Py_DECREF(m);
