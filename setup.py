@@ -85,6 +85,10 @@ class BuildExt(build_ext):
     (the same C sources are compiled with different macros for _C and _C_emu)."""
 
     def build_extensions(self):
+        # The build configuration (CUDA or not, sanitizer, warnings) comes from environment
+        # variables that file timestamps cannot see: always rebuild, never reuse a .so or
+        # objects built under another configuration.
+        self.force = True
         werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
         self.msvc = self.compiler.compiler_type == "msvc"
         if self.msvc:

@@ -677,14 +677,6 @@ def _activation_scale(x2: torch.Tensor, group: int) -> torch.Tensor:
     return (amax / NVFP4_RANGE).clamp_min(torch.finfo(torch.float32).tiny).reshape(1)
 
 
-def _nvfp4_matmul(qa, tsa, bsa, qw, tsw, bsw, bias, out_dtype):
-    """dec(qa) @ dec(qw).T (+ bias) rounded once to out_dtype, where dec applies both scales:
-    scaled_mm_nvfp4's result, here by dequantizing both operands to float32."""
-    a = dequantize_nvfp4(qa, tsa, bsa, torch.float32)
-    w = dequantize_nvfp4(qw, tsw, bsw, torch.float32)
-    return torch.nn.functional.linear(a, w, None if bias is None else bias.float()).to(out_dtype)
-
-
 def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None, out_dtype=None, convrot=False,
                  convrot_groupsize=16):
     """x @ W.T (+ bias) with the NVFP4 weight W (packed uint8 [N, K/2], hi_first, its swizzled
@@ -704,6 +696,6 @@ def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None,
     x2 = x.reshape(-1, x.shape[-1])
     pts = _activation_scale(x2, group)
     qa, bsa = _quantize_nvfp4(op, x2, pts, True, True, group)
-    out = _nvfp4_matmul(qa, pts, bsa, weight, weight_tensor_scale, weight_block_scales, bias,
-                        x.dtype if out_dtype is None else out_dtype)
+    out = scaled_mm_nvfp4(qa, weight, pts, _per_tensor_scale(weight_tensor_scale, x.device), bsa,
+                          weight_block_scales, bias, x.dtype if out_dtype is None else out_dtype)
     return out[: x2.shape[0]].reshape(*x.shape[:-1], weight.shape[0])
