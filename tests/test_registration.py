@@ -25,14 +25,6 @@ def run_python(code: str, **env) -> str:
 
 
 @pytest.fixture
-def activated():
-    saved = list(registry._priority)
-    comfy_kitchen_c.activate()
-    yield
-    registry.set_priority(saved)
-
-
-@pytest.fixture
 def kernel_calls(monkeypatch):
     """Counts calls into each C kernel (ops.py looks them up on _C at call time)."""
     calls = {}

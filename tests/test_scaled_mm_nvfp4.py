@@ -120,14 +120,6 @@ def test_bad_input_names_op_and_argument(i):
 
 # ---- registration of the linear ops ----
 
-@pytest.fixture
-def activated():
-    saved = list(registry._priority)
-    comfy_kitchen_c.activate()
-    yield
-    registry.set_priority(saved)
-
-
 def test_int8_linear_through_comfy_kitchen_runs_our_kernel(activated, monkeypatch):
     calls = []
     real = _C.int8_linear
