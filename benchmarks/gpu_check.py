@@ -467,21 +467,28 @@ def bench_problems(rc: int | None, rows: list[Row], expected: int) -> list[str]:
     return problems
 
 
+def read_records(path: str) -> list[dict]:
+    """The JSON records of a worker's output file, one a line; a line cut short by a crash is left out."""
+    records = []
+    with open(path) as f:
+        for line in f:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
 def read_bench(path: str) -> tuple[dict, list[Row]]:
     """The worker's backend status and rows; a line cut short by a crash is left out (as are the
     linear rows: read_linear_rows)."""
     backends, rows = {}, []
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            kind = record.pop("kind")
-            if kind == "backends":
-                backends = record["backends"]
-            elif kind == "row":
-                rows.append(Row(**record))
+    for record in read_records(path):
+        kind = record.pop("kind")
+        if kind == "backends":
+            backends = record["backends"]
+        elif kind == "row":
+            rows.append(Row(**record))
     return backends, rows
 
 
@@ -745,16 +752,7 @@ def linear_targets(rows: list[LinearRow]) -> list[Target]:
 
 
 def read_linear_rows(path: str) -> list[LinearRow]:
-    rows = []
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.pop("kind") == "linear":
-                rows.append(LinearRow(**record))
-    return rows
+    return [LinearRow(**record) for record in read_records(path) if record.pop("kind") == "linear"]
 
 
 def peak_extra_mib(fn: Callable, args: tuple) -> float:
