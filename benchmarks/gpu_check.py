@@ -120,8 +120,18 @@ PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
 # ---- benchmark data and the numbers derived from it ------------------------------------------
 
+class Timed:
+    """Milliseconds per implementation in `ms` ("ours" and the others), as Row and LinearRow hold them."""
+    ms: dict[str, float | None]
+
+    def ratio(self, numerator: str) -> float | None:
+        """numerator's ms / ours ms: a speedup of ours over a backend, or ours' fraction of copy bandwidth."""
+        mine, theirs = self.ms.get("ours"), self.ms.get(numerator)
+        return theirs / mine if mine and theirs else None
+
+
 @dataclass
-class Row:
+class Row(Timed):
     """One op at one shape: milliseconds per implementation ("ours", "cuda", "triton", "copy";
     None when not measured, with the reason in notes) and the bytes our op moves."""
     op: str
@@ -134,11 +144,6 @@ class Row:
     @property
     def shape(self) -> str:
         return f"{self.m}x{self.k}"
-
-    def ratio(self, numerator: str) -> float | None:
-        """numerator's ms / ours ms: a speedup of ours over a backend, or ours' fraction of copy bandwidth."""
-        mine, theirs = self.ms.get("ours"), self.ms.get(numerator)
-        return theirs / mine if mine and theirs else None
 
 
 @dataclass
@@ -160,6 +165,12 @@ class Target:
     def worst(self) -> tuple[str, float]:
         return min(self.values, key=lambda sv: sv[1])
 
+    def measure(self, rows: list[Timed]) -> "Target":
+        """Takes the target's value on every measured row (of its op, with at least min_m rows) it counts."""
+        self.values = [(r.shape, r.ratio(self.metric)) for r in rows
+                       if r.op == self.op and r.m >= self.min_m and r.ratio(self.metric) is not None]
+        return self
+
 
 def targets(rows: list[Row]) -> list[Target]:
     """The targets, each with its value on every measured shape it counts."""
@@ -169,10 +180,7 @@ def targets(rows: list[Row]) -> list[Target]:
                     "quantize_and_rotate_rowwise", "cuda", SPEEDUP_TARGET)]
     items += [Target(f"NVFP4 quantize >= {SPEEDUP_TARGET:.1f}x comfy_kitchen {b}", "quantize_nvfp4", b, SPEEDUP_TARGET)
               for b in BACKENDS]
-    for t in items:
-        t.values = [(r.shape, r.ratio(t.metric)) for r in rows
-                    if r.op == t.op and r.m >= t.min_m and r.ratio(t.metric) is not None]
-    return items
+    return [t.measure(rows) for t in items]
 
 
 # ---- formatting ----------------------------------------------------------------------------
@@ -459,21 +467,28 @@ def bench_problems(rc: int | None, rows: list[Row], expected: int) -> list[str]:
     return problems
 
 
+def read_records(path: str) -> list[dict]:
+    """The JSON records of a worker's output file, one a line; a line cut short by a crash is left out."""
+    records = []
+    with open(path) as f:
+        for line in f:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
 def read_bench(path: str) -> tuple[dict, list[Row]]:
     """The worker's backend status and rows; a line cut short by a crash is left out (as are the
     linear rows: read_linear_rows)."""
     backends, rows = {}, []
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            kind = record.pop("kind")
-            if kind == "backends":
-                backends = record["backends"]
-            elif kind == "row":
-                rows.append(Row(**record))
+    for record in read_records(path):
+        kind = record.pop("kind")
+        if kind == "backends":
+            backends = record["backends"]
+        elif kind == "row":
+            rows.append(Row(**record))
     return backends, rows
 
 
@@ -692,7 +707,7 @@ def bench_worker(args) -> int:
 # ---- linear ops: int8_linear and scaled_mm_nvfp4 -------------------------------------------
 
 @dataclass
-class LinearRow:
+class LinearRow(Timed):
     """One linear op at one (M, K, N): GPU milliseconds and the peak extra device memory of one
     call (MiB: torch.cuda.max_memory_allocated over the allocation before the call, less the
     output) per implementation ("ours", "cuda", "triton"); None when not measured (notes say why)."""
@@ -707,10 +722,6 @@ class LinearRow:
     @property
     def shape(self) -> str:
         return f"{self.m}x{self.k}x{self.n}"
-
-    def ratio(self, backend: str) -> float | None:
-        mine, theirs = self.ms.get("ours"), self.ms.get(backend)
-        return theirs / mine if mine and theirs else None
 
 
 LINEAR_MEMORY_NOTE = ("\nExtra MiB: the peak of torch's allocations during one call beyond those before it and the "
@@ -736,24 +747,12 @@ def linear_table(rows: list[LinearRow]) -> str:
 
 
 def linear_targets(rows: list[LinearRow]) -> list[Target]:
-    t = Target(f"int8_linear >= {LINEAR_SPEEDUP_TARGET:.1f}x comfy_kitchen cuda", "int8_linear", "cuda",
-               LINEAR_SPEEDUP_TARGET, LINEAR_TARGET_MIN_M)
-    t.values = [(r.shape, r.ratio("cuda")) for r in rows
-                if r.op == t.op and r.m >= t.min_m and r.ratio("cuda") is not None]
-    return [t]
+    return [Target(f"int8_linear >= {LINEAR_SPEEDUP_TARGET:.1f}x comfy_kitchen cuda", "int8_linear", "cuda",
+                   LINEAR_SPEEDUP_TARGET, LINEAR_TARGET_MIN_M).measure(rows)]
 
 
 def read_linear_rows(path: str) -> list[LinearRow]:
-    rows = []
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.pop("kind") == "linear":
-                rows.append(LinearRow(**record))
-    return rows
+    return [LinearRow(**record) for record in read_records(path) if record.pop("kind") == "linear"]
 
 
 def peak_extra_mib(fn: Callable, args: tuple) -> float:

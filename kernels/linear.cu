@@ -12,6 +12,7 @@
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
 #include "math/linear.h"
+#include "ops/linear_plan.h"
 
 #define CKC_GEMV_WARPS 8
 #define CKC_EPILOGUE_COL_BLOCKS 64 /* column blocks per row; rows go in gridDim.y */
@@ -67,18 +68,8 @@ linear_epilogue_kernel(ckc_linear_epilogue_params e)
 static ckc_status
 linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ckc_exec *exec, ckc_error *err)
 {
-    const int64_t elem = p->kind == CKC_F32 ? 4 : 2;
-    const int64_t out_elem = p->out_kind == CKC_F32 ? 4 : 2;
     const ckc_row_layout lay = {p->x_stride, p->ldq, p->act};
-    ckc_int8_rowwise_params q;
-    q.x = (const char *)p->x + r0 * p->x_stride * elem;
-    q.kind = p->kind;
-    q.rows = rows;
-    q.cols = p->k;
-    q.group = p->group;
-    q.noise = NULL;
-    q.q = p->q;
-    q.scale = p->x_scale;
+    const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
     CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
     if (p->acc == NULL) {
         const bool vec = ((uintptr_t)p->w % 16) == 0 && p->ldw % 16 == 0;
@@ -89,28 +80,10 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ck
     /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
      * of CKC_GEMM_ROWS, whatever the buffer holds there, never read back) times the
      * weight's first ldacc rows of ldq values (zeros past n and k when padded). */
-    ckc_int8_gemm_params g;
-    g.a = p->q;
-    g.lda = p->ldq;
-    g.b = p->w;
-    g.ldb = p->ldw;
-    g.c = p->acc;
-    g.ldc = p->ldacc;
-    g.m = (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS;
-    g.n = p->ldacc;
-    g.k = p->ldq;
+    const ckc_int8_gemm_params g =
+        ckc_linear_gemm_params(p, (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS, p->ldacc, p->ldq);
     CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
-    ckc_linear_epilogue_params e;
-    e.acc = p->acc;
-    e.ldacc = p->ldacc;
-    e.x_scale = p->x_scale;
-    e.w_scale = p->w_scale;
-    e.w_per_channel = p->w_per_channel;
-    e.bias = p->bias;
-    e.out = (char *)p->out + r0 * p->n * out_elem;
-    e.out_kind = p->out_kind;
-    e.rows = rows;
-    e.n = p->n;
+    const ckc_linear_epilogue_params e = ckc_linear_epilogue_for(p, r0, rows);
     const int64_t col_blocks = (p->n + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     const dim3 grid((unsigned)(col_blocks < CKC_EPILOGUE_COL_BLOCKS ? col_blocks : CKC_EPILOGUE_COL_BLOCKS),
                     (unsigned)(rows < 65535 ? rows : 65535));
@@ -124,7 +97,7 @@ ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_e
     return ckc_on_device(exec, err, [&]() {
         /* Chunks reuse the scratch buffers: the stream orders their uses. */
         for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk_rows) {
-            const int64_t rows = p->rows - r0 < p->chunk_rows ? p->rows - r0 : p->chunk_rows;
+            const int64_t rows = ckc_linear_chunk_rows(p, r0);
             CKC_TRY(linear_chunk(p, r0, rows, exec, err));
         }
         return CKC_OK;

@@ -21,6 +21,20 @@ def eager():
     return E
 
 
+@pytest.fixture
+def activated():
+    """comfy_kitchen_c activated (first in comfy_kitchen's registry) for one test; the priority
+    before it is restored afterwards."""
+    from comfy_kitchen.registry import registry
+
+    import comfy_kitchen_c
+
+    saved = list(registry._priority)
+    comfy_kitchen_c.activate()
+    yield
+    registry.set_priority(saved)
+
+
 def assert_bitwise_equal(ours: torch.Tensor, ref: torch.Tensor, what: str):
     """Same dtype, shape and bits (NaN payloads included for float outputs)."""
     assert ours.dtype == ref.dtype, f"{what}: dtype {ours.dtype} != {ref.dtype}"

@@ -45,3 +45,19 @@ CASES = {
     "denormals": denormals,
     "at_limits": at_limits,
 }
+
+
+# ---- a CPU tensor that claims to be on a GPU (the routing tests, without a GPU) ----
+
+class FakeCudaTensor(torch.Tensor):
+    """A CPU tensor that claims to be on cuda:<fake_device_index> (0 here; a subclass sets
+    another), to test the compute-capability and per-device rules without a GPU."""
+    fake_device_index = 0
+
+    @property
+    def is_cuda(self):
+        return True
+
+    @property
+    def device(self):
+        return torch.device("cuda", self.fake_device_index)

@@ -14,6 +14,7 @@ from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
 
 import comfy_kitchen_c
 from comfy_kitchen_c import _C
+from inputs import FakeCudaTensor
 
 
 def run_python(code: str, **env) -> str:
@@ -21,14 +22,6 @@ def run_python(code: str, **env) -> str:
                             env={**os.environ, **env}, timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
-
-
-@pytest.fixture
-def activated():
-    saved = list(registry._priority)
-    comfy_kitchen_c.activate()
-    yield
-    registry.set_priority(saved)
 
 
 @pytest.fixture
@@ -131,23 +124,16 @@ def test_constraints_state_devices_and_dtypes():
         assert fc.call_rules, name
 
 
-class _FakeCudaTensor(torch.Tensor):
-    """A CPU tensor that claims to be on cuda:1, to test the per-device GPU rule without a GPU."""
-
-    @property
-    def is_cuda(self):
-        return True
-
-    @property
-    def device(self):
-        return torch.device("cuda", 1)
+class _OnCuda1(FakeCudaTensor):
+    """Claims cuda:1, to test the per-device GPU rule."""
+    fake_device_index = 1
 
 
 @pytest.mark.parametrize("cc,served", [((7, 0), False), ((7, 5), True), ((12, 0), True)])
 def test_gpus_below_the_built_architectures_fall_through(monkeypatch, cc, served):
     asked = []
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: asked.append(d) or cc)
-    x = torch.randn(4, 64).as_subclass(_FakeCudaTensor)
+    x = torch.randn(4, 64).as_subclass(_OnCuda1)
     reason = comfy_kitchen_c.backend.unsupported_gpu({"x": x, "stochastic_rounding": 0})
     assert asked == [torch.device("cuda", 1)]  # the tensor's own device, not the current one
     assert (reason is None) == served

@@ -20,6 +20,7 @@ from comfy_kitchen_c import ArgumentError, ArgumentTypeError, _C, ops
 from comfy_kitchen_c.testing import emulated_device
 
 from conftest import E
+from inputs import FakeCudaTensor
 
 F32_EPS = 2.0**-24
 
@@ -119,14 +120,6 @@ def test_bad_input_names_op_and_argument(i):
 
 # ---- registration of the linear ops ----
 
-@pytest.fixture
-def activated():
-    saved = list(registry._priority)
-    comfy_kitchen_c.activate()
-    yield
-    registry.set_priority(saved)
-
-
 def test_int8_linear_through_comfy_kitchen_runs_our_kernel(activated, monkeypatch):
     calls = []
     real = _C.int8_linear
@@ -156,25 +149,13 @@ def test_unservable_linear_calls_fall_through(activated):
     assert registry.get_capable_backend("scaled_mm_nvfp4", {**mm, "b": qb[:, :8]}) == "eager"
 
 
-class _FakeCudaTensor(torch.Tensor):
-    """A CPU tensor that claims to be on cuda:0, to test the compute-capability rules without a GPU."""
-
-    @property
-    def is_cuda(self):
-        return True
-
-    @property
-    def device(self):
-        return torch.device("cuda", 0)
-
-
 @pytest.mark.parametrize("cc,int8_served,fp4_served", [((7, 0), False, False), ((8, 9), True, False),
                                                        ((10, 0), True, True)])
 def test_minimum_compute_capabilities(monkeypatch, cc, int8_served, fp4_served):
     """IMMA needs 7.5, the block-scaled FP4 GEMM 10.0: on an older GPU the call rule fails with a
     hardware reason (before any argument check), so comfy_kitchen picks another backend."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: cc)
-    cuda = lambda t: t.as_subclass(_FakeCudaTensor)  # noqa: E731
+    cuda = lambda t: t.as_subclass(FakeCudaTensor)  # noqa: E731
     qa, qb, pa, pb, sa, sb, _ = make(4, 8, 32, torch.bfloat16)
     calls = {
         "int8_linear": {"x": cuda(torch.randn(4, 64)), "weight": cuda(torch.ones(8, 64, dtype=torch.int8)),

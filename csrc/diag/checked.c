@@ -180,6 +180,31 @@ blame(ckc_fault *fault, ckc_error *err, uint64_t below)
     return r->kind == CKC_FLIGHT_COPY ? CKC_ERR_STAGING : CKC_ERR_KERNEL;
 }
 
+/* Marks this op's own slot (r may be NULL: the log was full) failed with
+ * `note` and publishes it, so the log shows it though it never completes. */
+static void
+publish_failed(ckc_flight_record *r, uint64_t seq, const char *note)
+{
+    ckc_flight_mark(r, CKC_FLIGHT_FAILED, note);
+    if (r != NULL) {
+        ckc_flight_publish(r, seq);
+    }
+}
+
+/* The device already held a fault when this op (slot r, seq) queued its work:
+ * its slot says it did not run, the fault is blamed on the record that caused
+ * it, and err says so, with `where` the op noticed. */
+static ckc_status
+earlier_fault(ckc_flight_record *r, uint64_t seq, const char *where, ckc_error *err, ckc_fault *fault)
+{
+    char message[sizeof err->message];
+    ckc_status kind;
+    publish_failed(r, seq, "not run: the device holds an earlier fault");
+    kind = blame(fault, err, seq);
+    snprintf(message, sizeof message, "%s", err->message);
+    return CKC_FAIL(err, kind, "an earlier fault surfaced %s: %s", where, message);
+}
+
 /* ---- the watchdog ---- */
 
 static unsigned
@@ -329,22 +354,13 @@ op_failed(const char *op, const ckc_op_args *a, ckc_flight_record *r, uint64_t s
     switch (status) {
     case CKC_ERR_LAUNCH:
     case CKC_ERR_KERNEL:
-        ckc_flight_mark(r, CKC_FLIGHT_FAILED, err->device_error[0] ? err->device_error : err->message);
-        if (r != NULL) {
-            ckc_flight_publish(r, seq);
-        }
+        publish_failed(r, seq, err->device_error[0] ? err->device_error : err->message);
         describe_context(fault, seq);
         return status;
     case CKC_ERR_DEVICE: {
-        char message[sizeof err->message];
-        ckc_status kind;
-        ckc_flight_mark(r, CKC_FLIGHT_FAILED, "not run: the device holds an earlier fault");
-        if (r != NULL) {
-            ckc_flight_publish(r, seq);
-        }
-        kind = blame(fault, err, seq);
-        snprintf(message, sizeof message, "%s", err->message);
-        return CKC_FAIL(err, kind, "an earlier fault surfaced at the launch check of %s: %s", op, message);
+        char where[96];
+        snprintf(where, sizeof where, "at the launch check of %s", op);
+        return earlier_fault(r, seq, where, err, fault);
     }
     default:
         return status; /* bad arguments: nothing was queued, the slot stays empty */
@@ -453,21 +469,10 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
         status = queue_mark(r, seq, s->device, s->stream, err);
     }
     if (status == CKC_ERR_DEVICE) {
-        char message[sizeof err->message];
-        ckc_status kind;
-        ckc_flight_mark(r, CKC_FLIGHT_FAILED, "not run: the device holds an earlier fault");
-        if (r != NULL) {
-            ckc_flight_publish(r, seq);
-        }
-        kind = blame(fault, err, seq);
-        snprintf(message, sizeof message, "%s", err->message);
-        return CKC_FAIL(err, kind, "an earlier fault surfaced when stage queued its copy: %s", message);
+        return earlier_fault(r, seq, "when stage queued its copy", err, fault);
     }
     if (status != CKC_OK) {
-        ckc_flight_mark(r, CKC_FLIGHT_FAILED, err->device_error[0] ? err->device_error : err->message);
-        if (r != NULL) {
-            ckc_flight_publish(r, seq);
-        }
+        publish_failed(r, seq, err->device_error[0] ? err->device_error : err->message);
         return status == CKC_ERR_LAUNCH ? CKC_FAIL(err, CKC_ERR_STAGING, "the copy was refused: %s", err->message)
                                         : status;
     }

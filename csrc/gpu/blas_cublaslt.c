@@ -395,19 +395,25 @@ lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes,
 /* ---- one matmul: descriptors, an algorithm without split-K, the call ---- */
 
 typedef struct {
+    lt_handle handle;   /* the device's, with the stream's workspace */
+    void *ws;
+    size_t ws_bytes;
     lt_desc desc;
     lt_layout a, b, c;
     lt_pref pref;
 } lt_plan;
 
-static void
-lt_plan_free(lt_plan *pl)
+/* Frees what a GEMM created in its plan, whether it succeeded or not, and
+ * passes its status on. */
+static ckc_status
+lt_plan_done(lt_plan *pl, ckc_status status)
 {
     if (pl->pref != NULL) (void)lt.cublasLtMatmulPreferenceDestroy(pl->pref);
     if (pl->c != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl->c);
     if (pl->b != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl->b);
     if (pl->a != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl->a);
     if (pl->desc != NULL) (void)lt.cublasLtMatmulDescDestroy(pl->desc);
+    return status;
 }
 
 static uint32_t
@@ -437,9 +443,10 @@ lt_cache_find(const int64_t key[LT_KEY_LEN])
  * without workspace (see the top of the file).  `problem` holds kind, device,
  * m, n, k, lda, ldb, ldc; the alignments and workspace size complete the key. */
 static ckc_status
-lt_pick(lt_handle handle, lt_plan *pl, const int64_t problem[8], const void *a, const void *b, const void *c,
-        size_t ws_bytes, lt_algo *algo, ckc_error *err)
+lt_pick(lt_plan *pl, const int64_t problem[8], const void *a, const void *b, const void *c, lt_algo *algo,
+        ckc_error *err)
 {
+    const size_t ws_bytes = pl->ws_bytes;
     const uint64_t ws = ws_bytes;
     const uint32_t reduction = LT_REDUCTION_NONE;
     const uint32_t align_a = alignment_of(a), align_b = alignment_of(b), align_c = alignment_of(c);
@@ -470,7 +477,7 @@ lt_pick(lt_handle handle, lt_plan *pl, const int64_t problem[8], const void *a, 
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MIN_ALIGNMENT_B, &align_b, sizeof align_b));
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MIN_ALIGNMENT_C, &align_c, sizeof align_c));
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MIN_ALIGNMENT_D, &align_c, sizeof align_c));
-    LT_TRY(err, lt.cublasLtMatmulAlgoGetHeuristic(handle, pl->desc, pl->a, pl->b, pl->c, pl->c, pl->pref, 16,
+    LT_TRY(err, lt.cublasLtMatmulAlgoGetHeuristic(pl->handle, pl->desc, pl->a, pl->b, pl->c, pl->c, pl->pref, 16,
                                                    results, &count));
     for (int pass = 0; pass < 2 && chosen < 0; pass++) {
         for (int i = 0; i < count && chosen < 0; i++) {
@@ -507,39 +514,56 @@ lt_pick(lt_handle handle, lt_plan *pl, const int64_t problem[8], const void *a, 
     return CKC_OK;
 }
 
+/* Both GEMMs multiply row-major [m, k] activations by [n, k] weights into a
+ * row-major [m, n] output: in cuBLASLt's column-major view that is
+ * C[n, m] = W^T[n, k] . X[k, m], "TN", so cuBLASLt's A is our weight and its B
+ * our activation.  This loads cuBLASLt and the device's handle and workspace
+ * (lt_context), then creates the descriptor (compute and scale types, TN) and
+ * the three layouts (leading dimensions ldw, ldx, ldc). */
+static ckc_status
+lt_begin_tn(const ckc_exec *exec, lt_plan *pl, int compute, int scale_type, int in_type, int out_type, int64_t m,
+            int64_t n, int64_t k, int64_t ldw, int64_t ldx, int64_t ldc, ckc_error *err)
+{
+    const int32_t trans_a = LT_OP_T, trans_b = LT_OP_N;
+    CKC_TRY(lt_context(exec, &pl->handle, &pl->ws, &pl->ws_bytes, err));
+    LT_TRY(err, lt.cublasLtMatmulDescCreate(&pl->desc, compute, scale_type));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSA, &trans_a, sizeof trans_a));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSB, &trans_b, sizeof trans_b));
+    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->a, in_type, (uint64_t)k, (uint64_t)n, ldw));
+    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->b, in_type, (uint64_t)k, (uint64_t)m, ldx));
+    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->c, out_type, (uint64_t)n, (uint64_t)m, ldc));
+    return CKC_OK;
+}
+
+/* out = alpha * (w . x) + beta * out with the plan, on the caller's stream,
+ * through an algorithm lt_pick chose (or recalled) for `problem`. */
+static ckc_status
+lt_run(const ckc_exec *exec, lt_plan *pl, const int64_t problem[8], const void *alpha, const void *w, const void *x,
+       const void *beta, void *out, ckc_error *err)
+{
+    lt_algo algo;
+    CKC_TRY(lt_pick(pl, problem, w, x, out, &algo, err));
+    LT_TRY(err, lt.cublasLtMatmul(pl->handle, pl->desc, alpha, w, pl->a, x, pl->b, beta, out, pl->c, out, pl->c, &algo,
+                                  pl->ws, pl->ws_bytes, (cudaStream_t)exec->stream));
+    return CKC_OK;
+}
+
 static ckc_status
 int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ckc_error *err)
 {
-    const int32_t trans_a = LT_OP_T, trans_b = LT_OP_N;
     const int32_t alpha = 1, beta = 0;
-    lt_handle handle;
-    void *ws;
-    size_t ws_bytes;
-    lt_algo algo;
-    CKC_TRY(lt_context(exec, &handle, &ws, &ws_bytes, err));
-    /* Column-major view of the row-major product: C[n, m] = W^T[n, k] . Q[k, m], "TN". */
-    LT_TRY(err, lt.cublasLtMatmulDescCreate(&pl->desc, LT_COMPUTE_32I, LT_R_32I));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSA, &trans_a, sizeof trans_a));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSB, &trans_b, sizeof trans_b));
-    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->a, LT_R_8I, (uint64_t)p->k, (uint64_t)p->n, p->ldb));
-    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->b, LT_R_8I, (uint64_t)p->k, (uint64_t)p->m, p->lda));
-    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->c, LT_R_32I, (uint64_t)p->n, (uint64_t)p->m, p->ldc));
+    CKC_TRY(lt_begin_tn(exec, pl, LT_COMPUTE_32I, LT_R_32I, LT_R_8I, LT_R_32I, p->m, p->n, p->k, p->ldb, p->lda,
+                        p->ldc, err));
     const int64_t problem[8] = {0, exec->device_index, p->m, p->n, p->k, p->lda, p->ldb, p->ldc};
-    CKC_TRY(lt_pick(handle, pl, problem, p->b, p->a, p->c, ws_bytes, &algo, err));
-    LT_TRY(err, lt.cublasLtMatmul(handle, pl->desc, &alpha, p->b, pl->a, p->a, pl->b, &beta, p->c, pl->c, p->c,
-                                  pl->c, &algo, ws, ws_bytes, (cudaStream_t)exec->stream));
-    return CKC_OK;
+    return lt_run(exec, pl, problem, &alpha, p->b, p->a, &beta, p->c, err);
 }
 
 ckc_status
 ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
     lt_plan pl;
-    ckc_status status;
     memset(&pl, 0, sizeof pl);
-    status = int8_gemm(p, exec, &pl, err);
-    lt_plan_free(&pl);
-    return status;
+    return lt_plan_done(&pl, int8_gemm(p, exec, &pl, err));
 }
 
 static int
@@ -551,19 +575,12 @@ lt_type_of(ckc_float_kind kind)
 static ckc_status
 nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ckc_error *err)
 {
-    const int32_t trans_a = LT_OP_T, trans_b = LT_OP_N;
     const int32_t pointer_mode = LT_POINTER_MODE_DEVICE;
     const int32_t scale_mode = LT_SCALE_VEC16_UE4M3;
     const int out_type = lt_type_of(p->out_kind);
-    lt_handle handle;
-    void *ws;
-    size_t ws_bytes;
-    lt_algo algo;
-    CKC_TRY(lt_context(exec, &handle, &ws, &ws_bytes, err));
-    /* As the int8 GEMM: cuBLASLt's A is our b (the weight), its B our a. */
-    LT_TRY(err, lt.cublasLtMatmulDescCreate(&pl->desc, LT_COMPUTE_32F, LT_R_32F));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSA, &trans_a, sizeof trans_a));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSB, &trans_b, sizeof trans_b));
+    CKC_TRY(lt_begin_tn(exec, pl, LT_COMPUTE_32F, LT_R_32F, LT_R_4F_E2M1, out_type, p->m, p->n, p->k, p->k, p->k,
+                        p->n, err));
+    /* cuBLASLt's A is our b (the weight), so its A scales are scale_b. */
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_POINTER_MODE, &pointer_mode,
                                                   sizeof pointer_mode));
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_MODE, &scale_mode, sizeof scale_mode));
@@ -579,27 +596,18 @@ nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ck
         LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_BIAS_DATA_TYPE, &out_type,
                                                       sizeof out_type));
     }
-    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->a, LT_R_4F_E2M1, (uint64_t)p->k, (uint64_t)p->n, p->k));
-    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->b, LT_R_4F_E2M1, (uint64_t)p->k, (uint64_t)p->m, p->k));
-    LT_TRY(err, lt.cublasLtMatrixLayoutCreate(&pl->c, out_type, (uint64_t)p->n, (uint64_t)p->m, p->n));
     /* kind: 1 + output type, and whether the bias epilogue is on */
     const int64_t problem[8] = {1 + 2 * out_type + (p->bias != NULL), exec->device_index, p->m, p->n, p->k,
                                 p->k, p->k, p->n};
-    CKC_TRY(lt_pick(handle, pl, problem, p->b, p->a, p->out, ws_bytes, &algo, err));
-    LT_TRY(err, lt.cublasLtMatmul(handle, pl->desc, p->alpha_beta, p->b, pl->a, p->a, pl->b, p->alpha_beta + 1,
-                                  p->out, pl->c, p->out, pl->c, &algo, ws, ws_bytes, (cudaStream_t)exec->stream));
-    return CKC_OK;
+    return lt_run(exec, pl, problem, p->alpha_beta, p->b, p->a, p->alpha_beta + 1, p->out, err);
 }
 
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
     lt_plan pl;
-    ckc_status status;
     memset(&pl, 0, sizeof pl);
-    status = nvfp4_gemm(p, exec, &pl, err);
-    lt_plan_free(&pl);
-    return status;
+    return lt_plan_done(&pl, nvfp4_gemm(p, exec, &pl, err));
 }
 
 #endif /* CKC_WITH_CUDA */
