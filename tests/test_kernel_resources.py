@@ -74,3 +74,27 @@ def test_kernels_fit_every_target(source):
         assert r["registers"] <= MAX_REGISTERS_PER_THREAD, where
         assert regs * threads <= REGISTERS_PER_SM, f"{where}: {r['registers']} registers x {threads} threads"
         assert r["smem"] <= STATIC_SHARED_PER_BLOCK, f"{where}: {r['smem']} bytes of shared memory"
+
+
+def resource_table() -> str:
+    """The build's kernel resources as a Markdown table: registers per thread for each
+    target, static shared memory, spills (the figures the test above checks)."""
+    archs = [f"sm_{a}" for a in build_archs()]
+    usage = {}
+    for source in sorted((ROOT / "kernels").glob("*.cu")):
+        for r in resource_usage(source):
+            usage.setdefault((source.name, r["kernel"]), {})[r["arch"]] = r
+    lines = ["| file | kernel | threads/block | registers " + " / ".join(archs) + " | smem bytes | spills |",
+             "|---|---|---:|---|---:|---|"]
+    for (name, kernel), per_arch in usage.items():
+        regs = " / ".join(str(per_arch[a]["registers"]) for a in archs)
+        smem = max(r["smem"] for r in per_arch.values())
+        spills = "none" if all(r["spills"] == [0, 0] for r in per_arch.values()) else "YES"
+        lines.append(f"| {name} | {kernel} | {BLOCK_THREADS.get(kernel, '?')} | {regs} | {smem} | {spills} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    # python tests/test_kernel_resources.py > benchmarks/results/kernel_resources.md
+    print(f"Kernel resources from ptxas (nvcc, targets {', '.join(build_archs())}).\n")
+    print(resource_table())
