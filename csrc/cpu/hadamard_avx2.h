@@ -65,4 +65,65 @@ ckc_row_load_bf16_hadamard16(const uint16_t *src, int64_t n, float norm, float *
     }
 }
 
+/* y = H4 (x0..x3) on 8 lanes at once: ckc_h4_butterfly's sums in its order. */
+static inline void
+ckc_avx2_h4(__m256 *x0, __m256 *x1, __m256 *x2, __m256 *x3)
+{
+    const __m256 p = _mm256_add_ps(*x0, *x1);
+    const __m256 m = _mm256_sub_ps(*x0, *x1);
+    const __m256 q = _mm256_add_ps(*x2, *x3);
+    const __m256 r = _mm256_sub_ps(*x2, *x3);
+    *x0 = _mm256_add_ps(p, r);
+    *x1 = _mm256_sub_ps(p, r);
+    *x2 = _mm256_add_ps(m, q);
+    *x3 = _mm256_sub_ps(q, m);
+}
+
+/* Strides 16 and 64 on one 256-value block, in place, in one pass: value
+ * j + 16a + 64b (j < 16) takes part in the stride-16 butterfly over a and then
+ * the stride-64 butterfly over b, so for 8 lanes of j the 16 vectors (a, b)
+ * go through both stages in registers. */
+static inline void
+ckc_avx2_h4_strides16_64(float *v)
+{
+    for (int j = 0; j < 16; j += 8) {
+        __m256 w[16]; /* w[4b + a] */
+        int i;
+        for (i = 0; i < 16; i++) {
+            w[i] = _mm256_loadu_ps(v + j + 16 * i);
+        }
+        for (i = 0; i < 16; i += 4) {
+            ckc_avx2_h4(&w[i], &w[i + 1], &w[i + 2], &w[i + 3]);
+        }
+        for (i = 0; i < 4; i++) {
+            ckc_avx2_h4(&w[i], &w[i + 4], &w[i + 8], &w[i + 12]);
+        }
+        for (i = 0; i < 16; i++) {
+            _mm256_storeu_ps(v + j + 16 * i, w[i]);
+        }
+    }
+}
+
+/* bfloat16 bits of n floats (n a multiple of 16), as ckc_f32_to_bf16: round to
+ * nearest even, every NaN the canonical 0x7FC0. */
+static inline void
+ckc_avx2_store_bf16(const float *v, int64_t n, uint16_t *dst)
+{
+    const __m256i round_bias = _mm256_set1_epi32(0x7FFF);
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i quiet_nan = _mm256_set1_epi32(0x7FC0);
+    for (int64_t i = 0; i < n; i += 16) {
+        __m256i h[2];
+        for (int k = 0; k < 2; k++) {
+            const __m256 x = _mm256_loadu_ps(v + i + 8 * k);
+            const __m256i u = _mm256_castps_si256(x);
+            const __m256i r = _mm256_srli_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(u, round_bias), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
+            h[k] = _mm256_blendv_epi8(r, quiet_nan, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+        }
+        /* packus works per 128-bit lane: [0-3 8-11 | 4-7 12-15] -> reorder qwords. */
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_permute4x64_epi64(_mm256_packus_epi32(h[0], h[1]), 0xD8));
+    }
+}
+
 #endif /* CKC_CPU_HADAMARD_AVX2_H */

@@ -5,45 +5,37 @@
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/int8_quant.h"
 
+#if defined(__AVX2__)
+#include "int8_avx2.h"
+#endif
+
 /* ---- quantization loops ---- */
 
-/* The element type is a compile-time constant in each instance below, which
- * lets every loop vectorize; quantize_span picks the instance. */
+/* Stochastic codes of float values with their noise.  The element type is a
+ * compile-time constant in each instance, which lets the loop vectorize;
+ * quantize_stochastic picks the instance. */
 static inline void
-quantize_span_as(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale,
-                 ckc_float_kind kind)
+quantize_stochastic_as(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale,
+                       ckc_float_kind kind)
 {
-    int64_t i;
-    if (noise == NULL) {
-        for (i = 0; i < n; i++) {
-            q[i] = ckc_int8_code(v[i], math_scale, kind);
-        }
-    } else {
-        for (i = 0; i < n; i++) {
-            q[i] = ckc_int8_code_stochastic(v[i], noise[i], math_scale, kind);
-        }
+    for (int64_t i = 0; i < n; i++) {
+        q[i] = ckc_int8_code_stochastic(v[i], noise[i], math_scale, kind);
     }
 }
 
 static void
-quantize_span(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind)
+quantize_stochastic(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale,
+                    ckc_float_kind kind)
 {
     switch (kind) {
     case CKC_BF16:
-        if (noise == NULL && ckc_int8_bf16_reciprocal_exact(math_scale)) {
-            const float inv = 1.0f / math_scale;
-            for (int64_t i = 0; i < n; i++) {
-                q[i] = ckc_int8_code_bf16_reciprocal(v[i], inv);
-            }
-            break;
-        }
-        quantize_span_as(v, noise, q, n, math_scale, CKC_BF16);
+        quantize_stochastic_as(v, noise, q, n, math_scale, CKC_BF16);
         break;
     case CKC_F16:
-        quantize_span_as(v, noise, q, n, math_scale, CKC_F16);
+        quantize_stochastic_as(v, noise, q, n, math_scale, CKC_F16);
         break;
     default:
-        quantize_span_as(v, noise, q, n, math_scale, CKC_F32);
+        quantize_stochastic_as(v, noise, q, n, math_scale, CKC_F32);
         break;
     }
 }
@@ -75,7 +67,11 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
         if (ckc_int8_bf16_reciprocal_exact(math_scale)) {
             const uint16_t *s = (const uint16_t *)src;
             const float inv = 1.0f / math_scale;
-            for (int64_t i = 0; i < n; i++) {
+            int64_t i = 0;
+#if defined(__AVX2__)
+            i = ckc_avx2_quantize_bf16_reciprocal(s, q, n, inv);
+#endif
+            for (; i < n; i++) {
                 q[i] = ckc_int8_code_bf16_reciprocal(ckc_bf16_to_f32(s[i]), inv);
             }
             break;
@@ -95,7 +91,7 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
 
 typedef struct {
     const ckc_int8_rowwise_params *p;
-    ckc_scratch scratch;  /* 2 * cols per thread: values, then noise */
+    ckc_scratch scratch;  /* 3 * cols per thread: values, noise, the rotated row */
 } rowwise_job;
 
 static void
@@ -107,29 +103,28 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t elem = ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     float *noise = v + k;
+    void *rotated = v + 2 * k; /* k elements of x's type */
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)p->x + r * k * elem;
         float scale;
-        if (p->group == 0 && p->noise == NULL) {
-            /* Plain quantization reads the row twice in place (it is in L1/L2 by then). */
+        if (p->group > 0) {
+            /* Rotated and rounded to x's type (eager's values before its
+             * scale), the row quantizes like an unrotated one. */
+            ckc_row_rotate_to_kind(row, p->kind, k, p->group, v, rotated);
+            row = rotated;
+        }
+        if (p->noise == NULL) {
+            /* Reads the row twice in place (it is in L1/L2 by then). */
             scale = ckc_int8_scale(ckc_src_absmax(row, p->kind, k));
             p->scale[r] = scale;
             quantize_src(row, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind);
             continue;
         }
-        if (p->group > 0) {
-            ckc_row_load_rotated(row, p->kind, k, p->group, v);
-            scale = ckc_int8_scale(ckc_row_round_absmax(v, p->kind, k));
-        } else {
-            ckc_row_load(row, p->kind, k, v);
-            scale = ckc_int8_scale(ckc_row_absmax(v, k));
-        }
+        ckc_row_load(row, p->kind, k, v);
+        scale = ckc_int8_scale(ckc_row_absmax(v, k));
         p->scale[r] = scale;
-        if (p->noise != NULL) {
-            ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
-        }
-        quantize_span(v, p->noise != NULL ? noise : NULL, p->q + r * k, k,
-                      ckc_int8_math_scale(scale, p->kind), p->kind);
+        ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
+        quantize_stochastic(v, noise, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind);
     }
 }
 
@@ -138,7 +133,7 @@ cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
 {
     rowwise_job job;
     job.p = p;
-    return ckc_parallel_rows(p->rows, p->cols, nthreads, 2 * p->cols, &job.scratch, rowwise_range, &job, err);
+    return ckc_parallel_rows(p->rows, p->cols, nthreads, 3 * p->cols, &job.scratch, rowwise_range, &job, err);
 }
 
 /* ---- tensor-wise quantization ---- */
@@ -179,7 +174,7 @@ tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
         const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
         ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
         ckc_row_load((const char *)p->noise + i0 * elem, p->kind, n, noise);
-        quantize_span(buf, noise, p->q + i0, n, job->math_scale, p->kind);
+        quantize_stochastic(buf, noise, p->q + i0, n, job->math_scale, p->kind);
     }
 }
 
@@ -224,8 +219,8 @@ hadamard_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t row_bytes = k * ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
-        ckc_row_load_rotated((const char *)p->x + r * row_bytes, p->kind, k, p->group, v);
-        ckc_row_store(v, p->kind, k, (char *)p->out + r * row_bytes);
+        ckc_row_rotate_to_kind((const char *)p->x + r * row_bytes, p->kind, k, p->group, v,
+                               (char *)p->out + r * row_bytes);
     }
 }
 
