@@ -9,6 +9,8 @@
 
 #include <immintrin.h>
 
+#include "math/float_bits.h"
+
 /* Stride 1 on two quads [x0 x1 x2 x3] per register:
  * t = [x0-x1, x0+x1, x2-x3, x2+x3] = [m p r q], y = [p+r, p-r, q+m, q-m]. */
 static inline __m256
@@ -65,6 +67,46 @@ ckc_row_load_bf16_hadamard16(const uint16_t *src, int64_t n, float norm, float *
     }
 }
 
+/* ---- whole bfloat16 groups in the split layout ----
+ * The rotation for quantization holds each 16-value block as two vectors
+ * [0-3 | 8-11] and [4-7 | 12-15]: widening bfloat16 by interleaving with zeros
+ * gives that order for free, the stride-4 stage needs one lane swap in it
+ * (instead of two), stages of stride 16 and more act on whole vectors and do
+ * not care, and the int8 and bfloat16 packs (which work per 128-bit lane) put
+ * the values back in order. */
+
+/* Stride 4 on one block in the split layout, lo = [x0 | x2], hi = [x1 | x3]
+ * (rows of four): with s = lo + hi = [p | q], d = lo - hi = [m | r] and d
+ * swapped = [r | m], s + d' = [p + r | q + m] and s - d' = [p - r | q - m]:
+ * ckc_h4_butterfly's y0..y3, in the same layout. */
+static inline void
+ckc_avx2_h4_rows_split(__m256 *lo, __m256 *hi)
+{
+    const __m256 s = _mm256_add_ps(*lo, *hi);
+    const __m256 d = _mm256_sub_ps(*lo, *hi);
+    const __m256 d_swap = _mm256_permute2f128_ps(d, d, 0x01);
+    *lo = _mm256_add_ps(s, d_swap);
+    *hi = _mm256_sub_ps(s, d_swap);
+}
+
+/* bfloat16 load, scale by 1/sqrt(G), strides 1 and 4: n values into dst, split. */
+static inline void
+ckc_avx2_load_bf16_hadamard16_split(const uint16_t *src, int64_t n, float norm, float *dst)
+{
+    const __m256 scale = _mm256_set1_ps(norm);
+    const __m256i zero = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(src + i));
+        __m256 lo = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, raw)), scale);
+        __m256 hi = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, raw)), scale);
+        lo = ckc_avx2_h4_quads(lo);
+        hi = ckc_avx2_h4_quads(hi);
+        ckc_avx2_h4_rows_split(&lo, &hi);
+        _mm256_storeu_ps(dst + i, lo);
+        _mm256_storeu_ps(dst + i + 8, hi);
+    }
+}
+
 /* y = H4 (x0..x3) on 8 lanes at once: ckc_h4_butterfly's sums in its order. */
 static inline void
 ckc_avx2_h4(__m256 *x0, __m256 *x1, __m256 *x2, __m256 *x3)
@@ -104,25 +146,81 @@ ckc_avx2_h4_strides16_64(float *v)
     }
 }
 
-/* bfloat16 bits of n floats (n a multiple of 16), as ckc_f32_to_bf16: round to
- * nearest even, every NaN the canonical 0x7FC0. */
+/* All stages of one group of G >= 16 bfloat16 values into dst (split). */
 static inline void
-ckc_avx2_store_bf16(const float *v, int64_t n, uint16_t *dst)
+ckc_avx2_rotate_group_bf16_split(const uint16_t *src, int64_t group, float norm, float *dst)
 {
-    const __m256i round_bias = _mm256_set1_epi32(0x7FFF);
-    const __m256i one = _mm256_set1_epi32(1);
+    ckc_avx2_load_bf16_hadamard16_split(src, group, norm, dst);
+    if (group >= 256) {
+        for (int64_t b = 0; b < group; b += 256) {
+            ckc_avx2_h4_strides16_64(dst + b);
+        }
+    }
+    for (int64_t s = group >= 256 ? 256 : 16; s < group; s *= 4) {
+        for (int64_t i = 0; i < group; i += 4 * s) {
+            for (int64_t j = 0; j < s; j += 8) {
+                __m256 x0 = _mm256_loadu_ps(dst + i + j);
+                __m256 x1 = _mm256_loadu_ps(dst + i + j + s);
+                __m256 x2 = _mm256_loadu_ps(dst + i + j + 2 * s);
+                __m256 x3 = _mm256_loadu_ps(dst + i + j + 3 * s);
+                ckc_avx2_h4(&x0, &x1, &x2, &x3);
+                _mm256_storeu_ps(dst + i + j, x0);
+                _mm256_storeu_ps(dst + i + j + s, x1);
+                _mm256_storeu_ps(dst + i + j + 2 * s, x2);
+                _mm256_storeu_ps(dst + i + j + 3 * s, x3);
+            }
+        }
+    }
+}
+
+/* Float bits rounded to nearest even at bfloat16 precision (low 16 bits left
+ * to the caller): ckc_f32_to_bf16's add, valid for all but NaN. */
+static inline __m256i
+ckc_avx2_bf16_round_bits(__m256i u)
+{
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb);
+}
+
+/* Rounds n floats to bfloat16 values in place and returns the largest
+ * magnitude among them (NaN above infinity, as in torch's amax).  Rounding is
+ * monotone, so that is the largest magnitude before rounding, rounded; NaN
+ * inputs leave arbitrary values (a row with a NaN absmax does not use them). */
+static inline float
+ckc_avx2_round_bf16_absmax(float *v, int64_t n)
+{
+    const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+    const __m256i high_half = _mm256_set1_epi32((int)0xFFFF0000u);
+    __m256i m = _mm256_setzero_si256();
+    uint32_t lanes[8];
+    uint32_t top = 0;
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(v + i));
+        m = _mm256_max_epu32(m, _mm256_and_si256(u, magnitude));
+        _mm256_storeu_si256((__m256i *)(v + i), _mm256_and_si256(ckc_avx2_bf16_round_bits(u), high_half));
+    }
+    _mm256_storeu_si256((__m256i *)lanes, m);
+    for (int k = 0; k < 8; k++) {
+        top = lanes[k] > top ? lanes[k] : top;
+    }
+    return ckc_round_to_kind(ckc_f32_from_bits(top), CKC_BF16);
+}
+
+/* bfloat16 bits of n floats held split, in order, as ckc_f32_to_bf16 (every
+ * NaN the canonical 0x7FC0). */
+static inline void
+ckc_avx2_store_bf16_split(const float *v, int64_t n, uint16_t *dst)
+{
     const __m256i quiet_nan = _mm256_set1_epi32(0x7FC0);
     for (int64_t i = 0; i < n; i += 16) {
         __m256i h[2];
         for (int k = 0; k < 2; k++) {
             const __m256 x = _mm256_loadu_ps(v + i + 8 * k);
-            const __m256i u = _mm256_castps_si256(x);
-            const __m256i r = _mm256_srli_epi32(
-                _mm256_add_epi32(_mm256_add_epi32(u, round_bias), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
+            const __m256i r = _mm256_srli_epi32(ckc_avx2_bf16_round_bits(_mm256_castps_si256(x)), 16);
             h[k] = _mm256_blendv_epi8(r, quiet_nan, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
         }
-        /* packus works per 128-bit lane: [0-3 8-11 | 4-7 12-15] -> reorder qwords. */
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_permute4x64_epi64(_mm256_packus_epi32(h[0], h[1]), 0xD8));
+        /* Per 128-bit lane: [0-3 | 8-11] with [4-7 | 12-15] gives 0-7 | 8-15. */
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_packus_epi32(h[0], h[1]));
     }
 }
 

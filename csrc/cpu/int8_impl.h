@@ -59,8 +59,10 @@ quantize_src_as(const void *src, int8_t *q, int64_t n, float math_scale, ckc_flo
     }
 }
 
+/* own_scale: math_scale was derived from the absmax of these very values (so
+ * in the reciprocal path they are bounded; see int8_avx2.h). */
 static void
-quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind)
+quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind, int own_scale)
 {
     switch (kind) {
     case CKC_BF16:
@@ -69,7 +71,9 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
             const float inv = 1.0f / math_scale;
             int64_t i = 0;
 #if defined(__AVX2__)
-            i = ckc_avx2_quantize_bf16_reciprocal(s, q, n, inv);
+            i = ckc_avx2_quantize_bf16(s, q, n, inv, own_scale);
+#else
+            (void)own_scale;
 #endif
             for (; i < n; i++) {
                 q[i] = ckc_int8_code_bf16_reciprocal(ckc_bf16_to_f32(s[i]), inv);
@@ -86,6 +90,32 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
         break;
     }
 }
+
+#if defined(__AVX2__)
+/* A bfloat16 row rotated and quantized in the split layout of hadamard_avx2.h:
+ * v receives the rotated row rounded to bfloat16, and the same pass gives its
+ * absmax.  Returns 0, having written nothing, for a row whose absmax is inf or
+ * NaN or whose scale is outside the reciprocal's range: the general path does
+ * those rows. */
+static int
+rotated_row_bf16_avx2(const uint16_t *row, int64_t k, int64_t group, float *v, int8_t *q, float *scale)
+{
+    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+    float absmax, row_scale, math_scale;
+    for (int64_t g = 0; g < k; g += group) {
+        ckc_avx2_rotate_group_bf16_split(row + g, group, norm, v + g);
+    }
+    absmax = ckc_avx2_round_bf16_absmax(v, k);
+    row_scale = ckc_int8_scale(absmax);
+    math_scale = ckc_int8_math_scale(row_scale, CKC_BF16);
+    if (!(absmax <= 0x1.fffffep+127f) || !ckc_int8_bf16_reciprocal_exact(math_scale)) {
+        return 0;
+    }
+    *scale = row_scale;
+    ckc_avx2_quantize_split(v, q, k, 1.0f / math_scale);
+    return 1;
+}
+#endif
 
 /* ---- row-wise quantization (optionally rotated) ---- */
 
@@ -108,6 +138,12 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
         const void *row = (const char *)p->x + r * k * elem;
         float scale;
         if (p->group > 0) {
+#if defined(__AVX2__)
+            if (p->kind == CKC_BF16 && p->group >= 16 && p->noise == NULL &&
+                rotated_row_bf16_avx2((const uint16_t *)row, k, p->group, v, p->q + r * k, &p->scale[r])) {
+                continue;
+            }
+#endif
             /* Rotated and rounded to x's type (eager's values before its
              * scale), the row quantizes like an unrotated one. */
             ckc_row_rotate_to_kind(row, p->kind, k, p->group, v, rotated);
@@ -117,7 +153,7 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
             /* Reads the row twice in place (it is in L1/L2 by then). */
             scale = ckc_int8_scale(ckc_src_absmax(row, p->kind, k));
             p->scale[r] = scale;
-            quantize_src(row, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind);
+            quantize_src(row, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind, 1);
             continue;
         }
         ckc_row_load(row, p->kind, k, v);
@@ -167,7 +203,7 @@ tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
     float noise[CKC_BLOCK];
     (void)worker;
     if (p->noise == NULL) {
-        quantize_src((const char *)p->x + b * elem, p->q + b, e - b, job->math_scale, p->kind);
+        quantize_src((const char *)p->x + b * elem, p->q + b, e - b, job->math_scale, p->kind, p->compute_scale);
         return;
     }
     for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {

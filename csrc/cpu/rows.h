@@ -132,22 +132,15 @@ ckc_row_hadamard16(float *v, int64_t n)
 }
 #endif
 
-/* The stages of stride `first` and more, each over the whole row. */
-static inline void
-ckc_row_hadamard_from(float *v, int64_t n, int64_t group, int64_t first)
-{
-    for (int64_t s = first; s < group; s *= 4) {
-        for (int64_t i = 0; i < n; i += 4 * s) {
-            ckc_row_stage_block(v + i, v + i + s, v + i + 2 * s, v + i + 3 * s, s);
-        }
-    }
-}
-
 /* The stages of stride 16 and more (those that cross 16-value blocks). */
 static inline void
 ckc_row_hadamard_wide(float *v, int64_t n, int64_t group)
 {
-    ckc_row_hadamard_from(v, n, group, 16);
+    for (int64_t s = 16; s < group; s *= 4) {
+        for (int64_t i = 0; i < n; i += 4 * s) {
+            ckc_row_stage_block(v + i, v + i + s, v + i + 2 * s, v + i + 3 * s, s);
+        }
+    }
 }
 
 /* Rotates each group of a row in place, the CPU form of kernels/math/hadamard.h,
@@ -185,25 +178,16 @@ ckc_row_load_rotated(const void *src, ckc_float_kind kind, int64_t n, int64_t gr
 }
 
 #if defined(__AVX2__)
-/* bfloat16 rotation group by group in a G-float buffer that stays in L1:
- * strides 1 and 4 fused with the load, 16 and 64 fused per 256 values, then
- * any stride 256, then the rounding to bfloat16.  Each value sees the stages
- * in the order of ckc_row_hadamard, so the bits are the same. */
+/* bfloat16 rotation group by group in a G-float buffer that stays in L1 (see
+ * ckc_avx2_rotate_group_bf16_split).  Each value sees the stages in the order
+ * of ckc_row_hadamard, so the bits are the same. */
 static inline void
 ckc_row_rotate_bf16_avx2(const uint16_t *src, int64_t n, int64_t group, float *work, uint16_t *dst)
 {
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
     for (int64_t g = 0; g < n; g += group) {
-        ckc_row_load_bf16_hadamard16(src + g, group, norm, work);
-        if (group >= 256) {
-            for (int64_t b = 0; b < group; b += 256) {
-                ckc_avx2_h4_strides16_64(work + b);
-            }
-            ckc_row_hadamard_from(work, group, group, 256);
-        } else {
-            ckc_row_hadamard_wide(work, group, group);
-        }
-        ckc_avx2_store_bf16(work, group, dst + g);
+        ckc_avx2_rotate_group_bf16_split(src + g, group, norm, work);
+        ckc_avx2_store_bf16_split(work, group, dst + g);
     }
 }
 #endif
