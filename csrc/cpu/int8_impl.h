@@ -169,6 +169,7 @@ cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
 {
     rowwise_job job;
     job.p = p;
+    ckc_advise_output_pages(p->q, (size_t)(p->rows * p->cols));
     return ckc_parallel_rows(p->rows, p->cols, nthreads, 3 * p->cols, &job.scratch, rowwise_range, &job, err);
 }
 
@@ -235,6 +236,7 @@ cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error
         *p->scale = ckc_int8_scale(absmax);
     }
     job.math_scale = ckc_int8_math_scale(*p->scale, p->kind);
+    ckc_advise_output_pages(p->q, (size_t)p->numel);
     ckc_parallel_for(p->numel, CKC_ELEMENT_GRAIN, threads, tensorwise_quant_range, &job);
     return CKC_OK;
 }
@@ -265,6 +267,7 @@ cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *er
 {
     hadamard_job job;
     job.p = p;
+    ckc_advise_output_pages(p->out, (size_t)(p->rows * p->cols * ckc_kind_size(p->kind)));
     return ckc_parallel_rows(p->rows, p->cols, nthreads, p->cols, &job.scratch, hadamard_range, &job, err);
 }
 
@@ -315,8 +318,12 @@ dequant_flat_range(void *ctx, int64_t b, int64_t e, int worker)
             const int64_t row_end = (i0 / p->cols + 1) * p->cols;
             n = row_end - i0 < n ? row_end - i0 : n;
         }
-        dequant_values(p, i0, n, 1.0f, v);
-        ckc_row_store(v, p->out_kind, n, (char *)p->out + i0 * elem);
+        if (p->out_kind == CKC_F32) {
+            dequant_values(p, i0, n, 1.0f, (float *)p->out + i0);
+        } else {
+            dequant_values(p, i0, n, 1.0f, v);
+            ckc_row_store(v, p->out_kind, n, (char *)p->out + i0 * elem);
+        }
         i0 += n;
     }
 }
@@ -343,6 +350,7 @@ cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
     dequant_job job;
     job.p = p;
     job.scratch.base = NULL;
+    ckc_advise_output_pages(p->out, (size_t)(p->rows * p->cols * ckc_kind_size(p->out_kind)));
     if (p->group == 0) {
         ckc_parallel_for(p->rows * p->cols, CKC_ELEMENT_GRAIN, nthreads, dequant_flat_range, &job);
         return CKC_OK;
