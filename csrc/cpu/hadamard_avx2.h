@@ -107,6 +107,41 @@ ckc_avx2_load_bf16_hadamard16_split(const uint16_t *src, int64_t n, float norm, 
     }
 }
 
+/* Float bits rounded to nearest even at bfloat16 precision (low 16 bits left
+ * to the caller): ckc_f32_to_bf16's add, valid for all but NaN. */
+static inline __m256i
+ckc_avx2_bf16_round_bits(__m256i u)
+{
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb);
+}
+
+/* x rounded to a bfloat16 value, and *absmax raised to its magnitude bits
+ * before rounding (NaN above infinity, as in torch's amax).  Rounding is
+ * monotone, so the largest magnitude before rounding, rounded, is the largest
+ * after.  A NaN x gives an arbitrary value: a row with a NaN absmax does not
+ * use its values. */
+static inline __m256
+ckc_avx2_round_bf16_track(__m256 x, __m256i *absmax)
+{
+    const __m256i u = _mm256_castps_si256(x);
+    *absmax = _mm256_max_epu32(*absmax, _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)));
+    return _mm256_castsi256_ps(_mm256_and_si256(ckc_avx2_bf16_round_bits(u), _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* The absmax tracked by ckc_avx2_round_bf16_track, as the rounded float. */
+static inline float
+ckc_avx2_absmax_finish(__m256i absmax)
+{
+    uint32_t lanes[8];
+    uint32_t top = 0;
+    _mm256_storeu_si256((__m256i *)lanes, absmax);
+    for (int k = 0; k < 8; k++) {
+        top = lanes[k] > top ? lanes[k] : top;
+    }
+    return ckc_round_to_kind(ckc_f32_from_bits(top), CKC_BF16);
+}
+
 /* y = H4 (x0..x3) on 8 lanes at once: ckc_h4_butterfly's sums in its order. */
 static inline void
 ckc_avx2_h4(__m256 *x0, __m256 *x1, __m256 *x2, __m256 *x3)
@@ -124,9 +159,10 @@ ckc_avx2_h4(__m256 *x0, __m256 *x1, __m256 *x2, __m256 *x3)
 /* Strides 16 and 64 on one 256-value block, in place, in one pass: value
  * j + 16a + 64b (j < 16) takes part in the stride-16 butterfly over a and then
  * the stride-64 butterfly over b, so for 8 lanes of j the 16 vectors (a, b)
- * go through both stages in registers. */
+ * go through both stages in registers.  With absmax given, the results are
+ * also rounded to bfloat16 there (ckc_avx2_round_bf16_track). */
 static inline void
-ckc_avx2_h4_strides16_64(float *v)
+ckc_avx2_h4_strides16_64(float *v, __m256i *absmax)
 {
     for (int j = 0; j < 16; j += 8) {
         __m256 w[16]; /* w[4b + a] */
@@ -141,22 +177,29 @@ ckc_avx2_h4_strides16_64(float *v)
             ckc_avx2_h4(&w[i], &w[i + 4], &w[i + 8], &w[i + 12]);
         }
         for (i = 0; i < 16; i++) {
-            _mm256_storeu_ps(v + j + 16 * i, w[i]);
+            _mm256_storeu_ps(v + j + 16 * i, absmax != NULL ? ckc_avx2_round_bf16_track(w[i], absmax) : w[i]);
         }
     }
 }
 
-/* All stages of one group of G >= 16 bfloat16 values into dst (split). */
+/* All stages of one group of G >= 16 bfloat16 values into dst (split).  With
+ * absmax given, the results are rounded to bfloat16 and tracked in it
+ * (ckc_avx2_round_bf16_track). */
 static inline void
-ckc_avx2_rotate_group_bf16_split(const uint16_t *src, int64_t group, float norm, float *dst)
+ckc_avx2_rotate_group_bf16_split(const uint16_t *src, int64_t group, float norm, float *dst, __m256i *absmax)
 {
     ckc_avx2_load_bf16_hadamard16_split(src, group, norm, dst);
-    if (group >= 256) {
+    if (group == 256) {
+        /* The common case: the rounding rides on the last stage. */
+        ckc_avx2_h4_strides16_64(dst, absmax);
+        return;
+    }
+    if (group > 256) {
         for (int64_t b = 0; b < group; b += 256) {
-            ckc_avx2_h4_strides16_64(dst + b);
+            ckc_avx2_h4_strides16_64(dst + b, NULL);
         }
     }
-    for (int64_t s = group >= 256 ? 256 : 16; s < group; s *= 4) {
+    for (int64_t s = group > 256 ? 256 : 16; s < group; s *= 4) {
         for (int64_t i = 0; i < group; i += 4 * s) {
             for (int64_t j = 0; j < s; j += 8) {
                 __m256 x0 = _mm256_loadu_ps(dst + i + j);
@@ -171,39 +214,11 @@ ckc_avx2_rotate_group_bf16_split(const uint16_t *src, int64_t group, float norm,
             }
         }
     }
-}
-
-/* Float bits rounded to nearest even at bfloat16 precision (low 16 bits left
- * to the caller): ckc_f32_to_bf16's add, valid for all but NaN. */
-static inline __m256i
-ckc_avx2_bf16_round_bits(__m256i u)
-{
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    return _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb);
-}
-
-/* Rounds n floats to bfloat16 values in place and returns the largest
- * magnitude among them (NaN above infinity, as in torch's amax).  Rounding is
- * monotone, so that is the largest magnitude before rounding, rounded; NaN
- * inputs leave arbitrary values (a row with a NaN absmax does not use them). */
-static inline float
-ckc_avx2_round_bf16_absmax(float *v, int64_t n)
-{
-    const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
-    const __m256i high_half = _mm256_set1_epi32((int)0xFFFF0000u);
-    __m256i m = _mm256_setzero_si256();
-    uint32_t lanes[8];
-    uint32_t top = 0;
-    for (int64_t i = 0; i < n; i += 8) {
-        const __m256i u = _mm256_loadu_si256((const __m256i *)(v + i));
-        m = _mm256_max_epu32(m, _mm256_and_si256(u, magnitude));
-        _mm256_storeu_si256((__m256i *)(v + i), _mm256_and_si256(ckc_avx2_bf16_round_bits(u), high_half));
+    if (absmax != NULL) {
+        for (int64_t i = 0; i < group; i += 8) {
+            _mm256_storeu_ps(dst + i, ckc_avx2_round_bf16_track(_mm256_loadu_ps(dst + i), absmax));
+        }
     }
-    _mm256_storeu_si256((__m256i *)lanes, m);
-    for (int k = 0; k < 8; k++) {
-        top = lanes[k] > top ? lanes[k] : top;
-    }
-    return ckc_round_to_kind(ckc_f32_from_bits(top), CKC_BF16);
 }
 
 /* bfloat16 bits of n floats held split, in order, as ckc_f32_to_bf16 (every

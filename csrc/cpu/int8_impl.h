@@ -101,11 +101,12 @@ static int
 rotated_row_bf16_avx2(const uint16_t *row, int64_t k, int64_t group, float *v, int8_t *q, float *scale)
 {
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+    __m256i absmax_bits = _mm256_setzero_si256();
     float absmax, row_scale, math_scale;
     for (int64_t g = 0; g < k; g += group) {
-        ckc_avx2_rotate_group_bf16_split(row + g, group, norm, v + g);
+        ckc_avx2_rotate_group_bf16_split(row + g, group, norm, v + g, &absmax_bits);
     }
-    absmax = ckc_avx2_round_bf16_absmax(v, k);
+    absmax = ckc_avx2_absmax_finish(absmax_bits);
     row_scale = ckc_int8_scale(absmax);
     math_scale = ckc_int8_math_scale(row_scale, CKC_BF16);
     if (!(absmax <= 0x1.fffffep+127f) || !ckc_int8_bf16_reciprocal_exact(math_scale)) {

@@ -186,7 +186,7 @@ ckc_row_rotate_bf16_avx2(const uint16_t *src, int64_t n, int64_t group, float *w
 {
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
     for (int64_t g = 0; g < n; g += group) {
-        ckc_avx2_rotate_group_bf16_split(src + g, group, norm, work);
+        ckc_avx2_rotate_group_bf16_split(src + g, group, norm, work, NULL);
         ckc_avx2_store_bf16_split(work, group, dst + g);
     }
 }
