@@ -14,8 +14,8 @@ ckc_advise_output_pages(void *p, size_t bytes)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const size_t huge_page = (size_t)2 << 20;
-    /* Smaller outputs usually reuse memory the allocator has touched before. */
-    const size_t min_bytes = 8 * huge_page;
+    /* The smallest size that always holds a whole aligned huge page. */
+    const size_t min_bytes = 2 * huge_page;
     const uintptr_t begin = ((uintptr_t)p + huge_page - 1) & ~(uintptr_t)(huge_page - 1);
     const uintptr_t end = ((uintptr_t)p + bytes) & ~(uintptr_t)(huge_page - 1);
     const char *setting;

@@ -1,5 +1,6 @@
 /* Output buffers of large ops are usually fresh memory: torch's allocator maps
- * them anew (glibc serves allocations above 32 MiB with mmap), so the kernel's
+ * them anew (glibc serves allocations above 32 MiB with mmap, and returns
+ * smaller freed ones at the top of its heap to the system), so the kernel's
  * first write to each 4 KiB page takes a page fault that maps and zeroes it.
  * On Linux that costs several times as much as the op itself for a 50-100 MB
  * output.  Advising transparent huge pages for the whole 2 MiB pages inside the

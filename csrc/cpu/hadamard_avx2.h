@@ -69,11 +69,11 @@ ckc_row_load_bf16_hadamard16(const uint16_t *src, int64_t n, float norm, float *
 
 /* ---- whole bfloat16 groups in the split layout ----
  * The rotation for quantization holds each 16-value block as two vectors
- * [0-3 | 8-11] and [4-7 | 12-15]: widening bfloat16 by interleaving with zeros
- * gives that order for free, the stride-4 stage needs one lane swap in it
- * (instead of two), stages of stride 16 and more act on whole vectors and do
- * not care, and the int8 and bfloat16 packs (which work per 128-bit lane) put
- * the values back in order. */
+ * [0-3 | 8-11] and [4-7 | 12-15]: the stride-1 stage below produces that order
+ * for free, the stride-4 stage needs one lane swap in it (instead of two),
+ * stages of stride 16 and more act on whole vectors and do not care, and the
+ * int8 and bfloat16 packs (which work per 128-bit lane) put the values back in
+ * order. */
 
 /* Stride 4 on one block in the split layout, lo = [x0 | x2], hi = [x1 | x3]
  * (rows of four): with s = lo + hi = [p | q], d = lo - hi = [m | r] and d
@@ -89,18 +89,28 @@ ckc_avx2_h4_rows_split(__m256 *lo, __m256 *hi)
     *hi = _mm256_sub_ps(s, d_swap);
 }
 
-/* bfloat16 load, scale by 1/sqrt(G), strides 1 and 4: n values into dst, split. */
+/* bfloat16 load, scale by 1/sqrt(G), strides 1 and 4: n values into dst, split.
+ * Each 32-bit word of the input holds an even and an odd element, so a shift
+ * and a mask widen them to e = [x0 x2 of quads 0 and 1 | of quads 2 and 3] and
+ * o = [x1 x3 ...]; then per quad p, q = e + o and m, r = e - o, and with
+ * r, m swapped in (b), e + o + b and e + o - b hold [y0 y2] and [y1 y3] of each
+ * quad, which an interleave puts in order: no shuffle to widen or split. */
 static inline void
 ckc_avx2_load_bf16_hadamard16_split(const uint16_t *src, int64_t n, float norm, float *dst)
 {
     const __m256 scale = _mm256_set1_ps(norm);
-    const __m256i zero = _mm256_setzero_si256();
+    const __m256i odd_mask = _mm256_set1_epi32((int)0xFFFF0000u);
     for (int64_t i = 0; i < n; i += 16) {
         const __m256i raw = _mm256_loadu_si256((const __m256i *)(src + i));
-        __m256 lo = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, raw)), scale);
-        __m256 hi = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, raw)), scale);
-        lo = ckc_avx2_h4_quads(lo);
-        hi = ckc_avx2_h4_quads(hi);
+        const __m256 e = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), scale);
+        const __m256 o = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask)), scale);
+        const __m256 pq = _mm256_add_ps(e, o);                      /* p q p q */
+        const __m256 mr = _mm256_sub_ps(e, o);                      /* m r m r */
+        const __m256 rm = _mm256_permute_ps(mr, 0xB1);              /* r m r m */
+        const __m256 even = _mm256_add_ps(pq, rm);                  /* p+r q+m (y0 y2) */
+        const __m256 odd = _mm256_sub_ps(pq, rm);                   /* p-r q-m (y1 y3) */
+        __m256 lo = _mm256_unpacklo_ps(even, odd);                  /* quads 0 | 2 */
+        __m256 hi = _mm256_unpackhi_ps(even, odd);                  /* quads 1 | 3 */
         ckc_avx2_h4_rows_split(&lo, &hi);
         _mm256_storeu_ps(dst + i, lo);
         _mm256_storeu_ps(dst + i + 8, hi);
