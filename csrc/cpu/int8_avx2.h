@@ -7,7 +7,8 @@
  *  - the bfloat16 rounding is the same integer add-and-mask;
  *  - clamping to [-128, 127] before rounding to an integer equals the scalar
  *    cap-round-clamp, since both bounds are integers and rounding is monotone;
- *  - the rounding names its mode (nearest even) instead of relying on MXCSR.
+ *  - the conversion rounds in the current mode (nearest even unless a caller
+ *    changed it), as the scalar magic-number rounding does.
  *
  * Bounded rows skip the NaN mask and the clamp.  A row is bounded when its
  * scale comes from its own finite absmax A: then every |x| <= A, the divisor
@@ -34,7 +35,7 @@ ckc_avx2_int8_codes_bf16(__m256 x, __m256 inv, int bounded)
     if (!bounded) {
         t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
     }
-    return _mm256_cvttps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return _mm256_cvtps_epi32(t);
 }
 
 /* Stores 32 codes given as int32 vectors in the split order [0-3 | 8-11],
