@@ -1,9 +1,10 @@
-/* AVX2 form of the first two Hadamard stages (strides 1 and 4, which stay inside
- * each 16-value block), for the AVX2 build of the CPU kernels.  Compilers turn
- * the portable loops for these short strides into slow shuffles; here one
- * block lives in two registers.  Every sum and difference is the one of
- * ckc_h4_butterfly (a + (-b) and b + a are bit-identical to a - b and a + b),
- * so results match the portable build bit for bit. */
+/* AVX2 forms of the Hadamard stages, for the AVX2 build of the CPU kernels.
+ * Compilers turn the portable loops for the short strides into slow shuffles;
+ * here a 16-value block lives in two registers (strides 1 and 4), and for
+ * bfloat16 rows a whole group is rotated in L1 with strides 16 and 64 fused.
+ * Every sum and difference is the one of ckc_h4_butterfly (a + (-b) and b + a
+ * are bit-identical to a - b and a + b), so results match the portable build
+ * bit for bit. */
 #ifndef CKC_CPU_HADAMARD_AVX2_H
 #define CKC_CPU_HADAMARD_AVX2_H
 
