@@ -272,7 +272,10 @@ def header(args, other_load: str) -> str:
             f"- torch threads: {torch.get_num_threads()} (torch {torch.__version__})\n"
             f"- M = {args.m}, K in {list(args.k)}, bfloat16 inputs, group_size {GROUP}, "
             f"median of {args.repeats} runs after 1 warm-up\n"
-            f"- CPU used by other processes during the run: {other_load}\n")
+            f"- CPU used by other processes during the run: {other_load}\n"
+            f"- OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, huge-page advice for our "
+            f"outputs: {'off' if os.environ.get('COMFY_KITCHEN_C_HUGE_PAGES') == '0' else 'on'} "
+            f"(COMFY_KITCHEN_C_HUGE_PAGES)\n")
 
 
 def results_table(rows: list[Row]) -> str:
