@@ -77,7 +77,7 @@ def gpu_kernel_sources():
 
 def emulated_device_sources():
     """GPU kernel sources and the emulator, compiled as C++ for _C_emu."""
-    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp"]
+    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp", "kernels/emu/emu_streams.cpp"]
 
 
 class BuildExt(build_ext):
@@ -85,6 +85,10 @@ class BuildExt(build_ext):
     (the same C sources are compiled with different macros for _C and _C_emu)."""
 
     def build_extensions(self):
+        # The build configuration (CUDA or not, sanitizer, warnings) comes from environment
+        # variables that file timestamps cannot see: always rebuild, never reuse a .so or
+        # objects built under another configuration.
+        self.force = True
         werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
         self.msvc = self.compiler.compiler_type == "msvc"
         if self.msvc:

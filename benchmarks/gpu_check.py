@@ -47,7 +47,13 @@ NVFP4 quantizer.
 Targets, computed and reported, never asserted: fused rotate+quantize (quantize_and_rotate_rowwise)
 at >= 80% of the copy bandwidth (on shapes with M >= 4096; smaller ones are launch-bound, where the
 copy is too) and >= 1.0x comfy_kitchen cuda's speed; quantize_nvfp4 >= 1.0x each backend that has
-it.  int8_linear is not implemented by us yet and is listed as pending.
+it; int8_linear >= 0.9x comfy_kitchen cuda's for M >= 256.
+
+The linear ops (after the others, while the budget lasts): int8_linear and, on compute capability
+10.0+, scaled_mm_nvfp4, at M in M_VALUES times DiT (K, N) pairs, ours against comfy_kitchen's cuda
+and triton backends (the same arguments: ConvRot G = 256, per-channel float32 weight scale,
+bfloat16 bias), with each one's peak extra device memory per call (torch.cuda.max_memory_allocated
+beyond the allocations before the call and the output).
 
 Exit status: 0 when no step failed, 1 when one did, 2 without a CUDA GPU (nothing is run).
 """
@@ -87,7 +93,14 @@ QUICK_K_VALUES = (3072, 14336)
 BACKENDS = ("cuda", "triton")
 BENCH_OPS = ("quantize_and_rotate_rowwise", "quantize_int8_rowwise", "quantize_int8_convrot_weight",
              "quantize_nvfp4", "dequantize_nvfp4", "dequantize_int8_simple_dtype")
-PENDING_OPS = {"int8_linear": "not implemented (pending)"}
+PENDING_OPS: dict[str, str] = {}
+# The linear ops: (M, K, N) with M from M_VALUES and DiT (K, N) pairs (issue 3 item 8's sizes).
+LINEAR_OPS = ("int8_linear", "scaled_mm_nvfp4")
+LINEAR_KN = ((3072, 3072), (5120, 14336), (14336, 5120), (5376, 21504))
+QUICK_LINEAR_KN = ((3072, 3072), (14336, 5120))
+LINEAR_SPEEDUP_TARGET = 0.9
+LINEAR_TARGET_MIN_M = 256
+FP4_GEMM_MIN_CC = (10, 0)
 # Our ops that no comfy_kitchen backend has, each timed against one of theirs: {ours: theirs}.
 COMPARED_OPS = {"quantize_and_rotate_nvfp4": "quantize_nvfp4"}
 NVFP4_ROTATE_GROUP = 16
@@ -283,7 +296,7 @@ def has_cuda_command() -> list[str]:
 
 
 def tests_command(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "tests/test_cuda.py", "-q", *extra]
+    return [sys.executable, "-m", "pytest", "tests/test_cuda.py", "tests/test_cuda_linear.py", "-q", *extra]
 
 
 def memcheck_command(sanitizer: str) -> list[str]:
@@ -368,6 +381,7 @@ class Context:
     arch: str
     rows: list[Row] = field(default_factory=list)
     backends: dict = field(default_factory=dict)
+    linear_rows: list[LinearRow] = field(default_factory=list)
 
     def time_left(self) -> float:
         return self.deadline - time.monotonic() - REPORT_RESERVE_S
@@ -422,6 +436,7 @@ def step_bench(ctx: Context, timeout: float) -> Outcome:
         cmd = bench_command(path, ctx.args, f"{budget:.0f}")
         rc, output = run_command(cmd, budget + WORKER_GRACE_S)
         ctx.backends, ctx.rows = read_bench(path)
+        ctx.linear_rows = read_linear_rows(path)
     finally:
         os.unlink(path)
     problems = bench_problems(rc, ctx.rows, len(shapes(ctx.args.quick)) * (len(BENCH_OPS) + len(COMPARED_OPS)))
@@ -445,7 +460,8 @@ def bench_problems(rc: int | None, rows: list[Row], expected: int) -> list[str]:
 
 
 def read_bench(path: str) -> tuple[dict, list[Row]]:
-    """The worker's backend status and rows; a line cut short by a crash is left out."""
+    """The worker's backend status and rows; a line cut short by a crash is left out (as are the
+    linear rows: read_linear_rows)."""
     backends, rows = {}, []
     with open(path) as f:
         for line in f:
@@ -453,9 +469,10 @@ def read_bench(path: str) -> tuple[dict, list[Row]]:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if record.pop("kind") == "backends":
+            kind = record.pop("kind")
+            if kind == "backends":
                 backends = record["backends"]
-            else:
+            elif kind == "row":
                 rows.append(Row(**record))
     return backends, rows
 
@@ -583,7 +600,7 @@ def backend_status() -> dict:
         usable = info["available"] and not info.get("disabled")
         reason = info.get("unavailable_reason") or ("disabled" if info.get("disabled") else None)
         result[b] = {"available": usable, "reason": reason,
-                     "ops": [op for op in BENCH_OPS if op in info["capabilities"]]}
+                     "ops": [op for op in BENCH_OPS + LINEAR_OPS if op in info["capabilities"]]}
     return result
 
 
@@ -667,7 +684,156 @@ def bench_worker(args) -> int:
                 print(f"  {op} {m}x{k}: ours {fmt_ms(row.ms['ours'])} ms", file=sys.stderr, flush=True)
             del x
             torch.cuda.empty_cache()
+        if not bench_linear(out, ours, backends, args, deadline):
+            print(f"time budget of {args.budget:.0f} s used up", file=sys.stderr)
     return 0
+
+
+# ---- linear ops: int8_linear and scaled_mm_nvfp4 -------------------------------------------
+
+@dataclass
+class LinearRow:
+    """One linear op at one (M, K, N): GPU milliseconds and the peak extra device memory of one
+    call (MiB: torch.cuda.max_memory_allocated over the allocation before the call, less the
+    output) per implementation ("ours", "cuda", "triton"); None when not measured (notes say why)."""
+    op: str
+    m: int
+    k: int
+    n: int
+    ms: dict[str, float | None]
+    extra_mib: dict[str, float | None]
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> str:
+        return f"{self.m}x{self.k}x{self.n}"
+
+    def ratio(self, backend: str) -> float | None:
+        mine, theirs = self.ms.get("ours"), self.ms.get(backend)
+        return theirs / mine if mine and theirs else None
+
+
+LINEAR_MEMORY_NOTE = ("\nExtra MiB: the peak of torch's allocations during one call beyond those before it and the "
+                      "output. Device memory allocated outside torch is not in it: our cuBLASLt workspace (allocated "
+                      "once per device and stream) and comfy_kitchen cuda's CUTLASS workspace.\n")
+
+
+def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:
+    ms, kns = (QUICK_M_VALUES, QUICK_LINEAR_KN) if quick else (M_VALUES, LINEAR_KN)
+    return [(m, k, n) for m in ms for k, n in kns]
+
+
+def linear_table(rows: list[LinearRow]) -> str:
+    names = ("ours", *BACKENDS)
+    header = ["op", "M", "K", "N", *(f"{b} ms" for b in names), *(f"vs {b}" for b in BACKENDS),
+              *(f"{b} extra MiB" for b in names)]
+    body = [[r.op, str(r.m), str(r.k), str(r.n), *(fmt_ms(r.ms.get(b)) for b in names),
+             *(fmt_ratio(r.ratio(b)) for b in BACKENDS),
+             *("-" if r.extra_mib.get(b) is None else f"{r.extra_mib[b]:.1f}" for b in names)] for r in rows]
+    notes = "".join(f"- {r.op} {r.shape} {name}: {note}\n" for r in rows for name, note in r.notes.items())
+    return table(header, body, "lrrr" + "r" * (2 * len(names) + len(BACKENDS))) + (
+        f"\nWhy cells are empty:\n\n{notes}" if notes else "")
+
+
+def linear_targets(rows: list[LinearRow]) -> list[Target]:
+    t = Target(f"int8_linear >= {LINEAR_SPEEDUP_TARGET:.1f}x comfy_kitchen cuda", "int8_linear", "cuda",
+               LINEAR_SPEEDUP_TARGET, LINEAR_TARGET_MIN_M)
+    t.values = [(r.shape, r.ratio("cuda")) for r in rows
+                if r.op == t.op and r.m >= t.min_m and r.ratio("cuda") is not None]
+    return [t]
+
+
+def read_linear_rows(path: str) -> list[LinearRow]:
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.pop("kind") == "linear":
+                rows.append(LinearRow(**record))
+    return rows
+
+
+def peak_extra_mib(fn: Callable, args: tuple) -> float:
+    """MiB torch allocated at the peak of one call beyond what was allocated before it and the output."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    out = fn(*args)
+    torch.cuda.synchronize(device)
+    extra = torch.cuda.max_memory_allocated(device) - before - sum(t.nbytes for t in tensors(out))
+    del out
+    return extra / 2**20
+
+
+def linear_arguments(op: str, m: int, k: int, n: int, ours) -> tuple | None:
+    """The call's arguments, the same for every backend: int8_linear as ComfyUI's ConvRot layers
+    call it (bfloat16 x, per-channel float32 scale, bfloat16 bias, G = 256); scaled_mm_nvfp4 on
+    operands our quantizer made.  None for scaled_mm_nvfp4 below compute capability 10.0."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    if op == "int8_linear":
+        w = torch.randint(-127, 128, (n, k), device="cuda", dtype=torch.int8, generator=g)
+        ws = torch.rand(n, device="cuda", generator=g) * 0.01
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
+        return (x, w, ws, bias, torch.bfloat16, True, GROUP, None)
+    if tuple(torch.cuda.get_device_capability()) < FP4_GEMM_MIN_CC:
+        return None
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    sx, sw = ((t.abs().amax().float() / (448 * 6)).reshape(()) for t in (x, w))
+    (qa, ba), (qb, bb) = ours.quantize_nvfp4(x, sx, 0.0, m % 16 != 0), ours.quantize_nvfp4(w, sw)
+    return (qa, qb, sx, sw, ba, bb, None, torch.bfloat16)
+
+
+def measure_linear(op: str, m: int, k: int, n: int, ours, backends: dict, cfg) -> LinearRow | None:
+    row = LinearRow(op, m, k, n, dict.fromkeys(("ours", *BACKENDS)), dict.fromkeys(("ours", *BACKENDS)))
+    try:
+        args = linear_arguments(op, m, k, n, ours)
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        row.notes["ours"] = "inputs do not fit in GPU memory"
+        return row
+    if args is None:
+        return None
+    impls = {"ours": (getattr(ours, op), None)}
+    for b in BACKENDS:
+        try:
+            impls[b] = their_implementation(backends, b, op, args)
+        except Exception as exc:
+            impls[b] = (None, one_line(exc))
+    for name, (impl, note) in impls.items():
+        if impl is None:
+            if note:
+                row.notes[name] = note
+            continue
+        row.ms[name], note = try_time(impl, args, cfg)
+        if note:
+            row.notes[name] = note
+            continue
+        try:
+            row.extra_mib[name] = peak_extra_mib(impl, args)
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+    return row
+
+
+def bench_linear(out, ours, backends: dict, cfg, deadline: float) -> bool:
+    """Appends one JSON line per measured LinearRow; False when the time budget ran out."""
+    for m, k, n in linear_shapes(cfg.quick):
+        for op in LINEAR_OPS:
+            if time.monotonic() > deadline:
+                return False
+            row = measure_linear(op, m, k, n, ours, backends, cfg)
+            if row is None:
+                continue
+            out.write(json.dumps({"kind": "linear", **dataclasses.asdict(row)}) + "\n")
+            out.flush()
+            print(f"  {op} {row.shape}: ours {fmt_ms(row.ms['ours'])} ms", file=sys.stderr, flush=True)
+            torch.cuda.empty_cache()
+    return True
 
 
 # ---- environment and report ----------------------------------------------------------------
@@ -728,7 +894,8 @@ def backends_list(backends: dict) -> str:
 
 
 def report(info: dict[str, str], command: str, args, results: list[StepResult], rows: list[Row],
-           backends: dict) -> str:
+           backends: dict, linear_rows: list | None = None) -> str:
+    linear_rows = linear_rows or []
     name = info["GPU"].split(",")[0]
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [f"## GPU check: {name}\n\n", f"- date: {when}\n",
@@ -740,11 +907,13 @@ def report(info: dict[str, str], command: str, args, results: list[StepResult], 
              "\n### Benchmarks\n\n", results_table(rows) if rows else "No rows were measured.\n",
              *(f"\n{op} (G = {NVFP4_ROTATE_GROUP}): the backend columns time their {theirs}.\n"
                for op, theirs in COMPARED_OPS.items()),
-             "\nNot benchmarked:\n\n", pending_table()]
+             *(["\nNot benchmarked:\n\n", pending_table()] if PENDING_OPS else []),
+             "\n### Linear ops\n\n", linear_table(linear_rows) if linear_rows else "No linear rows were measured.\n",
+             LINEAR_MEMORY_NOTE]
     notes = notes_list(rows)
     if notes:
         parts += ["\nWhy cells are empty:\n\n", notes]
-    parts += ["\n### Targets (computed, not asserted)\n\n", targets_table(targets(rows))]
+    parts += ["\n### Targets (computed, not asserted)\n\n", targets_table(targets(rows) + linear_targets(linear_rows))]
     return "".join(parts)
 
 
@@ -780,8 +949,12 @@ def plan(args) -> str:
               *(f"pending op: {op}: {status}" for op, status in PENDING_OPS.items()),
               f"compared with: ours, {', '.join(f'comfy_kitchen {b}' for b in BACKENDS)}, device copy",
               f"shapes ({len(sizes)}, bfloat16, M x K): {', '.join(f'{m}x{k}' for m, k in sizes)}",
-              f"timing: CUDA events, {args.warmup} warm-up calls, median of {args.repeats}", "", "targets:"]
-    lines += [f"  {t.label} ({t.op})" for t in targets([])]
+              f"timing: CUDA events, {args.warmup} warm-up calls, median of {args.repeats}",
+              f"linear ops: {', '.join(LINEAR_OPS)} (scaled_mm_nvfp4 on compute capability "
+              f"{FP4_GEMM_MIN_CC[0]}.{FP4_GEMM_MIN_CC[1]}+), with the peak extra device memory per call",
+              f"linear shapes (M x K x N): {', '.join(f'{m}x{k}x{n}' for m, k, n in linear_shapes(args.quick))}",
+              "", "targets:"]
+    lines += [f"  {t.label} ({t.op})" for t in targets([]) + linear_targets([])]
     return "\n".join(lines)
 
 
@@ -822,7 +995,7 @@ def main(argv=None) -> int:
 def report_step(ctx: Context, info: dict[str, str], command: str, results: list[StepResult]) -> StepResult:
     """Step e: writes the report (or, if that fails, prints it)."""
     start = time.monotonic()
-    text = report(info, command, ctx.args, results, ctx.rows, ctx.backends)
+    text = report(info, command, ctx.args, results, ctx.rows, ctx.backends, ctx.linear_rows)
     try:
         path = write_report(text, torch.cuda.get_device_name())
         status, detail = PASSED, str(path)

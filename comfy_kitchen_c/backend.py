@@ -27,7 +27,7 @@ def _devices() -> frozenset[str]:
 MIN_COMPUTE_CAPABILITY = (7, 5)
 
 
-def unsupported_gpu(kwargs) -> str | None:
+def unsupported_gpu(kwargs, minimum=MIN_COMPUTE_CAPABILITY) -> str | None:
     """Why a call's CUDA tensors are on a GPU the kernels were not built for, or None.
 
     Checked per call and per tensor device (the registry's own compute-capability
@@ -35,17 +35,17 @@ def unsupported_gpu(kwargs) -> str | None:
     for name, value in kwargs.items():
         if isinstance(value, torch.Tensor) and value.is_cuda:
             cc = torch.cuda.get_device_capability(value.device)
-            if tuple(cc) < MIN_COMPUTE_CAPABILITY:
+            if tuple(cc) < minimum:
                 return (f"argument '{name}' is on {value.device} with compute capability {cc[0]}.{cc[1]}; "
-                        f"the CUDA kernels need {MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]}+")
+                        f"the CUDA kernels need {minimum[0]}.{minimum[1]}+")
     return None
 
 
-def _call_rule(check):
+def _call_rule(check, minimum=MIN_COMPUTE_CAPABILITY):
     from comfy_kitchen.constraints import ValidationResult
 
     def rule(kwargs):
-        gpu = unsupported_gpu(kwargs)
+        gpu = unsupported_gpu(kwargs, minimum)
         if gpu is not None:
             return ValidationResult.fail("__hardware__", gpu)
         try:
@@ -126,13 +126,63 @@ def capabilities() -> dict:
         },
     }
     devices = _devices()
-    return {
+    caps = {
         name: FunctionConstraints(
             params=p,
             default_devices=devices,
             call_rules=(_call_rule(getattr(ops, f"check_{name}")),),
         )
         for name, p in params.items()
+    }
+    caps.update(_linear_capabilities(devices))
+    return caps
+
+
+# ---- linear ops: int8_linear (cuBLASLt IMMA: compute capability 7.5+) and scaled_mm_nvfp4
+# (cuBLASLt block-scaled FP4: 10.0+; on the CPU a dequantize-and-matmul, which comfy_kitchen's
+# eager backend cannot run there).  On a GPU below the minimum the call falls through.
+
+IMMA_MIN_COMPUTE_CAPABILITY = (7, 5)
+FP4_GEMM_MIN_COMPUTE_CAPABILITY = (10, 0)
+
+
+def _linear_capabilities(devices) -> dict:
+    from comfy_kitchen.constraints import ExactDims, FunctionConstraints, MinDims, ParamConstraint
+
+    floats = ParamConstraint(dtypes=_FLOATS)
+    uint8_2d = ParamConstraint(dtypes=frozenset({torch.uint8}), shape_rules=(ExactDims(2),))
+    f32 = ParamConstraint(dtypes=frozenset({torch.float32}))
+    e4m3 = ParamConstraint(dtypes=frozenset({torch.float8_e4m3fn}))
+    return {
+        "int8_linear": FunctionConstraints(
+            params={
+                "x": ParamConstraint(dtypes=_FLOATS, shape_rules=(MinDims(1),)),
+                "weight": ParamConstraint(dtypes=frozenset({torch.int8}), shape_rules=(ExactDims(2),)),
+                "weight_scale": floats,
+                "bias": floats,
+                "out_dtype": floats,
+                "convrot": ParamConstraint(dtypes=frozenset({bool})),
+                "convrot_groupsize": ParamConstraint(dtypes=frozenset({int})),
+                "input_act": ParamConstraint(dtypes=frozenset({str, type(None)})),
+            },
+            default_devices=devices,
+            call_rules=(_call_rule(ops.check_int8_linear, IMMA_MIN_COMPUTE_CAPABILITY),),
+        ),
+        "scaled_mm_nvfp4": FunctionConstraints(
+            params={
+                "a": uint8_2d,
+                "b": uint8_2d,
+                "tensor_scale_a": f32,
+                "tensor_scale_b": f32,
+                "block_scale_a": e4m3,
+                "block_scale_b": e4m3,
+                "bias": floats,
+                "out_dtype": floats,
+                "alpha": f32,
+            },
+            default_devices=devices,
+            call_rules=(_call_rule(ops.check_scaled_mm_nvfp4, FP4_GEMM_MIN_COMPUTE_CAPABILITY),),
+        ),
     }
 
 

@@ -8,11 +8,13 @@ contiguous tensor first; outputs are always new tensors.
 from __future__ import annotations
 
 import contextvars
+import os
 
 import torch
 
 from . import _C
 from . import _checks as check
+from . import faults
 from ._C import ArgumentError, ArgumentTypeError
 
 DTYPE_CODE_TO_DTYPE = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
@@ -37,7 +39,8 @@ KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
 
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads())
+    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
+                                   faults.CHECK.get())
 
 
 def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
@@ -135,7 +138,9 @@ def _tensorwise_scale(x: torch.Tensor, scale):
         return torch.empty((), dtype=torch.float32, device=x.device), 1
     if isinstance(scale, torch.Tensor):
         return scale.to(device=x.device, dtype=torch.float32), 0
-    return torch.tensor(float(scale), dtype=torch.float32, device=x.device), 0
+    scale_t = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
+    faults.check_host_copy("copy of the scale to the device", x.device)
+    return scale_t, 0
 
 
 def check_quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
@@ -290,7 +295,9 @@ def _check_per_tensor_scale(op: str, value, name: str = "per_tensor_scale", **sa
 def _per_tensor_scale(value, device) -> torch.Tensor:
     """The checked per-tensor scale as the one-element float32 tensor the kernels read."""
     if _is_number(value):
-        return torch.tensor([float(value)], dtype=torch.float32, device=device)
+        scale = torch.tensor([float(value)], dtype=torch.float32, device=device)
+        faults.check_host_copy("copy of the per-tensor scale to the device", device)
+        return scale
     return value.reshape(1)
 
 
@@ -361,6 +368,233 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
     return out
 
 
+# ---- linear: int8_linear and scaled_mm_nvfp4 ------------------------------------------------
+
+_INPUT_ACT_CODES = {None: 0, "none": 0, "gelu_tanh": 1, "swiglu": 2}  # kernels/math/activation.h
+_SCRATCH_SLACK = 5 * 256  # csrc/ops/linear.c: four 256-byte aligned regions and the base's alignment
+_GEMM_ROWS = 32  # CKC_GEMM_ROWS (csrc/ops/params.h): the GPU GEMM's rows come in blocks of this
+
+
+def _memory_limit_from_env() -> int:
+    value = os.environ.get("COMFY_KITCHEN_C_LINEAR_MEMORY_MB")
+    return int(float(value) * 2**20) if value else 256 * 2**20
+
+
+_linear_memory_limit = _memory_limit_from_env()
+
+
+def set_linear_memory_limit(nbytes: int) -> None:
+    """Bound on the extra memory one int8_linear call allocates (bytes; default 256 MiB, or
+    COMFY_KITCHEN_C_LINEAR_MEMORY_MB): rows are processed in chunks so that the quantized rows,
+    their scales, the int32 accumulator (and, for shapes cuBLASLt needs padded, a padded weight
+    copy) stay under it.  At least one row is processed at a time whatever the bound."""
+    global _linear_memory_limit
+    check.integer("set_linear_memory_limit", "nbytes", nbytes)
+    if nbytes < 1:
+        raise ArgumentError(f"set_linear_memory_limit: argument 'nbytes': expected a positive size, got {nbytes}")
+    _linear_memory_limit = nbytes
+
+
+def linear_memory_limit() -> int:
+    """The current bound of set_linear_memory_limit, in bytes."""
+    return _linear_memory_limit
+
+
+def _gpu_path(device: torch.device) -> bool:
+    """Whether a call runs the GPU kernels: CUDA tensors, or any tensor on the emulated device."""
+    return device.type == "cuda" or KERNELS.get() is not _C
+
+
+_blas_dirs_set = False
+
+
+def _blas_search_dirs() -> None:
+    """Tells _C where torch's pip-installed CUDA libraries are, for loading cuBLASLt at first use
+    (the C side first takes a cuBLASLt already loaded, then the loader's path, then these)."""
+    global _blas_dirs_set
+    if _blas_dirs_set or not hasattr(KERNELS.get(), "set_blas_search_dirs"):
+        return
+    torch_dir = os.path.dirname(torch.__file__)
+    site = os.path.dirname(torch_dir)
+    lib = "bin" if os.name == "nt" else "lib"
+    dirs = [os.path.join(site, "nvidia", "cu13", lib), os.path.join(site, "nvidia", "cublas", lib),
+            os.path.join(torch_dir, "lib")]
+    KERNELS.get().set_blas_search_dirs(os.pathsep.join(d for d in dirs if os.path.isdir(d)))
+    _blas_dirs_set = True
+
+
+def _gemm_alignment(device: torch.device) -> tuple[int, int]:
+    """(k, n) multiples the GPU GEMM is given: cuBLASLt's int8 IMMA needs k and n multiples of 4;
+    16 keeps rows 16-byte aligned, and Turing rejects some n not a multiple of 32 (comfy_kitchen
+    pads to 32 there for the same reason)."""
+    if device.type == "cuda" and tuple(torch.cuda.get_device_capability(device)) == (7, 5):
+        return 16, 32
+    return 16, 16
+
+
+def check_int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,
+                      input_act=None, input_act_weight=None, input_act_eps=0.0, residual=None,
+                      residual_scale=None):
+    """(k, n, activation code) of a valid call.  comfy_kitchen's newer arguments (the rms_norm
+    and situ activations, the residual form) are not served: those calls fall through."""
+    op = "int8_linear"
+    check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    if not isinstance(input_act, (str, type(None))) or input_act not in _INPUT_ACT_CODES:
+        raise ArgumentError(f"{op}: argument 'input_act': {input_act!r} is not supported (None, 'none', "
+                            "'gelu_tanh', 'swiglu')")
+    for name, value in (("input_act_weight", input_act_weight), ("residual", residual),
+                        ("residual_scale", residual_scale)):
+        if value is not None:
+            raise ArgumentError(f"{op}: argument '{name}' is not supported by backend 'c'")
+    act = _INPUT_ACT_CODES[input_act]
+    width = 2 if act == 2 else 1
+    if x.shape[-1] % width:
+        raise ArgumentError(f"{op}: argument 'x': swiglu needs an even row length ([gate | up]), got "
+                            f"{x.shape[-1]}")
+    k = x.shape[-1] // width
+    check.tensor(op, "weight", weight, (torch.int8,), ndim=2)
+    n = weight.shape[0]
+    if weight.shape[1] != k:
+        raise ArgumentError(f"{op}: argument 'weight': shape {list(weight.shape)} does not match the "
+                            f"{'activated ' if width > 1 else ''}input's {k} features")
+    check.tensor(op, "weight_scale", weight_scale, check.FLOAT_DTYPES)
+    if weight_scale.numel() not in (1, n):
+        raise ArgumentError(f"{op}: argument 'weight_scale': expected 1 or {n} values (scalar or per output "
+                            f"channel), got shape {list(weight_scale.shape)}")
+    if bias is not None:
+        check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
+        if bias.numel() not in (1, n):
+            raise ArgumentError(f"{op}: argument 'bias': expected {n} values, got shape {list(bias.shape)}")
+    if out_dtype is not None and out_dtype not in check.FLOAT_DTYPES:
+        raise ArgumentTypeError(f"{op}: argument 'out_dtype': expected float32, float16 or bfloat16, "
+                                f"got {out_dtype}")
+    if not isinstance(convrot, bool):
+        raise ArgumentTypeError(f"{op}: argument 'convrot': expected a bool, got {type(convrot).__name__}")
+    if convrot:
+        check.group_size(op, convrot_groupsize, k, name="convrot_groupsize")
+    check.same_device(op, x=x, weight=weight, weight_scale=weight_scale, bias=bias)
+    return k, n, act
+
+
+def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,
+                input_act=None, input_act_weight=None, input_act_eps=0.0, residual=None, residual_scale=None):
+    """y = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, shape
+    (*x.shape[:-1], N), rounded once to out_dtype (None: bfloat16, as comfy_kitchen.int8_linear).
+
+    Rows go through in chunks bounded by set_linear_memory_limit.  The extra arguments of newer
+    comfy_kitchen releases are accepted and must keep their defaults."""
+    op = "int8_linear"
+    k, n, act = check_int8_linear(x, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize, input_act,
+                                  input_act_weight, input_act_eps, residual, residual_scale)
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    device = x.device
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    m = x2.shape[0]
+    w_scale = weight_scale.to(dtype=torch.float32).reshape(-1).contiguous()
+    # eager adds bias.to(out_dtype): the same rounded values, added here in float32
+    b = None if bias is None else bias.to(out_dtype).to(torch.float32).reshape(-1).expand(n).contiguous()
+    w = weight.contiguous()
+    gpu = _gpu_path(device)
+    k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
+    k_pad, n_pad = _round_up(k, k_align), _round_up(n, n_align)
+    gemv = gpu and m == 1
+    fixed = 0
+    if gpu and not gemv and (k_pad != k or n_pad != n or w.data_ptr() % 16):
+        padded = torch.zeros((n_pad, k_pad), dtype=torch.int8, device=device)
+        padded[:n, :k] = w
+        w, fixed = padded, padded.numel()
+    # Scratch per row (csrc/ops/linear.c): codes, scale, accumulator, activated row (CPU pre-pass);
+    # the GPU GEMM works on blocks of _GEMM_ROWS rows.
+    per_row = k_pad + 4 + (0 if gemv else 4 * n_pad) + (k * x.element_size() if act and not gpu else 0)
+    block = _GEMM_ROWS if gpu and not gemv else 1
+    budget = max(_linear_memory_limit - fixed, block * per_row + _SCRATCH_SLACK)
+    scratch = torch.empty(min(_round_up(m, block) * per_row + _SCRATCH_SLACK, budget), dtype=torch.uint8,
+                          device=device)
+    out = torch.empty((m, n), dtype=out_dtype, device=device)
+    if device.type == "cuda":
+        _blas_search_dirs()
+    _run("int8_linear", op, device, (x2, w, w_scale, b, out, scratch),
+         (act, convrot_groupsize if convrot else 0, k_align, n_align))
+    return out.view(*x.shape[:-1], n)
+
+
+def check_scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias=None,
+                          out_dtype=None, alpha=None):
+    op = "scaled_mm_nvfp4"
+    check.tensor(op, "a", a, (torch.uint8,), ndim=2)
+    check.tensor(op, "b", b, (torch.uint8,), ndim=2)
+    check.rows_of(op, "a", a)
+    check.rows_of(op, "b", b)
+    if a.shape[1] != b.shape[1]:
+        raise ArgumentError(f"{op}: argument 'b': {b.shape[1]} packed columns, a has {a.shape[1]}")
+    k = 2 * a.shape[1]
+    if k % 16:
+        raise ArgumentError(f"{op}: argument 'a': {a.shape[1]} packed columns hold {k} values, not a multiple of 16")
+    for name, value in (("tensor_scale_a", tensor_scale_a), ("tensor_scale_b", tensor_scale_b), ("alpha", alpha)):
+        if value is None and name == "alpha":
+            continue
+        check.tensor(op, name, value, (torch.float32,))
+        if value.numel() != 1:
+            raise ArgumentError(f"{op}: argument '{name}': expected one element, got shape {list(value.shape)}")
+    for name, value, rows in (("block_scale_a", block_scale_a, a.shape[0]), ("block_scale_b", block_scale_b,
+                                                                               b.shape[0])):
+        check.tensor(op, name, value, (torch.float8_e4m3fn, torch.uint8))
+        want = _scale_shape(rows, k)
+        if value.numel() != want[0] * want[1]:
+            raise ArgumentError(f"{op}: argument '{name}': expected {want[0] * want[1]} elements (swizzled "
+                                f"{list(want)}), got shape {list(value.shape)}")
+    if bias is not None:
+        check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
+        if bias.numel() != b.shape[0]:
+            raise ArgumentError(f"{op}: argument 'bias': expected {b.shape[0]} values, got shape {list(bias.shape)}")
+    if out_dtype is not None and out_dtype not in check.FLOAT_DTYPES:
+        raise ArgumentTypeError(f"{op}: argument 'out_dtype': expected float32, float16 or bfloat16, "
+                                f"got {out_dtype}")
+    check.same_device(op, a=a, b=b, tensor_scale_a=tensor_scale_a, tensor_scale_b=tensor_scale_b,
+                      block_scale_a=block_scale_a, block_scale_b=block_scale_b, bias=bias, alpha=alpha)
+
+
+def _cublaslt_fp4(device: torch.device, out_dtype: torch.dtype, n: int, k: int) -> bool:
+    """Whether cuBLASLt's block-scaled FP4 GEMM takes the call: compute capability 10.0+ and the
+    shapes and output types comfy_kitchen's cuda backend passes it (k % 32, n % 8, 16-bit out).
+    The emulated device runs its C reference of that GEMM for every shape."""
+    if device.type != "cuda":
+        return KERNELS.get() is not _C
+    return (tuple(torch.cuda.get_device_capability(device)) >= (10, 0) and k % 32 == 0 and n % 8 == 0
+            and out_dtype in (torch.float16, torch.bfloat16))
+
+
+def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias=None,
+                    out_dtype=None, alpha=None):
+    """out[M, N] = alpha * (dec(a) @ dec(b)^T) + bias, alpha = tensor_scale_a * tensor_scale_b unless
+    given, out_dtype None: bfloat16.  cuBLASLt's block-scaled FP4 GEMM on compute capability 10.0+;
+    elsewhere each operand is dequantized exactly (code x block scale is exact in float32) and
+    multiplied in float32, alpha and the bias applied in float32, rounded once to out_dtype."""
+    op = "scaled_mm_nvfp4"
+    check_scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias, out_dtype,
+                          alpha)
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    device = a.device
+    m, n, k = a.shape[0], b.shape[0], 2 * a.shape[1]
+    alpha = (tensor_scale_a * tensor_scale_b if alpha is None else alpha).reshape(1)
+    bias_out = None if bias is None else bias.to(out_dtype).reshape(-1).contiguous()
+    if _gpu_path(device) and _cublaslt_fp4(device, out_dtype, n, k):
+        alpha_beta = torch.cat([alpha, torch.zeros(1, dtype=torch.float32, device=device)])
+        scale_a = block_scale_a.contiguous().view(torch.uint8).reshape(_scale_shape(m, k))
+        scale_b = block_scale_b.contiguous().view(torch.uint8).reshape(_scale_shape(n, k))
+        out = torch.empty((m, n), dtype=out_dtype, device=device)
+        if device.type == "cuda":
+            _blas_search_dirs()
+        _run("nvfp4_gemm", op, device, (a.contiguous(), b.contiguous(), scale_a, scale_b, alpha_beta, bias_out, out),
+             ())
+        return out
+    one = torch.ones(1, dtype=torch.float32, device=device)
+    y = dequantize_nvfp4(a, one, block_scale_a, torch.float32) @ dequantize_nvfp4(b, one, block_scale_b,
+                                                                                  torch.float32).T
+    y = y * alpha
+    if bias_out is not None:
+        y = y + bias_out.to(torch.float32)
+    return y.to(out_dtype)
 # ---- NVFP4 with the ConvRot rotation: quantize_and_rotate_nvfp4, nvfp4_linear ---------------
 # Ops of comfy_kitchen_c only (no comfy_kitchen backend has them), so not registered there.
 
@@ -443,14 +677,6 @@ def _activation_scale(x2: torch.Tensor, group: int) -> torch.Tensor:
     return (amax / NVFP4_RANGE).clamp_min(torch.finfo(torch.float32).tiny).reshape(1)
 
 
-def _nvfp4_matmul(qa, tsa, bsa, qw, tsw, bsw, bias, out_dtype):
-    """dec(qa) @ dec(qw).T (+ bias) rounded once to out_dtype, where dec applies both scales:
-    scaled_mm_nvfp4's result, here by dequantizing both operands to float32."""
-    a = dequantize_nvfp4(qa, tsa, bsa, torch.float32)
-    w = dequantize_nvfp4(qw, tsw, bsw, torch.float32)
-    return torch.nn.functional.linear(a, w, None if bias is None else bias.float()).to(out_dtype)
-
-
 def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None, out_dtype=None, convrot=False,
                  convrot_groupsize=16):
     """x @ W.T (+ bias) with the NVFP4 weight W (packed uint8 [N, K/2], hi_first, its swizzled
@@ -470,6 +696,6 @@ def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None,
     x2 = x.reshape(-1, x.shape[-1])
     pts = _activation_scale(x2, group)
     qa, bsa = _quantize_nvfp4(op, x2, pts, True, True, group)
-    out = _nvfp4_matmul(qa, pts, bsa, weight, weight_tensor_scale, weight_block_scales, bias,
-                        x.dtype if out_dtype is None else out_dtype)
+    out = scaled_mm_nvfp4(qa, weight, pts, _per_tensor_scale(weight_tensor_scale, x.device), bsa,
+                          weight_block_scales, bias, x.dtype if out_dtype is None else out_dtype)
     return out[: x2.shape[0]].reshape(*x.shape[:-1], weight.shape[0])

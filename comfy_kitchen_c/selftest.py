@@ -63,6 +63,15 @@ TOLERANCES = {
     # atol * max|eager| + rtol * |eager|, plus out_ulps ulp of the output dtype
     # for the final rounding (float16/bfloat16).
     "rotated_dequant": {"atol": 1e-6, "rtol": 1e-6, "out_ulps": 1},
+    # int8_linear with a rotation or an input activation: the rotation can move a code (as
+    # above) and a row's scale by float32 ulps, and the activation uses libm's tanhf/expf where
+    # aten has its own: at least min_agreeing of the outputs within agree_rel of the output's
+    # range, all within max_rel of it (about two quantization steps).  Without either: exact.
+    "linear": {"agree_rel": 1e-5, "min_agreeing": 0.99, "max_rel": 2.0**-6},
+    # scaled_mm_nvfp4 (where eager runs: CUDA with the block-scaled FP4 GEMM): exact products
+    # summed in float32 in another order, then one rounding: out_ulps of the output dtype plus
+    # sum_rel of the output's range.
+    "fp4_gemm": {"out_ulps": 2, "sum_rel": 1e-5},
 }
 
 
@@ -246,13 +255,36 @@ def max_abs_diff(ours, ref) -> float:
 
 # ---- cases ----------------------------------------------------------------------------------
 
+def linear(ours, ref) -> str | None:
+    """int8_linear with a rotation or an activation: see TOLERANCES["linear"]."""
+    tol = TOLERANCES["linear"]
+    (o,), (r,) = ours, ref
+    diff = (o.double() - r.double()).abs() / r.double().abs().max()
+    agreeing = float((diff <= tol["agree_rel"]).double().mean())
+    if agreeing < tol["min_agreeing"]:
+        return f"only {agreeing:.2%} of outputs within {tol['agree_rel']:g} of the range"
+    if float(diff.max()) > tol["max_rel"]:
+        return f"an output differs by {float(diff.max()):.3g} of the range"
+    return None
+
+
+def fp4_gemm(ours, ref) -> str | None:
+    """scaled_mm_nvfp4: see TOLERANCES["fp4_gemm"]."""
+    tol = TOLERANCES["fp4_gemm"]
+    (o,), (r,) = ours, ref
+    bound = tol["out_ulps"] * ulp(r, r.dtype) + tol["sum_rel"] * r.double().abs().max()
+    bad = ~_within(o, r, bound)
+    return f"{_count(bad)} elements beyond tolerance" if bool(bad.any()) else None
+
+
 @dataclass(frozen=True)
 class Case:
     """One call checked on every device and dtype.
 
     ``op`` names the function in both ``comfy_kitchen_c.ops`` and eager (looked up
     at call time); ``args`` builds the positional arguments both get.  ``reference``,
-    when set, builds the reference from eager's module instead (for ops eager lacks).
+    when set, builds the reference from eager's module instead (for ops eager lacks);
+    ``runs`` says on which inputs eager can run it at all.
     """
 
     op: str
@@ -260,6 +292,8 @@ class Case:
     args: Callable[[Inputs], tuple]
     rule: Callable[[tuple, tuple], str | None]
     reference: Callable[[object], Callable] | None = None
+    runs: Callable[[Inputs], bool] = lambda d: True
+    not_run: str = ""  # why, where runs() is False
 
     @property
     def label(self) -> str:
@@ -311,6 +345,45 @@ CASES = [
     _nvfp4_dequant(hi_first=False),
     *(_nvfp4_rotate(group) for group in (16, 64, 256)),
     _nvfp4_rotate(16, rows=33),
+]
+
+
+# ---- linear ops -------------------------------------------------------------------------------
+
+LINEAR_N = 128  # output features of the int8_linear cases (K = COLS)
+
+
+def _int8_weight(d: Inputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """An int8 weight [LINEAR_N, COLS] and its per-channel float32 scale, from eager's quantizer."""
+    w = synthetic(LINEAR_N, COLS, seed=SEED + 2).to(d.device)
+    q, scale = d.eager.quantize_int8_rowwise(w)
+    return q, scale.reshape(-1)
+
+
+def _linear_case(variant: str, convrot: bool, act: str | None, rule) -> Case:
+    return Case("int8_linear", variant,
+                lambda d: (d.x, *_int8_weight(d), None, torch.bfloat16, convrot, 256, act), rule)
+
+
+def _fp4_operands(d: Inputs) -> tuple:
+    w = synthetic(LINEAR_N, COLS, seed=SEED + 2).to(d.device, d.dtype)
+    (qa, sa), (qb, sb) = d.nvfp4(), d.eager.quantize_nvfp4(w, per_tensor_scale(w))
+    return (qa, qb, d.pts, per_tensor_scale(w), sa, sb, None, d.dtype)
+
+
+def _eager_runs_fp4_gemm(d: Inputs) -> bool:
+    """Eager's scaled_mm_nvfp4 is torch's block-scaled FP4 GEMM: CUDA, compute capability 10.0+."""
+    return d.device.type == "cuda" and torch.cuda.get_device_capability(d.device) >= (10, 0) \
+        and d.dtype != torch.float32
+
+
+CASES += [
+    _linear_case("per-channel scale", False, None, exact),
+    _linear_case("convrot 256", True, None, linear),
+    _linear_case("gelu_tanh", False, "gelu_tanh", linear),
+    Case("scaled_mm_nvfp4", "", _fp4_operands, fp4_gemm, runs=_eager_runs_fp4_gemm,
+         not_run="eager's is torch's block-scaled FP4 GEMM (CUDA, compute capability 10.0+, 16-bit output); "
+         "tests/test_scaled_mm_nvfp4.py checks ours against the definition"),
 ]
 
 
@@ -452,13 +525,19 @@ def run(devices=None, out: TextIO | None = None, *, only=None) -> bool:
     table = Table(out, [c.label for c in cases])
     table.header()
     rows = []
+    not_run: dict[tuple[str, str], list[str]] = {}
     for device in devices:
         for dtype in DTYPES:
             inputs = Inputs(eager, build_hadamard, device, dtype)
             for case in cases:
+                if not case.runs(inputs):
+                    not_run.setdefault((case.label, case.not_run), []).append(f"{device} {_dtype_name(dtype)}")
+                    continue
                 rows.append(check_case(case, inputs))
                 table.row(rows[-1])
     _summary(rows, out)
+    for (label, why), where in not_run.items():
+        print(f"not checked: {label} on {', '.join(where)}: {why}", file=out)
     return all(r.ok for r in rows)
 
 

@@ -4,6 +4,9 @@
 on CPU tensors go through the same Python wrapper, C launchers and CUDA kernel
 sources (kernels/<family>.cu) as on a GPU, executed by the emulated device
 (kernels/emu) in the extension ``_C_emu``.
+
+``inject(kind, op=None, nth=1)`` arms a fault on the emulated device (see its doc);
+``reset_device()`` clears faults, hung streams and the sticky error.
 """
 from __future__ import annotations
 
@@ -26,3 +29,48 @@ def emulated_device():
         yield
     finally:
         ops.KERNELS.reset(token)
+
+
+# ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----
+
+INJECT_KINDS = {"launch": 1, "kernel": 2, "copy": 3, "hang": 4}
+
+
+def _emu():
+    try:
+        from . import _C_emu
+    except ImportError as exc:
+        raise RuntimeError("fault injection needs the emulated device (_C_emu), which this build lacks") from exc
+    return _C_emu
+
+
+def reset_device() -> None:
+    """Disarms every injected fault and resets the emulated device: hung streams and the
+    sticky error are cleared, work that never completed is dropped."""
+    _emu().reset_device()
+
+
+@contextlib.contextmanager
+def inject(kind: str, op: str | None = None, nth: int = 1):
+    """Within the block, the emulated device fails the nth kernel launch made by op (any op
+    when None; ``op="stage"`` for staged copies):
+
+    * ``launch``: the launch is refused at once (LaunchError).
+    * ``kernel``: the kernel runs nothing and the device holds a sticky fault, reported at
+      the next fence or launch, as CUDA reports asynchronous errors.
+    * ``copy``: the nth staged copy copies nothing; sticky fault as for ``kernel``.
+    * ``hang``: that kernel (or copy) and all later work on its stream never complete:
+      events after it never signal, completion marks never land.
+
+    On exit the device is reset (``reset_device()``).  Use inside ``emulated_device()``."""
+    if kind not in INJECT_KINDS:
+        raise ValueError(f"inject: argument 'kind': expected one of {', '.join(INJECT_KINDS)}, got {kind!r}")
+    if isinstance(nth, bool) or not isinstance(nth, int) or nth < 1:
+        raise ValueError(f"inject: argument 'nth': expected an integer >= 1, got {nth!r}")
+    emu = _emu()
+    emu.reset_device()
+    emu.inject(INJECT_KINDS[kind], op, nth)
+    try:
+        yield
+    finally:
+        emu.reset_device()

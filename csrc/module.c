@@ -1,15 +1,19 @@
 /* comfy_kitchen_c._C: the Python face of the C ops.  Every op spec of
  * ckc_op_table becomes one function taking
- *     (op_name, tensor capsules..., ints..., stream, nthreads)
+ *     (op_name, tensor capsules..., ints..., stream, nthreads[, check])
  * which imports the DLPack capsules, checks dtypes and devices, runs the op
- * with the GIL released, hands the capsules' tensors back, and raises the
- * op-named exception for any failure.  Exceptions are created here once. */
+ * with the GIL released under the checks of `check` (diag/checked.h: 0 launch,
+ * the default, 1 boundary, 2 op), hands the capsules' tensors back, and raises
+ * the op-named exception for any failure.  Exceptions are created here once
+ * (the CudaFault family in diag_module.c). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
+#include "diag_module.h"
 #include "dlpack.h"
+#include "gpu/blas.h"
 #include "gpu/runtime.h"
 #include "ops/op.h"
 
@@ -148,14 +152,25 @@ call_op(PyObject *self, PyObject *args)
     ckc_dlpack_hold holds[CKC_OP_MAX_TENSORS] = {{0}};
     ckc_op_args a;
     ckc_error err;
+    ckc_fault fault;
     ckc_status status;
     const char *op;
     Py_ssize_t expected;
+    long check = CKC_CHECK_LAUNCH;
     if (spec == NULL) {
         return NULL;
     }
     expected = 1 + spec->n_tensors + spec->n_ints + 2;
-    if (PyTuple_Size(args) != expected) {
+    if (PyTuple_Size(args) == expected + 1) { /* the optional checking mode */
+        check = PyLong_AsLong(PyTuple_GetItem(args, expected));
+        if (check < CKC_CHECK_LAUNCH || check > CKC_CHECK_OP) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "%s(): check must be 0 (launch), 1 (boundary) or 2 (op)",
+                             spec->name);
+            }
+            return NULL;
+        }
+    } else if (PyTuple_Size(args) != expected) {
         PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", spec->name, expected,
                      PyTuple_Size(args));
         return NULL;
@@ -167,20 +182,25 @@ call_op(PyObject *self, PyObject *args)
     memset(&a, 0, sizeof a);
     a.spec = spec;
     err.status = CKC_OK;
+    err.device_error[0] = '\0';
     status = import_tensors(args, &a, holds, &err);
     if (status == CKC_OK) {
         status = parse_ints(args, &a, &err);
     }
     if (status == CKC_OK) {
         Py_BEGIN_ALLOW_THREADS
-        status = spec->run(&a, &err);
+        status = ckc_checked_op(op, &a, (int)check, &err, &fault);
         Py_END_ALLOW_THREADS
     }
     for (int k = 0; k < spec->n_tensors; k++) {
         ckc_dlpack_release(&holds[k]);
     }
     if (status != CKC_OK) {
-        raise_error(op, &err);
+        if (ckc_diag_is_fault(status)) {
+            ckc_diag_raise(&err, &fault);
+        } else {
+            raise_error(op, &err);
+        }
         return NULL;
     }
     Py_RETURN_NONE;
@@ -329,6 +349,19 @@ set_cpu_isa(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+#if defined(CKC_WITH_GPU)
+static PyObject *
+set_blas_search_dirs(PyObject *self, PyObject *arg)
+{
+    const char *dirs = PyUnicode_AsUTF8AndSize(arg, NULL);
+    (void)self;
+    if (dirs == NULL) {
+        return NULL;
+    }
+    ckc_blas_set_search_dirs(dirs);
+    Py_RETURN_NONE;
+}
+#endif
 /* For `doctor`: (driver, runtime) CUDA versions, or None in a build without a GPU runtime. */
 static PyObject *
 cuda_versions(PyObject *self, PyObject *args)
@@ -358,6 +391,10 @@ static PyMethodDef module_functions[] = {
      "cpu_isas()\n--\n\nInstruction sets this build can run on this CPU, best first."},
     {"set_cpu_isa", set_cpu_isa, METH_O,
      "set_cpu_isa(isa)\n--\n\nUse the CPU kernels built for isa (one of cpu_isas())."},
+#if defined(CKC_WITH_GPU)
+    {"set_blas_search_dirs", set_blas_search_dirs, METH_O,
+     "set_blas_search_dirs(dirs)\n--\n\nDirectories (os.pathsep-separated) to search for cuBLASLt at first use."},
+#endif
     {"cuda_versions", cuda_versions, METH_NOARGS,
      "cuda_versions()\n--\n\n(driver, runtime) CUDA versions as 1000*major + 10*minor (driver 0: none "
      "installed), or None in a build without CUDA."},
@@ -397,7 +434,10 @@ CKC_MODULE_INIT(void)
     }
     ckc_parallel_init();
     ckc_cpu_select_default();
-    if (add_exceptions(m) < 0 || add_ops(m) < 0 ||
+#if defined(CKC_WITH_GPU)
+    ckc_blas_init();
+#endif
+    if (add_exceptions(m) < 0 || ckc_diag_add(m) < 0 || add_ops(m) < 0 ||
         PyModule_AddIntConstant(m, "HAS_CUDA", CKC_HAS_CUDA) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -15,7 +15,13 @@ typedef enum {
     CKC_ERR_VALUE,        /* bad shape, size or value: ArgumentError (ValueError) */
     CKC_ERR_TYPE,         /* bad dtype or device: ArgumentTypeError (TypeError) */
     CKC_ERR_MEMORY,       /* host allocation failed: MemoryError */
-    CKC_ERR_RUNTIME       /* anything else: RuntimeError */
+    CKC_ERR_RUNTIME,      /* anything else: RuntimeError */
+    /* Device faults (csrc/diag): the CudaFault exceptions. */
+    CKC_ERR_LAUNCH,       /* this launch was refused: LaunchError */
+    CKC_ERR_KERNEL,       /* a kernel of this op faulted: KernelFault */
+    CKC_ERR_DEVICE,       /* the device reports an earlier asynchronous fault (culprit: flight record) */
+    CKC_ERR_STAGING,      /* work queued before the op (copies among it) failed: StagingFault */
+    CKC_ERR_HANG          /* a fence saw no progress past the watchdog's limit: HangSuspected */
 } ckc_status;
 
 typedef struct {
@@ -25,6 +31,7 @@ typedef struct {
     const char *func;
     int line;
     char message[512];
+    char device_error[160]; /* the device runtime's error name and text, "" if none */
 } ckc_error;
 
 ckc_status ckc_error_set(ckc_error *err, ckc_status status, const char *file, int line,

@@ -15,9 +15,18 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu/runtime.h" /* ckc_gpu_note_launch */
+
 #define CKC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
-#define CKC_LAUNCH(kernel, grid, block, smem, stream, ...) \
-    kernel<<<(grid), (block), (smem), (cudaStream_t)(stream)>>>(__VA_ARGS__)
+/* The launch is noted for the fault reports (grid and block of an op's kernels). */
+#define CKC_LAUNCH(kernel, grid, block, smem, stream, ...)                                             \
+    do {                                                                                                 \
+        const dim3 ckc_launch_grid = (grid);                                                             \
+        const dim3 ckc_launch_block = (block);                                                           \
+        ckc_gpu_note_launch(#kernel, ckc_launch_grid.x, ckc_launch_grid.y, ckc_launch_grid.z,            \
+                            ckc_launch_block.x, ckc_launch_block.y, ckc_launch_block.z);                 \
+        kernel<<<ckc_launch_grid, ckc_launch_block, (smem), (cudaStream_t)(stream)>>>(__VA_ARGS__);      \
+    } while (0)
 
 #elif defined(CKC_EMULATED)
 

@@ -4,10 +4,12 @@
  * block per row; see row_tile.cuh for the layout.  Rows longer than one
  * segment of registers are read twice (absmax pass, then quantize pass). */
 #include "elements.cuh"
+#include "int8_rows.h"
 #include "row_tile.cuh"
 
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
+#include "math/activation.h"
 #include "math/int8_quant.h"
 
 /* Registers per thread: CHUNKS chunks of 16 values; up to 4 keeps the row
@@ -33,11 +35,11 @@ by_chunks(int chunks, Kernel one, Kernel two, Kernel most)
     return chunks == 1 ? one : (chunks == 2 ? two : most);
 }
 
-/* ---- row-wise quantization (optionally rotated) ---- */
+/* ---- row-wise quantization (optionally activated and rotated) ---- */
 
-template <ckc_float_kind KIND, int CHUNKS>
+template <ckc_float_kind KIND, int CHUNKS, int ACT>
 __global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
-int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
+int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec)
 {
     __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
     __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
@@ -45,7 +47,7 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
     const int64_t r = blockIdx.x;
     const int64_t k = p.cols;
     const int64_t elem = KIND == CKC_F32 ? 4 : 2;
-    const void *row = (const char *)p.x + r * k * elem;
+    const void *row = (const char *)p.x + r * lay.x_stride * elem;
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     const int segments = (int)((k + segment - 1) / segment);
     float v[CHUNKS][CKC_CHUNK];
@@ -55,7 +57,7 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
     for (int s = 0; s < segments; s++) {
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
-            ckc_rotated_chunk<KIND>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
+            ckc_rotated_chunk<KIND, ACT>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
             for (int e = 0; e < CKC_CHUNK; e++) {
                 const uint32_t b = ckc_f32_bits(v[c][e]) & 0x7FFFFFFFu;
                 bits = b > bits ? b : bits;
@@ -68,48 +70,92 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, bool vec)
         p.scale[r] = scale;
     }
 
-    /* Pass 2: codes (the values are still in registers when the row is one segment). */
+    /* Pass 2: codes (the values are still in registers when the row is one
+     * segment); the padding columns k .. q_stride - 1, all inside the chunk
+     * holding column k - 1, get zeros. */
     for (int s = 0; s < segments; s++) {
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
             float noise[CKC_CHUNK];
             if (segments > 1) {
-                ckc_rotated_chunk<KIND>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
+                ckc_rotated_chunk<KIND, ACT>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
             }
             if (p.noise != NULL) {
                 ckc_load_chunk<KIND>((const char *)p.noise + r * k * elem, start, k, vec, noise);
             }
-            int8_t *q = p.q + r * k + start;
+            int8_t *q = p.q + r * lay.q_stride + start;
             for (int e = 0; e < CKC_CHUNK; e++) {
                 if (start + e < k) {
                     q[e] = p.noise != NULL ? ckc_int8_code_stochastic(v[c][e], noise[e], math_scale, KIND)
                                            : ckc_int8_code(v[c][e], math_scale, KIND);
+                } else if (start + e < lay.q_stride) {
+                    q[e] = 0;
                 }
             }
         }
     }
 }
 
-template <ckc_float_kind KIND>
+template <ckc_float_kind KIND, int ACT>
 static void
-launch_rowwise(const ckc_int8_rowwise_params *p, uintptr_t stream, int chunks, bool vec)
+launch_rowwise(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, int chunks, bool vec)
 {
-    const auto int8_rowwise = by_chunks(chunks, int8_rowwise_kernel<KIND, 1>, int8_rowwise_kernel<KIND, 2>,
-                                        int8_rowwise_kernel<KIND, CKC_MAX_CHUNKS>);
-    CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, vec);
+    if constexpr (ACT == CKC_ACT_NONE) {
+        const auto int8_rowwise = by_chunks(chunks, int8_rowwise_kernel<KIND, 1, ACT>,
+                                            int8_rowwise_kernel<KIND, 2, ACT>,
+                                            int8_rowwise_kernel<KIND, CKC_MAX_CHUNKS, ACT>);
+        CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, *lay, vec);
+    } else {
+        /* One chunk per thread only (see int8_rows.h). */
+        (void)chunks;
+        const auto int8_rowwise_act = int8_rowwise_kernel<KIND, 1, ACT>;
+        CKC_LAUNCH(int8_rowwise_act, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, *lay, vec);
+    }
+}
+
+/* Quantizes under the caller's device guard; chunk counts and activations as
+ * in the comment of ckc_gpu_int8_quantize_rows (int8_rows.h). */
+static ckc_status
+quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, ckc_error *err)
+{
+    const int64_t elem = p->kind == CKC_F32 ? 4 : 2;
+    const bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
+                     (lay->act != CKC_ACT_SWIGLU || (p->cols * elem) % 16 == 0) &&
+                     (p->noise == NULL || ckc_aligned16(p->noise, p->cols * elem));
+    const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols) : 1;
+    return ckc_with_kind(p->kind, [&](auto kind) {
+        constexpr ckc_float_kind KIND = decltype(kind)::value;
+        switch (lay->act) {
+        case CKC_ACT_GELU_TANH:
+            launch_rowwise<KIND, CKC_ACT_GELU_TANH>(p, lay, stream, chunks, vec);
+            break;
+        case CKC_ACT_SWIGLU:
+            launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec);
+            break;
+        default:
+            launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec);
+            break;
+        }
+        return ckc_gpu_launch_status("int8_rowwise_kernel", err);
+    });
+}
+
+ckc_status
+ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
+                           ckc_error *err)
+{
+    if (lay->q_stride < p->cols || lay->q_stride > (p->cols + CKC_CHUNK - 1) / CKC_CHUNK * CKC_CHUNK) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "row stride %lld of the codes is not in [%lld, roundup(%lld, 16)]",
+                        (long long)lay->q_stride, (long long)p->cols, (long long)p->cols);
+    }
+    return quantize_rows(p, lay, stream, err);
 }
 
 extern "C" ckc_status
 ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const int64_t row_bytes = p->cols * (p->kind == CKC_F32 ? 4 : 2);
-    const bool vec = ckc_aligned16(p->x, row_bytes) && (p->noise == NULL || ckc_aligned16(p->noise, row_bytes));
-    return ckc_on_device(exec, err, [&]() {
-        return ckc_with_kind(p->kind, [&](auto kind) {
-            launch_rowwise<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);
-            return ckc_gpu_launch_status("int8_rowwise_kernel", err);
-        });
-    });
+    const ckc_row_layout lay = {p->cols, p->cols, CKC_ACT_NONE};
+    return ckc_on_device(exec, err, [&]() { return quantize_rows(p, &lay, exec->stream, err); });
 }
 
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */

@@ -13,6 +13,7 @@
 #define CKC_ROW_TILE_CUH
 
 #include "cuda_dialect.h"
+#include "math/activation.h"
 #include "math/float_bits.h"
 #include "math/hadamard.h"
 
@@ -134,16 +135,28 @@ ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
     }
 }
 
-/* A chunk loaded and, for group > 0, scaled by 1/sqrt(G), rotated and rounded
- * to the element type (as eager rounds its matmul): what the int8 quantizer
- * sees, what the plain rotation stores, and what the NVFP4 quantizer sees in
- * quantize_and_rotate_nvfp4.  `exchange` is only touched for group 1024. */
-template <ckc_float_kind KIND>
+/* A chunk loaded, activated (int8_linear's input_act: for swiglu the row is
+ * [gate | up], up at column k; the activated value rounded to the element type
+ * as eager's activation returns it) and, for group > 0, scaled by 1/sqrt(G),
+ * rotated and rounded to the element type (as eager rounds its matmul): what
+ * the int8 quantizer sees, what the plain rotation stores, and what the NVFP4
+ * quantizer sees in quantize_and_rotate_nvfp4.  `exchange` is only touched for
+ * group 1024. */
+template <ckc_float_kind KIND, int ACT = CKC_ACT_NONE>
 __device__ __forceinline__ void
 ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
                     float v[CKC_CHUNK])
 {
     ckc_load_chunk<KIND>(row, start, k, vec, v);
+    if (ACT != CKC_ACT_NONE) {
+        float up[CKC_CHUNK];
+        if (ACT == CKC_ACT_SWIGLU) {
+            ckc_load_chunk<KIND>((const char *)row + k * (KIND == CKC_F32 ? 4 : 2), start, k, vec, up);
+        }
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] = ckc_act_apply(ACT, v[e], ACT == CKC_ACT_SWIGLU ? up[e] : 0.0f, KIND);
+        }
+    }
     if (group > 0) {
         const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
         for (int e = 0; e < CKC_CHUNK; e++) {

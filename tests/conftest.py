@@ -1,7 +1,14 @@
 """Shared fixtures and comparison helpers.  comfy_kitchen's eager backend is the
 reference for parity (the project's contract)."""
+import os
+import tempfile
+
 import pytest
 import torch
+
+# The test process's flight record (comfy_kitchen_c, csrc/diag) goes to a temporary
+# folder, not the user's cache, unless the caller chose one.
+os.environ.setdefault("COMFY_KITCHEN_C_FLIGHT_DIR", tempfile.mkdtemp(prefix="ckc-flight-tests-"))
 
 E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
 

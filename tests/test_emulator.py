@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS_TEST = ROOT / "tests" / "emu" / "emu_kernels_test.cu"
 FAULTS_TEST = ROOT / "tests" / "emu" / "emu_faults_test.cu"
-RUNTIME = ROOT / "kernels" / "emu" / "emu_runtime.cpp"
+RUNTIME = [ROOT / "kernels" / "emu" / "emu_runtime.cpp", ROOT / "kernels" / "emu" / "emu_streams.cpp"]
 
 CXX = "g++"
 FLAGS = ["-std=c++17", "-x", "c++", "-DCKC_EMULATED", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
@@ -50,7 +50,7 @@ pytestmark = pytest.mark.skipif(shutil.which(CXX) is None, reason=f"no {CXX} to 
 
 def build(tmp_path: Path, source: Path, extra=()) -> Path:
     exe = tmp_path / source.stem
-    cmd = [CXX, *FLAGS, *extra, str(source), str(RUNTIME), "-o", str(exe)]
+    cmd = [CXX, *FLAGS, *extra, str(source), *map(str, RUNTIME), "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"build failed: {' '.join(cmd)}\n{r.stderr}"
     return exe

@@ -49,13 +49,16 @@ def test_dry_run_prints_every_step_command_op_and_shape():
     for step in ("a. build", "b. tests", "c. memcheck", "d. bench", "e. report"):
         assert step in plan
     for text in ("-m pip install -e . --no-build-isolation", "COMFY_KITCHEN_C_WERROR=1",
-                 "COMFY_KITCHEN_C_CUDA_ARCHS=", "-m pytest tests/test_cuda.py -q",
+                 "COMFY_KITCHEN_C_CUDA_ARCHS=", "-m pytest tests/test_cuda.py tests/test_cuda_linear.py -q",
                  "compute-sanitizer --tool memcheck --error-exitcode 1", "-k small",
                  "benchmarks/results/<gpu name slug>.md"):
         assert text in plan, text
     for op in G.BENCH_OPS:
         assert op in plan, op
-    assert "int8_linear: not implemented (pending)" in plan
+    for op in G.LINEAR_OPS:
+        assert op in plan, op
+    for m, k, n in G.linear_shapes(False):
+        assert f"{m}x{k}x{n}" in plan
     for b in G.BACKENDS:
         assert f"comfy_kitchen {b}" in plan
     for m in G.M_VALUES:
@@ -178,7 +181,8 @@ def test_report_has_every_section():
     text = G.report(info, "python benchmarks/gpu_check.py --quick", args, [step("a", G.PASSED)], rows, backends)
     for part in ("## GPU check: NVIDIA H200", "- driver: 570.1", "`python benchmarks/gpu_check.py --quick`",
                  "### Steps", "| a. build | passed |", "### Backends", "- cuda: available; registers quantize_nvfp4",
-                 "- triton: unavailable (no triton)", "### Benchmarks", "| int8_linear | not implemented (pending) |",
+                 "- triton: unavailable (no triton)", "### Benchmarks", "### Linear ops",
+                 "No linear rows were measured.",
                  "Why cells are empty", "### Targets (computed, not asserted)", "| PASS |"):
         assert part in text, part
     assert "No rows were measured." in G.report(info, "c", args, [], [], {})
@@ -211,3 +215,46 @@ def test_read_bench_round_trip_drops_a_line_cut_short(tmp_path):
 def test_command_outcome(code, expect, status, detail):
     outcome = G.command_outcome([sys.executable, "-c", code], timeout=1 if "sleep" in code else 60, expect=expect)
     assert (outcome.status, outcome.detail) == (status, detail)
+
+
+# ---- the linear ops ---------------------------------------------------------------------------
+
+def linear_row(op="int8_linear", m=4096, k=3072, n=3072, ours=1.0, cuda=None, triton=None, extra=None,
+               notes=None):
+    return G.LinearRow(op, m, k, n, {"ours": ours, "cuda": cuda, "triton": triton},
+                       {"ours": extra, "cuda": None, "triton": None}, notes or {})
+
+
+def test_linear_target_counts_m_from_256():
+    rows = [linear_row(m=1, ours=1.0, cuda=0.1), linear_row(m=256, ours=1.0, cuda=0.95),
+            linear_row(m=4096, ours=2.0, cuda=1.0)]
+    (t,) = G.linear_targets(rows)
+    assert t.values == [("256x3072x3072", 0.95), ("4096x3072x3072", 0.5)]
+    assert t.result == "MISS" and t.worst == ("4096x3072x3072", 0.5)
+    assert G.linear_targets([linear_row(m=256, ours=1.0, cuda=0.9)])[0].result == "PASS"
+
+
+def test_linear_table_and_report():
+    rows = [linear_row(ours=2.0, cuda=3.0, extra=12.25, notes={"triton": "rejects the call: x"})]
+    text = G.linear_table(rows)
+    assert "| int8_linear | 4096 | 3072 | 3072 | 2 | 3 | - | 1.50x | - | 12.2 | - | - |" in text
+    assert "- int8_linear 4096x3072x3072 triton: rejects the call: x" in text
+    info = {"GPU": "NVIDIA H200, compute capability 9.0"}
+    report = G.report(info, "c", G.parse_args([]), [], [], {}, rows)
+    assert "### Linear ops" in report and "int8_linear >= 0.9x comfy_kitchen cuda" in report
+    assert "Extra MiB" in report
+
+
+def test_linear_rows_round_trip(tmp_path):
+    original = linear_row(cuda=1.5, extra=3.0)
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"kind": "row", **dataclasses.asdict(row())}) + "\n"
+                    + json.dumps({"kind": "linear", **dataclasses.asdict(original)}) + "\n"
+                    + '{"kind": "linear", "op": "int8_')
+    assert G.read_linear_rows(str(path)) == [original]
+    assert G.read_bench(str(path))[1] == [row()]
+
+
+def test_linear_shapes():
+    assert len(G.linear_shapes(False)) == len(G.M_VALUES) * len(G.LINEAR_KN)
+    assert G.linear_shapes(True) == [(m, k, n) for m in G.QUICK_M_VALUES for k, n in G.QUICK_LINEAR_KN]

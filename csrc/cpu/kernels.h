@@ -16,6 +16,11 @@ typedef struct {
     ckc_status (*int8_dequant)(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err);
     ckc_status (*nvfp4_quant)(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err);
     ckc_status (*nvfp4_dequant)(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err);
+    /* int8_linear (linear_impl.h) */
+    ckc_status (*int8_gemm)(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err);
+    ckc_status (*linear_epilogue)(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err);
+    ckc_status (*input_act)(const void *src, void *dst, ckc_float_kind kind, int act, int64_t rows, int64_t k,
+                            int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */
@@ -31,5 +36,8 @@ int ckc_cpu_select(const char *isa);
 
 /* Names of the instruction sets this build and CPU can run, NULL-terminated. */
 const char *const *ckc_cpu_available(void);
+
+/* int8_linear on the CPU, chunk by chunk through the scratch of p (cpu/linear.c). */
+ckc_status ckc_cpu_int8_linear(const ckc_int8_linear_params *p, int nthreads, ckc_error *err);
 
 #endif /* CKC_CPU_KERNELS_H */

@@ -19,6 +19,12 @@ ckc_status ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_ex
 ckc_status ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err);
+/* int8_linear (kernels/linear.cu): activation + rotation + row quantizer, then
+ * the cuBLASLt GEMM and the epilogue kernel, per chunk of rows; one row: GEMV. */
+ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_error *err);
+
+/* ---- flight record (kernels/flight.cu; CUDA only) ---- */
+ckc_status ckc_gpu_flight_mark(uint64_t *device_word, uint64_t seq, uintptr_t stream, ckc_error *err);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,58 @@ typedef struct {
 ckc_status ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err);
 void ckc_gpu_device_leave(const ckc_gpu_device_guard *guard);
 
+/* ---- What the fault checks need (csrc/diag) -------------------------------
+ * Failures that the device reports fill err->device_error with the runtime's
+ * error name and text.  ckc_gpu_launch_status classifies a failed launch:
+ * CKC_ERR_LAUNCH (this launch was refused), CKC_ERR_KERNEL (this launch's
+ * kernel faulted; only the emulated device knows at launch), CKC_ERR_DEVICE
+ * (the device holds an earlier asynchronous, sticky fault). */
+
+/* Starts an op's work on the calling thread: clears its launch log (and, on
+ * the emulated device, names the op for fault injection). */
+void ckc_gpu_begin_op(const char *op);
+
+/* The calling thread's launches since ckc_gpu_begin_op: how many, and the last one. */
+typedef struct {
+    int launches;
+    const char *kernel;      /* NULL when none */
+    unsigned grid[3];
+    unsigned block[3];
+} ckc_gpu_launch_info;
+
+void ckc_gpu_launch_log(ckc_gpu_launch_info *info);
+
+/* Notes a launch for the launch log (CKC_LAUNCH calls it under nvcc). */
+void ckc_gpu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                         unsigned bz);
+
+/* An event recorded on a stream: completes when the work queued before it has. */
+typedef struct ckc_gpu_event_s *ckc_gpu_event;
+
+ckc_status ckc_gpu_event_record_new(uintptr_t stream, ckc_gpu_event *event, ckc_error *err);
+void ckc_gpu_event_destroy(ckc_gpu_event event);
+
+/* 1: completed; 0: not yet; -1: the device reports a fault (err filled, CKC_ERR_DEVICE). */
+int ckc_gpu_event_query(ckc_gpu_event event, ckc_error *err);
+int ckc_gpu_stream_query(uintptr_t stream, ckc_error *err);
+
+/* Copies bytes of host memory to device memory in stream order. */
+ckc_status ckc_gpu_copy_h2d_async(void *dst, const void *src, size_t bytes, uintptr_t stream, ckc_error *err);
+
+/* What host memory [p, p + bytes) is: "pinned" (cudaHostAlloc), "registered"
+ * (cudaHostRegister), "file-mapped" (a pageable file-backed mapping),
+ * "pageable", or "unknown". */
+const char *ckc_gpu_host_memory(const void *p, size_t bytes);
+
+/* Declares the host region (the flight ring) that ckc_gpu_write_value64 writes into. */
+void ckc_gpu_set_flight_region(void *base, size_t bytes);
+
+/* Stores value into *word (inside the flight region) in stream order, from the
+ * device's side: the store lands only when the work queued before it has
+ * completed (CUDA: a one-thread kernel writing the host-mapped word; a host
+ * function when the region cannot be registered). */
+ckc_status ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define CKC_OP_MAX_TENSORS 6
+#define CKC_OP_MAX_TENSORS 8  /* int8_linear, nvfp4_gemm: 6 and 7 */
 #define CKC_OP_MAX_INTS 4
 
 /* Flags of a tensor argument. */

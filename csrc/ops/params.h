@@ -90,4 +90,85 @@ typedef struct {
     int hi_first;
 } ckc_nvfp4_dequant_params;
 
+/* ---- int8_linear and the GEMMs under it (csrc/ops/linear.c) ---- */
+
+/* The GPU GEMM's row count is padded to a multiple of this (comfy_kitchen pads M
+ * to 32 for the int8 GEMM: cuBLASLt has rejected small M). */
+#define CKC_GEMM_ROWS 32
+
+/* c[m, n] = sum_k a[m, k] * b[n, k] in int32 (exact): a is the quantized
+ * activation, b the int8 weight, both with k contiguous ("TN" for cuBLASLt). */
+typedef struct {
+    const int8_t *a;
+    int64_t lda;
+    const int8_t *b;
+    int64_t ldb;
+    int32_t *c;
+    int64_t ldc;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+} ckc_int8_gemm_params;
+
+/* out[r, j] = round_out(float(acc[r, j]) * (x_scale[r] * w_scale[j or 0]) + bias[j]),
+ * for rows r of one chunk (kernels/math/linear.h). */
+typedef struct {
+    const int32_t *acc;
+    int64_t ldacc;
+    const float *x_scale;
+    const float *w_scale;
+    int w_per_channel;       /* w_scale holds n values, else one */
+    const float *bias;       /* n float32 values, or NULL */
+    void *out;               /* the chunk's first output row; row stride n */
+    ckc_float_kind out_kind;
+    int64_t rows;
+    int64_t n;
+} ckc_linear_epilogue_params;
+
+/* int8_linear: y[m, :] = epilogue(rowwise_quant(rotate(act(x[m, :]))) . weight^T),
+ * rows processed in chunks of chunk_rows through the scratch buffers below (sized
+ * by the op layer from the caller's memory bound). */
+typedef struct {
+    const void *x;           /* [rows, x_stride] */
+    ckc_float_kind kind;
+    int64_t x_stride;        /* k * ckc_act_width(act) */
+    int act;                 /* ckc_act */
+    int64_t group;           /* ConvRot group, 0: none */
+    int64_t rows;
+    int64_t k;
+    int64_t n;
+    const int8_t *w;         /* [n, k] with row stride ldw (padded copies: ldw = k_pad) */
+    int64_t ldw;
+    const float *w_scale;
+    int w_per_channel;
+    const float *bias;       /* float32, or NULL */
+    void *out;               /* [rows, n] */
+    ckc_float_kind out_kind;
+    /* scratch: chunk_rows rows of each (on the GPU GEMM path, room for chunk_rows
+     * rounded up to CKC_GEMM_ROWS) */
+    int64_t chunk_rows;
+    int8_t *q;               /* [chunk_rows, ldq], columns k..ldq-1 zero */
+    int64_t ldq;
+    float *x_scale;          /* [chunk_rows] */
+    int32_t *acc;            /* [chunk_rows, ldacc] (NULL on the GPU's single-row path) */
+    int64_t ldacc;
+    void *act_rows;          /* CPU only: [chunk_rows, k] activated rows in x's type, or NULL */
+} ckc_int8_linear_params;
+
+/* NVFP4 GEMM: out[m, n] = alpha * sum_k dec(a)[m, k] dec(b)[n, k] + bias[n], with
+ * dec = e2m1 code * its block's e4m3 scale (swizzled layout), k values per row. */
+typedef struct {
+    const uint8_t *a;        /* [m, k/2] packed, high nibble first */
+    const uint8_t *b;        /* [n, k/2] */
+    const uint8_t *scale_a;  /* swizzled [roundup(m,128), roundup(k/16,4)] */
+    const uint8_t *scale_b;
+    const float *alpha_beta; /* device: {alpha, 0} */
+    const void *bias;        /* n values of out's type, or NULL */
+    void *out;
+    ckc_float_kind out_kind;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+} ckc_nvfp4_gemm_params;
+
 #endif /* CKC_OPS_PARAMS_H */

@@ -7,6 +7,8 @@ extern const ckc_op_spec ckc_op_rotate_rows;
 extern const ckc_op_spec ckc_op_int8_dequant;
 extern const ckc_op_spec ckc_op_nvfp4_quant;
 extern const ckc_op_spec ckc_op_nvfp4_dequant;
+extern const ckc_op_spec ckc_op_int8_linear;
+extern const ckc_op_spec ckc_op_nvfp4_gemm;
 
 const ckc_op_spec *const ckc_op_table[] = {
     &ckc_op_int8_rowwise,
@@ -15,5 +17,7 @@ const ckc_op_spec *const ckc_op_table[] = {
     &ckc_op_int8_dequant,
     &ckc_op_nvfp4_quant,
     &ckc_op_nvfp4_dequant,
+    &ckc_op_int8_linear,
+    &ckc_op_nvfp4_gemm,
     NULL,
 };

@@ -219,4 +219,12 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 
+/* ---- Integer dot product --------------------------------------------------------- */
+/* c + the sum of the products of the four signed bytes of a and b. */
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; i++)
+        c += (int)(int8_t)(unsigned)(a >> (8 * i)) * (int)(int8_t)(unsigned)(b >> (8 * i));
+    return c;
+}
+
 #endif /* CKC_EMU_H */

@@ -8,6 +8,7 @@
 #define CKC_EMU_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,7 +18,8 @@ extern "C" {
 enum {
     CKC_EMU_OK = 0,
     CKC_EMU_LAUNCH_ERROR = 1, /* invalid configuration: the kernel did not run */
-    CKC_EMU_KERNEL_FAULT = 2  /* the kernel ran and faulted (deadlock, bad warp mask, ...) */
+    CKC_EMU_KERNEL_FAULT = 2, /* the kernel ran and faulted (deadlock, bad warp mask, ...) */
+    CKC_EMU_STICKY = 3        /* refused: the device holds an earlier asynchronous fault */
 };
 
 /* Returns the calling OS thread's pending error code (CKC_EMU_OK when none) and
@@ -32,6 +34,64 @@ int ckc_emu_last_error(char *message, size_t cap);
  * kernel reading it before writing sees garbage.  NULL when the launch asked for
  * none, or outside a kernel. */
 void *ckc_emu_dynamic_shared(void);
+
+/* ---- Streams, events, copies and injected faults (emu_streams.cpp) -----------
+ * Work still runs synchronously when it is issued, but each stream keeps a
+ * queue position and the device a sticky error, so that the emulated device can
+ * model work that never completes (an injected hang: that work and everything
+ * later on its stream never run, events recorded after it never signal, value
+ * writes after it never land) and faults that surface later, at the next query
+ * or launch, as CUDA's asynchronous errors do.  Until ckc_emu_reset. */
+
+/* Kinds of injected fault. */
+enum {
+    CKC_EMU_INJECT_LAUNCH = 1, /* the launch is refused at once */
+    CKC_EMU_INJECT_KERNEL = 2, /* the kernel runs nothing; the device reports a sticky fault later */
+    CKC_EMU_INJECT_COPY = 3,   /* the async copy copies nothing; sticky fault reported later */
+    CKC_EMU_INJECT_HANG = 4    /* the kernel or copy never completes */
+};
+
+/* Arms a fault for the nth kernel launch (copy, for CKC_EMU_INJECT_COPY) made
+ * while op is the thread's current op (NULL or "": any op); a hang arms
+ * kernels and copies alike.  Each armed fault fires once. */
+void ckc_emu_inject(int kind, const char *op, int nth);
+
+/* Disarms every fault, clears the sticky error and every stream's hang: a
+ * device reset (work that was never completed is dropped). */
+void ckc_emu_reset(void);
+
+/* Names the op whose work the calling OS thread issues next (injection
+ * matching, launch log); clears the thread's launch log. */
+void ckc_emu_set_op(const char *op);
+
+/* The calling thread's launches since ckc_emu_set_op: returns how many, and
+ * the last one's kernel name (NULL if none), grid and block. */
+int ckc_emu_launch_log(const char **kernel, unsigned grid[3], unsigned block[3]);
+
+/* Admits one unit of stream work (what: the kernel's name, "memcpy" or
+ * "memset"; copy: counts as a copy for injection).  Returns CKC_EMU_OK: run it;
+ * CKC_EMU_SKIP: run nothing and report success (queued behind a hang, or an
+ * injected kernel/copy fault that the device reports later); or an error code
+ * with its description in why. */
+enum { CKC_EMU_SKIP = -1 };
+int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char *why, size_t cap);
+
+/* Records what a launch asked for, for the launch log. */
+void ckc_emu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                         unsigned bz);
+
+/* Copies bytes from src to dst in stream order (host memory on both sides). */
+int ckc_emu_copy_async(void *dst, const void *src, size_t bytes, uintptr_t stream, char *why, size_t cap);
+
+/* Stores value into *p in stream order (a write that never lands after a hang or fault). */
+void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t stream);
+
+/* An event: the queue position of the stream when it was recorded. */
+uint64_t ckc_emu_event_record(uintptr_t stream);
+
+/* 0: everything of stream up to position (UINT64_MAX: all of it) completed;
+ * 1: not yet; CKC_EMU_STICKY: the device holds a fault (name and text filled). */
+int ckc_emu_query(uintptr_t stream, uint64_t position, char *name, size_t name_cap, char *text, size_t text_cap);
 
 #ifdef __cplusplus
 }

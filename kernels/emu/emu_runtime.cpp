@@ -426,6 +426,15 @@ __attribute__((format(printf, 2, 3))) int launch_error(const char *kernel, const
     return CKC_EMU_LAUNCH_ERROR;
 }
 
+/* An error the stream layer described (an injected launch failure, a sticky fault). */
+__attribute__((format(printf, 3, 4))) int refused(int code, const char *kernel, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    record_error(code, kernel, "not launched", format, args);
+    va_end(args);
+    return code;
+}
+
 int check_configuration(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem) {
     uint64_t threads = (uint64_t)block.x * block.y * block.z;
     if (threads < 1 || threads > kMaxThreadsPerBlock)
@@ -481,13 +490,21 @@ void run_block(Scheduler &s) {
 
 int ckc_emu_launch(const char *kernel_name, dim3 grid, dim3 block, size_t dynamic_smem, uintptr_t stream,
                    std::function<void()> body) noexcept {
-    (void)stream; /* launches run to completion in call order, which every stream order allows */
+    /* Launches run to completion in call order, which every stream order allows;
+     * emu_streams.cpp only decides whether this one runs (hangs, injected faults). */
     Scheduler &s = t_sched;
     if (s.kernel)
         return launch_error(
             kernel_name, "launched from inside kernel '%s'; the emulated device has no dynamic parallelism", s.kernel);
+    ckc_emu_note_launch(kernel_name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
     if (int error = check_configuration(kernel_name, grid, block, dynamic_smem))
         return error;
+    char why[400];
+    const int admitted = ckc_emu_admit(kernel_name, stream, 0, why, sizeof why);
+    if (admitted == CKC_EMU_SKIP)
+        return CKC_EMU_OK;
+    if (admitted != CKC_EMU_OK)
+        return refused(admitted, kernel_name, "%s", why);
     size_t threads = (size_t)block.x * block.y * block.z;
     if (!s.stacks.reserve(threads))
         return launch_error(kernel_name, "cannot map stacks for %zu emulated threads", threads);

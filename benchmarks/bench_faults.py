@@ -1,0 +1,144 @@
+"""What the fault checks cost per op: each checking mode, flight record on and off.
+
+Two measurements:
+
+* hooks ns/op -- ``_C*.check_overhead_ns``: the checks that run around every GPU op
+  (csrc/diag/checked.c: flight record written, completion mark queued, fences in modes
+  boundary and op), timed in C around an op that queues no work, with the arguments of a
+  typical one (3 tensors [4096, 3072] / [4096, 1], one int).  The difference between
+  "flight on" and "flight off" in launch mode is the flight record's host cost; "flight off,
+  launch" is what remains of the checks when the record is off.
+* op us -- a whole small op (``quantize_int8_rowwise`` of [4, 256]) through Python,
+  median per call: on the emulated device this is dominated by the emulation of the kernel;
+  on a GPU (when present) it is the host time per op, synchronised once at the end.
+
+On the emulated device the completion mark is a store and a fence is a query of the
+emulated stream; on CUDA the mark is a one-thread kernel launch (cudaLaunchKernel, or
+cudaLaunchHostFunc when the flight file cannot be registered), and a fence is an event record
+plus polling, so the CUDA rows are the ones that matter for a real GPU.
+
+    python benchmarks/bench_faults.py [--out benchmarks/results/faults_cpu.md]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("COMFY_KITCHEN_C_FLIGHT_DIR", tempfile.mkdtemp(prefix="ckc-bench-faults-"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+import comfy_kitchen_c as ckc  # noqa: E402
+from comfy_kitchen_c import _C, faults, ops  # noqa: E402
+
+MODES = ["launch", "boundary", "op"]
+
+
+def set_flight(on: bool) -> None:
+    # The ring is already open (or opens at the first record); only whether ops are recorded changes.
+    _C.flight_configure(None, on, platform.python_version(), ckc.__version__)
+
+
+def hooks_ns(module, device: int, stream: int, iterations: int, repeats: int) -> dict:
+    rows = {}
+    for flight_on in (True, False):
+        set_flight(flight_on)
+        for mode in MODES:
+            samples = [module.check_overhead_ns(iterations, faults.MODES[mode], device, stream)
+                       for _ in range(repeats)]
+            rows[(flight_on, mode)] = statistics.median(samples)
+    set_flight(True)
+    return rows
+
+
+def op_us(device: torch.device, calls: int, repeats: int) -> dict:
+    x = torch.randn(4, 256, device=device)
+    rows = {}
+    for flight_on in (True, False):
+        set_flight(flight_on)
+        for mode in MODES:
+            with ckc.checking(mode):
+                ops.quantize_int8_rowwise(x)
+                samples = []
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        ops.quantize_int8_rowwise(x)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+                    samples.append((time.perf_counter() - start) / calls * 1e6)
+            rows[(flight_on, mode)] = statistics.median(samples)
+    set_flight(True)
+    return rows
+
+
+def table(title: str, unit: str, rows: dict, digits: int) -> list[str]:
+    out = [f"### {title}", "", f"| flight record | {' | '.join(f'{m} {unit}' for m in MODES)} |",
+           "|---|" + "---:|" * len(MODES)]
+    for flight_on in (True, False):
+        cells = " | ".join(f"{rows[(flight_on, m)]:.{digits}f}" for m in MODES)
+        out.append(f"| {'on' if flight_on else 'off'} | {cells} |")
+    return out + [""]
+
+
+def machine() -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = "?"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, load average "
+            f"{load:.1f} at the start, Python {platform.python_version()}, torch {torch.__version__}, git {commit}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="write the markdown report here too")
+    parser.add_argument("--iterations", type=int, default=100000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    lines = ["# Cost of the fault checks per op", "", machine(), ""]
+    get = faults.CHECK.get
+    start = time.perf_counter()
+    for _ in range(args.iterations):
+        get()
+    lines += [f"Python side: reading the checking mode for the call (ops._run): "
+              f"{(time.perf_counter() - start) / args.iterations * 1e9:.0f} ns per op.", ""]
+    try:
+        from comfy_kitchen_c import _C_emu
+        from comfy_kitchen_c.testing import emulated_device
+    except ImportError:
+        _C_emu = None
+    if _C_emu is not None:
+        lines += table("Emulated device: hooks around a no-work op", "ns", hooks_ns(_C_emu, 0, 0, args.iterations,
+                                                                                    args.repeats), 0)
+        with emulated_device():
+            lines += table("Emulated device: quantize_int8_rowwise [4, 256], whole op", "us",
+                           op_us(torch.device("cpu"), 50, args.repeats), 1)
+    if torch.cuda.is_available() and _C.HAS_CUDA:
+        dev = torch.device("cuda", torch.cuda.current_device())
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        lines += [f"GPU: {torch.cuda.get_device_name(dev)}", ""]
+        lines += table("CUDA: hooks around a no-work op", "ns",
+                       hooks_ns(_C, dev.index, stream, args.iterations // 10, args.repeats), 0)
+        lines += table("CUDA: quantize_int8_rowwise [4, 256], whole op", "us", op_us(dev, 200, args.repeats), 1)
+    else:
+        lines += ["No CUDA GPU here: the CUDA rows are not measured.", ""]
+    report = "\n".join(lines)
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report + "\n")
+
+
+if __name__ == "__main__":
+    main()

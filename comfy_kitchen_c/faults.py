@@ -1,0 +1,151 @@
+"""Faults surface where they happen: checking modes, checked staging, the flight record.
+
+Checking modes (``COMFY_KITCHEN_C_CHECK`` or ``with checking(mode):``, per thread/task):
+
+* ``launch`` (default): every launch is checked at once; a fault the device reports
+  later is blamed, through the flight record, on the earliest work that did not complete.
+* ``boundary``: also, before each op, the work queued on its stream is fenced and waited on
+  under the watchdog (a failure is a ``StagingFault``: it happened before the op started).
+* ``op``: also, after each op, its stream is fenced (a failure is a ``KernelFault`` of the op).
+
+``stage(dst, src)`` copies host memory to the device on the current stream, recorded in the
+flight record, and says what the source memory is; ``fence(src)`` waits until every copy from
+that host memory has completed.  The C side is csrc/diag/ (checked.h describes the checks).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import platform
+import time
+
+import torch
+
+from . import _C, flight
+from ._C import ArgumentError, ArgumentTypeError
+
+MODES = {"launch": 0, "boundary": 1, "op": 2}
+# Record files kept in the flight directory (the newest; this process's included).
+KEEP_RECORDS = 16
+
+
+def _mode_from_env() -> int:
+    name = os.environ.get("COMFY_KITCHEN_C_CHECK", "").strip().lower() or "launch"
+    if name not in MODES:
+        raise ArgumentError(f"COMFY_KITCHEN_C_CHECK={name!r}: expected one of {', '.join(MODES)}")
+    return MODES[name]
+
+
+# The mode every op passes to C (ops._run).
+CHECK = contextvars.ContextVar("comfy_kitchen_c_check", default=_mode_from_env())
+
+
+@contextlib.contextmanager
+def checking(mode: str):
+    """Within the block (this thread or task), ops and stage run under checking mode
+    ``launch``, ``boundary`` or ``op``."""
+    if mode not in MODES:
+        raise ArgumentError(f"checking: argument 'mode': expected one of {', '.join(MODES)}, got {mode!r}")
+    token = CHECK.set(MODES[mode])
+    try:
+        yield
+    finally:
+        CHECK.reset(token)
+
+
+def check_mode() -> str:
+    """The checking mode in effect here."""
+    code = CHECK.get()
+    return next(name for name, value in MODES.items() if value == code)
+
+
+# ---- flight record ------------------------------------------------------------------------
+
+def configure_flight(package_version: str) -> None:
+    """Where this process's flight record goes (created at its first record); prunes old ones.
+    ``COMFY_KITCHEN_C_FLIGHT=0`` records no ops and keeps the staged copies' records in memory."""
+    python = platform.python_version()
+    if os.environ.get("COMFY_KITCHEN_C_FLIGHT", "1") == "0":
+        _C.flight_configure(None, False, python, package_version)
+        return
+    directory = flight.default_dir()
+    path = os.path.join(directory, f"{flight.PREFIX}{time.time_ns() // 1_000_000:013d}-{os.getpid()}{flight.SUFFIX}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for old in flight.record_files(directory)[:-(KEEP_RECORDS - 1)]:
+            with contextlib.suppress(OSError):  # another process may have removed it, or still hold it
+                os.remove(old)
+    except OSError:
+        path = None  # unwritable: the record stays in memory
+    _C.flight_configure(path, True, python, package_version)
+
+
+def record_path() -> str | None:
+    """This process's flight-record file (None before its first record, or in memory only)."""
+    return _C.flight_path()
+
+
+# ---- staging ------------------------------------------------------------------------------
+
+def _kernels():
+    from .ops import KERNELS  # ops imports this module
+    return KERNELS.get()
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{t.dtype}[{', '.join(map(str, t.shape))}]".replace("torch.", "")
+
+
+def _host_tensor(op: str, name: str, t) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected a tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected host (CPU) memory, got {t.device}")
+    if not t.is_contiguous():
+        raise ArgumentError(f"{op}: argument '{name}': expected a contiguous tensor")
+
+
+def stage(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = True) -> str:
+    """Copies host tensor src into device tensor dst on the current stream, checked under the
+    checking mode and recorded in the flight record; returns what src's memory is: "pinned",
+    "registered", "pageable", "file-mapped" or "unknown".  With non_blocking=False (or in mode
+    ``op``) waits for the copy.  Inside ``testing.emulated_device()`` dst is a CPU tensor and
+    the copy goes through the emulated device."""
+    op = "stage"
+    _host_tensor(op, "src", src)
+    if not isinstance(dst, torch.Tensor):
+        raise ArgumentTypeError(f"{op}: argument 'dst': expected a tensor, got {type(dst).__name__}")
+    kernels = _kernels()
+    if dst.is_cuda and kernels is _C:
+        device, stream = dst.device.index, torch.cuda.current_stream(dst.device).cuda_stream
+    elif dst.device.type == "cpu" and kernels is not _C:
+        device, stream = 0, 0  # the emulated device's memory is host memory, its stream 0
+    else:
+        raise ArgumentTypeError(f"{op}: argument 'dst': expected a CUDA tensor, got {dst.device}")
+    if not dst.is_contiguous():
+        raise ArgumentError(f"{op}: argument 'dst': expected a contiguous tensor")
+    if _nbytes(dst) != _nbytes(src):
+        raise ArgumentError(f"{op}: argument 'dst': {_nbytes(dst)} bytes, but src has {_nbytes(src)}")
+    tensors = f"src {_describe(src)} -> dst {_describe(dst)}"
+    return kernels.stage(dst.data_ptr(), src.data_ptr(), _nbytes(src), device, stream, CHECK.get(),
+                         bool(non_blocking), tensors)
+
+
+def fence(src) -> None:
+    """Waits until every staged copy from src's host memory has completed (under the
+    watchdog), so that the memory may be reused, unregistered or freed.  Raises
+    StagingFault when such a copy failed, HangSuspected when it does not complete."""
+    _host_tensor("fence", "src", src)
+    _kernels().fence(src.data_ptr(), _nbytes(src))
+
+
+def check_host_copy(what: str, device: torch.device) -> None:
+    """In modes boundary and op, fences the stream after a host-to-device copy that an op
+    made itself (a scale given as a number), so that a failed copy is reported there."""
+    if CHECK.get() != MODES["launch"] and device.type == "cuda":
+        _kernels().fence_stream(what, device.index, torch.cuda.current_stream(device).cuda_stream)

@@ -1,0 +1,122 @@
+"""Reader of flight-record files (written by csrc/diag/flight.c; format in csrc/diag/flight.h).
+
+Parses with ``struct`` only, so a record copied from another computer (or written by a
+process whose GPU was lost) is read without the C extension.  ``load`` returns the
+records and an analysis: what the GPU completed last, the first work it did not
+complete, faults and suspected hangs.  Interface: /work/plan/flight_interface.md.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import sys
+
+MAGIC = b"CKCFLIGHT"
+SUFFIX = ".ckcf"
+PREFIX = "flight-"
+# Little-endian, no padding: csrc/diag/flight.h ckc_flight_header / ckc_flight_record.
+HEADER = struct.Struct("<16sIIIIQdQ64s32s32s72x")
+RECORD = struct.Struct("<QQIIiIQddQQQQ40s160s112s112s")
+assert HEADER.size == 256 and RECORD.size == 512
+
+KINDS = {1: "op", 2: "copy"}
+HOST_MEMORY = {0: "", 1: "pinned", 2: "registered", 3: "pageable", 4: "file-mapped", 5: "unknown"}
+FAILED, HANG = 2, 3
+
+
+def default_dir() -> str:
+    """$COMFY_KITCHEN_C_FLIGHT_DIR, else the user's cache folder."""
+    configured = os.environ.get("COMFY_KITCHEN_C_FLIGHT_DIR")
+    if configured:
+        return configured
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser(r"~\AppData\Local")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "comfy_kitchen_c", "flight")
+
+
+def record_files(directory: str | None = None) -> list[str]:
+    """Flight-record files in directory, oldest first (names start with the start time)."""
+    directory = directory or default_dir()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [os.path.join(directory, n) for n in sorted(n for n in names if n.startswith(PREFIX) and n.endswith(SUFFIX))]
+
+
+def newest_record(directory: str | None = None) -> str | None:
+    """The newest record file in directory (default_dir() when None), or None."""
+    files = record_files(directory)
+    return files[-1] if files else None
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _record(raw: bytes) -> dict | None:
+    (seq, done, kind, state, device, host_memory, stream, queued, completed, nbytes, host_ptr, host_bytes,
+     device_ptr, op, tensors, params, error) = RECORD.unpack(raw)
+    if seq == 0:
+        return None
+    if state == FAILED:
+        name = "failed"
+    elif state == HANG:
+        name = "hang_suspected"
+    elif done == seq:
+        name = "completed"
+    else:
+        name = "queued"
+    return {
+        "seq": seq, "kind": KINDS.get(kind, f"kind{kind}"), "op": _text(op), "state": name,
+        "device": device, "stream": stream, "queued_unix": queued,
+        "completed_unix": completed if completed else None,
+        "tensors": _text(tensors), "params": _text(params),
+        "bytes": nbytes, "host_ptr": host_ptr, "host_bytes": host_bytes, "device_ptr": device_ptr,
+        "host_memory": HOST_MEMORY.get(host_memory, "unknown") if KINDS.get(kind) == "copy" else "",
+        "error": _text(error),
+    }
+
+
+def load(path: str) -> dict:
+    """Parses and analyses one flight-record file (see the module docstring)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < HEADER.size or not data.startswith(MAGIC):
+        raise ValueError(f"{path}: not a comfy_kitchen_c flight record")
+    (_, version, header_size, record_size, capacity, pid, started, written, host, python,
+     package_version) = HEADER.unpack_from(data)
+    if record_size < RECORD.size or header_size < HEADER.size:
+        raise ValueError(f"{path}: record size {record_size} / header size {header_size} not understood "
+                         f"(format version {version})")
+    records = []
+    for k in range(capacity):
+        raw = data[header_size + k * record_size: header_size + k * record_size + RECORD.size]
+        if len(raw) < RECORD.size:
+            break  # a truncated copy: keep what is there
+        r = _record(raw)
+        if r is not None:
+            records.append(r)
+    records.sort(key=lambda r: r["seq"])
+    completed = [r for r in records if r["state"] == "completed"]
+    # A stream completes its work in order: a record followed by completed work on its
+    # stream is not pending (it was abandoned by a device reset, or its mark lost).
+    last_done = {}
+    for r in completed:
+        last_done[r["stream"]] = r["seq"]
+    incomplete = [r for r in records
+                  if r["state"] in ("queued", "hang_suspected") and r["seq"] > last_done.get(r["stream"], 0)]
+    return {
+        "path": path, "format_version": version,
+        "process": {"pid": pid, "started_unix": started, "host": _text(host), "python": _text(python),
+                    "package_version": _text(package_version)},
+        "capacity": capacity,
+        "written": max([written] + [r["seq"] for r in records]),
+        "records": records,
+        "last_completed": completed[-1] if completed else None,
+        "first_incomplete": incomplete[0] if incomplete else None,
+        "faults": [r for r in records if r["state"] == "failed"],
+        "hangs": [r for r in records if r["state"] == "hang_suspected"],
+    }

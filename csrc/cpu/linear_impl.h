@@ -1,0 +1,216 @@
+/* CPU kernels of int8_linear: the int8 GEMM (int32 accumulation, exact), the
+ * epilogue (kernels/math/linear.h) and the input activation pre-pass
+ * (kernels/math/activation.h).  The GEMM is also the emulated device's stand-in
+ * for cuBLASLt's int8 GEMM (csrc/gpu/blas_emu.c).
+ * Compiled once per instruction set, inside kernels_isa.h. */
+#include "math/activation.h"
+#include "math/linear.h"
+
+/* ---- int8 GEMM: c[m, n] = sum_k a[m, k] b[n, k] ----
+ * Both operands have k contiguous, so every output is a dot product of two
+ * int8 rows.  A task owns a tile of GEMM_TILE_M x GEMM_TILE_N outputs and walks
+ * k in blocks of GEMM_KB, so the tile's rows of a and b stay in L1/L2 while
+ * GEMM_MR x GEMM_NR outputs at a time are accumulated in registers: each loaded
+ * value of a row feeds GEMM_NR (or GEMM_MR) products, which compilers turn into
+ * widening multiply-adds (pmaddwd on x86). */
+#define GEMM_MR 2
+#define GEMM_NR 4
+#define GEMM_KB 1024
+#define GEMM_TILE_M 16
+#define GEMM_TILE_N 64
+
+static inline int32_t
+gemm_dot(const int8_t *a, const int8_t *b, int64_t kb)
+{
+    int32_t s = 0;
+    for (int64_t t = 0; t < kb; t++) {
+        s += (int32_t)a[t] * (int32_t)b[t];
+    }
+    return s;
+}
+
+#if defined(__AVX2__)
+#include "gemm_avx2.h"
+#endif
+
+/* GEMM_MR x GEMM_NR dot products over kb values, added to acc (row stride GEMM_TILE_N):
+ * the AVX2 micro-kernel for whole 16-value blocks where this build has it, the
+ * portable loop (which compilers vectorize, less well) for the rest. */
+static inline void
+gemm_micro(const int8_t *a0, const int8_t *a1, const int8_t *b0, const int8_t *b1, const int8_t *b2,
+           const int8_t *b3, int64_t kb, int32_t *acc)
+{
+    int32_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t t0 = 0;
+#if defined(__AVX2__)
+    const int8_t *const b[4] = {b0, b1, b2, b3};
+    t0 = kb / 16 * 16;
+    gemm_micro_avx2(a0, a1, b, t0, s);
+#endif
+    for (int64_t t = t0; t < kb; t++) {
+        const int32_t x0 = a0[t];
+        const int32_t x1 = a1[t];
+        const int32_t y0 = b0[t];
+        const int32_t y1 = b1[t];
+        const int32_t y2 = b2[t];
+        const int32_t y3 = b3[t];
+        s[0] += x0 * y0;
+        s[1] += x0 * y1;
+        s[2] += x0 * y2;
+        s[3] += x0 * y3;
+        s[4] += x1 * y0;
+        s[5] += x1 * y1;
+        s[6] += x1 * y2;
+        s[7] += x1 * y3;
+    }
+    for (int j = 0; j < GEMM_NR; j++) {
+        acc[j] += s[j];
+        acc[GEMM_TILE_N + j] += s[GEMM_NR + j];
+    }
+}
+
+typedef struct {
+    const ckc_int8_gemm_params *p;
+    int64_t tiles_n;
+} gemm_job;
+
+static void
+gemm_tile(const ckc_int8_gemm_params *p, int64_t m0, int64_t n0)
+{
+    int32_t acc[GEMM_TILE_M * GEMM_TILE_N];
+    const int64_t mt = p->m - m0 < GEMM_TILE_M ? p->m - m0 : GEMM_TILE_M;
+    const int64_t nt = p->n - n0 < GEMM_TILE_N ? p->n - n0 : GEMM_TILE_N;
+    memset(acc, 0, sizeof acc);
+    for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KB) {
+        const int64_t kb = p->k - k0 < GEMM_KB ? p->k - k0 : GEMM_KB;
+        for (int64_t j = 0; j < nt; j += GEMM_NR) {
+            const int8_t *b = p->b + (n0 + j) * p->ldb + k0;
+            for (int64_t i = 0; i < mt; i += GEMM_MR) {
+                const int8_t *a = p->a + (m0 + i) * p->lda + k0;
+                int32_t *c = acc + i * GEMM_TILE_N + j;
+                if (i + GEMM_MR <= mt && j + GEMM_NR <= nt) {
+                    gemm_micro(a, a + p->lda, b, b + p->ldb, b + 2 * p->ldb, b + 3 * p->ldb, kb, c);
+                    continue;
+                }
+                for (int64_t ii = 0; ii < GEMM_MR && i + ii < mt; ii++) {
+                    for (int64_t jj = 0; jj < GEMM_NR && j + jj < nt; jj++) {
+                        c[ii * GEMM_TILE_N + jj] += gemm_dot(a + ii * p->lda, b + jj * p->ldb, kb);
+                    }
+                }
+            }
+        }
+    }
+    for (int64_t i = 0; i < mt; i++) {
+        memcpy(p->c + (m0 + i) * p->ldc + n0, acc + i * GEMM_TILE_N, (size_t)nt * sizeof(int32_t));
+    }
+}
+
+static void
+gemm_range(void *ctx, int64_t t0, int64_t t1, int worker)
+{
+    const gemm_job *job = (const gemm_job *)ctx;
+    (void)worker;
+    for (int64_t t = t0; t < t1; t++) {
+        gemm_tile(job->p, (t / job->tiles_n) * GEMM_TILE_M, (t % job->tiles_n) * GEMM_TILE_N);
+    }
+}
+
+static ckc_status
+cpu_int8_gemm(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err)
+{
+    gemm_job job;
+    const int64_t tiles_m = (p->m + GEMM_TILE_M - 1) / GEMM_TILE_M;
+    /* Enough tiles for every thread even when a is one row or a few. */
+    const int64_t tile_work = GEMM_TILE_M * GEMM_TILE_N * (p->k > 0 ? p->k : 1);
+    (void)err;
+    job.p = p;
+    job.tiles_n = (p->n + GEMM_TILE_N - 1) / GEMM_TILE_N;
+    ckc_parallel_for(tiles_m * job.tiles_n, tile_work >= (1 << 18) ? 1 : (1 << 18) / tile_work, nthreads,
+                     gemm_range, &job);
+    return CKC_OK;
+}
+
+/* ---- epilogue ---- */
+
+typedef struct {
+    const ckc_linear_epilogue_params *p;
+    ckc_scratch scratch;
+} epilogue_job;
+
+static void
+epilogue_range(void *ctx, int64_t r0, int64_t r1, int worker)
+{
+    const epilogue_job *job = (const epilogue_job *)ctx;
+    const ckc_linear_epilogue_params *p = job->p;
+    const int64_t out_row = p->n * ckc_kind_size(p->out_kind);
+    float *v = ckc_scratch_row(&job->scratch, worker);
+    for (int64_t r = r0; r < r1; r++) {
+        const int32_t *acc = p->acc + r * p->ldacc;
+        const float sx = p->x_scale[r];
+        if (p->w_per_channel) {
+            for (int64_t j = 0; j < p->n; j++) {
+                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[j], p->bias, j);
+            }
+        } else {
+            for (int64_t j = 0; j < p->n; j++) {
+                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[0], p->bias, j);
+            }
+        }
+        ckc_row_store(v, p->out_kind, p->n, (char *)p->out + r * out_row);
+    }
+}
+
+static ckc_status
+cpu_linear_epilogue(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err)
+{
+    epilogue_job job;
+    job.p = p;
+    return ckc_parallel_rows(p->rows, p->n, nthreads, p->n, &job.scratch, epilogue_range, &job, err);
+}
+
+/* ---- input activation: dst[r, :k] = act(src[r, :]) in the element type ---- */
+
+typedef struct {
+    const void *src;
+    void *dst;
+    ckc_float_kind kind;
+    int act;
+    int64_t rows;
+    int64_t k;
+    ckc_scratch scratch;
+} act_job;
+
+static void
+act_range(void *ctx, int64_t r0, int64_t r1, int worker)
+{
+    const act_job *job = (const act_job *)ctx;
+    const int64_t elem = ckc_kind_size(job->kind);
+    const int64_t width = ckc_act_width(job->act);
+    float *v = ckc_scratch_row(&job->scratch, worker);
+    float *up = v + job->k;
+    for (int64_t r = r0; r < r1; r++) {
+        const char *row = (const char *)job->src + r * width * job->k * elem;
+        ckc_row_load(row, job->kind, job->k, v);
+        if (job->act == CKC_ACT_SWIGLU) {
+            ckc_row_load(row + job->k * elem, job->kind, job->k, up);
+        }
+        for (int64_t i = 0; i < job->k; i++) {
+            v[i] = ckc_act_apply(job->act, v[i], job->act == CKC_ACT_SWIGLU ? up[i] : 0.0f, job->kind);
+        }
+        ckc_row_store(v, job->kind, job->k, (char *)job->dst + r * job->k * elem);
+    }
+}
+
+static ckc_status
+cpu_input_act(const void *src, void *dst, ckc_float_kind kind, int act, int64_t rows, int64_t k, int nthreads,
+              ckc_error *err)
+{
+    act_job job;
+    job.src = src;
+    job.dst = dst;
+    job.kind = kind;
+    job.act = act;
+    job.rows = rows;
+    job.k = k;
+    return ckc_parallel_rows(rows, k, nthreads, 2 * k, &job.scratch, act_range, &job, err);
+}

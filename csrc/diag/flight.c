@@ -1,0 +1,242 @@
+/* The flight record's ring (see flight.h): opening the file, reserving and
+ * publishing records, and the scans the fault reports use. */
+#include <stdio.h>
+#include <string.h>
+
+#include "flight.h"
+
+typedef char ckc_flight_header_is_256_bytes[sizeof(ckc_flight_header) == CKC_FLIGHT_HEADER_SIZE ? 1 : -1];
+typedef char ckc_flight_record_is_512_bytes[sizeof(ckc_flight_record) == CKC_FLIGHT_RECORD_SIZE ? 1 : -1];
+
+ckc_flight *ckc_flight_ring;
+
+void
+ckc_flight_init(ckc_flight *f)
+{
+    memset(f, 0, sizeof *f);
+    ckc_mutex_init(&f->lock);
+    f->ops = 1;
+}
+
+void
+ckc_flight_configure(const char *path, int ops, const char *python, const char *package_version)
+{
+    ckc_flight *f = ckc_flight_ring;
+    ckc_mutex_lock(&f->lock);
+    if (f->state == 0) {
+        snprintf(f->path, sizeof f->path, "%s", path ? path : "");
+        snprintf(f->python, sizeof f->python, "%s", python);
+        snprintf(f->package_version, sizeof f->package_version, "%s", package_version);
+    }
+    f->ops = ops;
+    ckc_mutex_unlock(&f->lock);
+}
+
+const char *
+ckc_flight_path(void)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    return f != NULL && f->state == 1 ? f->path : "";
+}
+
+/* Maps the file (or, when there is none or it cannot be created, memory) and
+ * writes the header.  Caller holds the lock. */
+static void
+open_ring(ckc_flight *f)
+{
+    const size_t bytes = CKC_FLIGHT_HEADER_SIZE + (size_t)CKC_FLIGHT_CAPACITY * CKC_FLIGHT_RECORD_SIZE;
+    ckc_flight_header *h;
+    if (f->path[0] == '\0' || ckc_mapped_file_create(f->path, bytes, &f->file) != 0) {
+        f->path[0] = '\0';
+        if (ckc_mapped_anonymous(bytes, &f->file) != 0) {
+            f->state = -1;
+            return;
+        }
+    }
+    h = f->file.base;
+    memcpy(h->magic, CKC_FLIGHT_MAGIC, sizeof h->magic);
+    h->version = CKC_FLIGHT_VERSION;
+    h->header_size = CKC_FLIGHT_HEADER_SIZE;
+    h->record_size = CKC_FLIGHT_RECORD_SIZE;
+    h->capacity = CKC_FLIGHT_CAPACITY;
+    h->pid = (uint64_t)ckc_process_id();
+    h->started_unix = ckc_unix_time();
+    ckc_host_name(h->host, sizeof h->host);
+    snprintf(h->python, sizeof h->python, "%s", f->python);
+    snprintf(h->package_version, sizeof h->package_version, "%s", f->package_version);
+    f->header = h;
+    f->records = (ckc_flight_record *)((char *)f->file.base + CKC_FLIGHT_HEADER_SIZE);
+    f->state = 1;
+}
+
+static ckc_flight_record *
+slot(const ckc_flight *f, uint64_t seq)
+{
+    return &f->records[(seq - 1) % CKC_FLIGHT_CAPACITY];
+}
+
+ckc_flight_record *
+ckc_flight_begin(uint32_t kind, uint64_t *seq)
+{
+    ckc_flight *f = ckc_flight_ring;
+    ckc_flight_record *r;
+    if (f->state != 1) {
+        ckc_mutex_lock(&f->lock);
+        if (f->state == 0) {
+            open_ring(f);
+        }
+        ckc_mutex_unlock(&f->lock);
+        if (f->state != 1) {
+            return NULL;
+        }
+    }
+    *seq = ckc_atomic_increment64(&f->seq);
+    r = slot(f, *seq);
+    /* Invalidate first: a reader (or a kill) in the middle sees an empty slot,
+     * and a late completion of the slot's previous record (done = old seq)
+     * cannot match the new seq. */
+    ckc_atomic_store64(&r->seq, 0);
+    r->kind = kind;
+    r->state = CKC_FLIGHT_QUEUED;
+    r->completed_unix = 0.0;
+    r->queued_unix = ckc_unix_time();
+    r->bytes = r->host_ptr = r->host_bytes = r->device_ptr = 0;
+    r->host_memory = CKC_HOST_NONE;
+    r->tensors[0] = r->params[0] = r->error[0] = '\0';
+    return r;
+}
+
+void
+ckc_flight_publish(ckc_flight_record *r, uint64_t seq)
+{
+    ckc_atomic_store64(&r->seq, seq);
+    ckc_atomic_store64(&ckc_flight_ring->header->written, seq);
+}
+
+ckc_flight_record *
+ckc_flight_find(uint64_t seq)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    ckc_flight_record *r;
+    if (f->state != 1 || seq == 0) {
+        return NULL;
+    }
+    r = slot(f, seq);
+    return ckc_atomic_load64(&r->seq) == seq ? r : NULL;
+}
+
+void
+ckc_flight_mark(ckc_flight_record *r, uint32_t state, const char *note)
+{
+    if (r == NULL) {
+        return;
+    }
+    r->state = state;
+    (void)ckc_text_append(r->error, sizeof r->error, 0, note);
+}
+
+/* Visits the valid records oldest first; stops when visit returns nonzero. */
+static ckc_flight_record *
+scan(uint64_t below, int (*visit)(const ckc_flight_record *r, uint64_t seq, const void *ctx), const void *ctx,
+     int newest_first)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    uint64_t newest;
+    uint64_t oldest;
+    if (f == NULL || f->state != 1) {
+        return NULL;
+    }
+    newest = ckc_atomic_load64(&f->seq);
+    if (below != 0 && below - 1 < newest) {
+        newest = below - 1;
+    }
+    oldest = newest > CKC_FLIGHT_CAPACITY ? newest - CKC_FLIGHT_CAPACITY + 1 : 1;
+    for (uint64_t k = 0; newest >= oldest && k <= newest - oldest; k++) {
+        const uint64_t seq = newest_first ? newest - k : oldest + k;
+        ckc_flight_record *r = slot(f, seq);
+        if (ckc_atomic_load64(&r->seq) == seq && visit(r, seq, ctx)) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static int
+is_incomplete_on(const ckc_flight_record *r, uint64_t seq, const void *ctx)
+{
+    const uint64_t stream = *(const uint64_t *)ctx;
+    return r->state == CKC_FLIGHT_QUEUED && !ckc_flight_is_done(r, seq) && (stream == UINT64_MAX || r->stream == stream);
+}
+
+ckc_flight_record *
+ckc_flight_first_incomplete(uint64_t stream, uint64_t below)
+{
+    return scan(below, is_incomplete_on, &stream, 0);
+}
+
+static int
+is_completed_kind(const ckc_flight_record *r, uint64_t seq, const void *ctx)
+{
+    const uint32_t kind = *(const uint32_t *)ctx;
+    return ckc_flight_is_done(r, seq) && (kind == 0 || r->kind == kind);
+}
+
+ckc_flight_record *
+ckc_flight_last_completed(uint32_t kind, uint64_t below)
+{
+    return scan(below, is_completed_kind, &kind, 1);
+}
+
+static int
+abandon_one(const ckc_flight_record *r, uint64_t seq, const void *ctx)
+{
+    if (r->state == CKC_FLIGHT_QUEUED && !ckc_flight_is_done(r, seq)) {
+        ckc_flight_mark((ckc_flight_record *)r, CKC_FLIGHT_FAILED, ctx);
+    }
+    return 0;
+}
+
+void
+ckc_flight_abandon(const char *note)
+{
+    (void)scan(0, abandon_one, note, 0);
+}
+
+void
+ckc_flight_flush(void)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    if (f != NULL && f->state == 1) {
+        ckc_mapped_file_flush(&f->file, f->file.base, f->file.bytes);
+    }
+}
+
+size_t
+ckc_text_append(char *buf, size_t cap, size_t used, const char *s)
+{
+    while (*s != '\0' && used + 1 < cap) {
+        buf[used++] = *s++;
+    }
+    buf[used < cap ? used : cap - 1] = '\0';
+    return used;
+}
+
+size_t
+ckc_text_append_int(char *buf, size_t cap, size_t used, long long v)
+{
+    char digits[24];
+    int n = 0;
+    unsigned long long m = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + m % 10);
+        m /= 10;
+    } while (m != 0);
+    if (v < 0) {
+        digits[n++] = '-';
+    }
+    while (n > 0 && used + 1 < cap) {
+        buf[used++] = digits[--n];
+    }
+    buf[used < cap ? used : cap - 1] = '\0';
+    return used;
+}

@@ -1,0 +1,129 @@
+/* The flight record: a fixed-size ring of records in a memory-mapped file, one
+ * file per process, one record per GPU op and per staged copy.  The host writes
+ * a record when it queues the work; the stream itself writes the record's
+ * completion word (the record's seq) when the work has completed, so the file
+ * tells what the GPU finished even after the device is lost or the process is
+ * killed.  comfy_kitchen_c/flight.py reads it (the format below is its
+ * contract: little-endian, explicit sizes; bump CKC_FLIGHT_VERSION on change).
+ *
+ * The ring is one per process: _C owns it and _C_emu uses the same one. */
+#ifndef CKC_DIAG_FLIGHT_H
+#define CKC_DIAG_FLIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "platform/mapped_file.h"
+#include "platform/threads.h"
+
+#define CKC_FLIGHT_MAGIC "CKCFLIGHT\0\0\0\0\0\0" /* 16 bytes */
+#define CKC_FLIGHT_VERSION 1u
+#define CKC_FLIGHT_HEADER_SIZE 256u
+#define CKC_FLIGHT_RECORD_SIZE 512u
+#define CKC_FLIGHT_CAPACITY 4096u
+
+enum { CKC_FLIGHT_OP = 1, CKC_FLIGHT_COPY = 2 };
+/* Host-written states; "completed" is done == seq, written by the stream. */
+enum { CKC_FLIGHT_QUEUED = 0, CKC_FLIGHT_FAILED = 2, CKC_FLIGHT_HANG = 3 };
+/* Source memory of a copy (ckc_gpu_host_memory's names, in this order from 1). */
+enum { CKC_HOST_NONE = 0, CKC_HOST_PINNED, CKC_HOST_REGISTERED, CKC_HOST_PAGEABLE, CKC_HOST_FILE_MAPPED,
+       CKC_HOST_UNKNOWN };
+
+typedef struct {
+    char magic[16];
+    uint32_t version;
+    uint32_t header_size;
+    uint32_t record_size;
+    uint32_t capacity;
+    uint64_t pid;
+    double started_unix;
+    uint64_t written;          /* seq of the newest record */
+    char host[64];
+    char python[32];
+    char package_version[32];
+    char reserved[72];
+} ckc_flight_header;
+
+typedef struct {
+    uint64_t seq;              /* 0: empty or being written */
+    uint64_t done;             /* == seq once the stream completed the work */
+    uint32_t kind;             /* CKC_FLIGHT_OP / CKC_FLIGHT_COPY */
+    uint32_t state;            /* CKC_FLIGHT_QUEUED / FAILED / HANG */
+    int32_t device;
+    uint32_t host_memory;      /* CKC_HOST_* for copies */
+    uint64_t stream;
+    double queued_unix;
+    double completed_unix;     /* when the host saw it complete (fences), 0 if it did not look */
+    uint64_t bytes;
+    uint64_t host_ptr;
+    uint64_t host_bytes;
+    uint64_t device_ptr;
+    char op[40];
+    char tensors[160];
+    char params[112];
+    char error[112];
+} ckc_flight_record;
+
+typedef struct {
+    ckc_mutex lock;
+    int state;                 /* 0: not opened yet, 1: open, -1: failed (no ring) */
+    int ops;                   /* records ops (COMFY_KITCHEN_C_FLIGHT != 0); copies are always recorded */
+    char path[1024];           /* file to create; "" keeps the ring in memory */
+    char python[32];
+    char package_version[32];
+    ckc_mapped_file file;
+    ckc_flight_header *header;
+    ckc_flight_record *records;
+    volatile uint64_t seq;
+} ckc_flight;
+
+/* The process's ring (module init sets it: _C's own, _C_emu's from _C). */
+extern ckc_flight *ckc_flight_ring;
+
+void ckc_flight_init(ckc_flight *f);
+
+/* Where and whether to record; takes effect at the first record. */
+void ckc_flight_configure(const char *path, int ops, const char *python, const char *package_version);
+
+/* The file's path, or "" when the ring is in memory only (or not open). */
+const char *ckc_flight_path(void);
+
+/* Reserves the next record (opening the ring on first use): returns it emptied
+ * (seq 0) with its seq in *seq, or NULL without a ring. */
+ckc_flight_record *ckc_flight_begin(uint32_t kind, uint64_t *seq);
+
+/* Publishes a record filled after ckc_flight_begin. */
+void ckc_flight_publish(ckc_flight_record *r, uint64_t seq);
+
+/* The record of seq, or NULL once its slot was reused. */
+ckc_flight_record *ckc_flight_find(uint64_t seq);
+
+static inline int
+ckc_flight_is_done(const ckc_flight_record *r, uint64_t seq)
+{
+    return ckc_atomic_load64(&r->done) == seq;
+}
+
+/* Marks a record failed or hang-suspected with a note (no-op for NULL). */
+void ckc_flight_mark(ckc_flight_record *r, uint32_t state, const char *note);
+
+/* The oldest record with seq < below (0: any) that is neither completed nor
+ * failed, on stream (UINT64_MAX: any stream); NULL if none. */
+ckc_flight_record *ckc_flight_first_incomplete(uint64_t stream, uint64_t below);
+
+/* The newest completed record of kind (0: any) with seq < below (0: any). */
+ckc_flight_record *ckc_flight_last_completed(uint32_t kind, uint64_t below);
+
+/* Marks every record still incomplete as failed with note (after a device
+ * reset, their work will never complete). */
+void ckc_flight_abandon(const char *note);
+
+/* Writes the ring's pages back to the file now. */
+void ckc_flight_flush(void);
+
+/* Appenders for record text, cheap enough for every op: they never overflow
+ * and keep the text NUL-terminated. */
+size_t ckc_text_append(char *buf, size_t cap, size_t used, const char *s);
+size_t ckc_text_append_int(char *buf, size_t cap, size_t used, long long v);
+
+#endif /* CKC_DIAG_FLIGHT_H */

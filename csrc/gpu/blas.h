@@ -1,0 +1,35 @@
+/* The GEMM seam under the GPU launchers: cuBLASLt on a real GPU
+ * (blas_cublaslt.c, loaded lazily at first use), C references on the emulated
+ * device (blas_emu.c).  Work is ordered on exec->stream; the caller holds the
+ * device guard (ckc_gpu_device_enter) for exec->device_index. */
+#ifndef CKC_GPU_BLAS_H
+#define CKC_GPU_BLAS_H
+
+#include "ops/op.h"
+#include "ops/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* int8 x int8 -> int32, c[m, n] = a[m, :] . b[n, :].  cuBLASLt's IMMA needs k and
+ * n multiples of 4, leading dimensions multiples of 4 and 4-byte aligned
+ * pointers: the launcher pads (see ops/linear.c). */
+ckc_status ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err);
+
+/* Block-scaled NVFP4 GEMM (compute capability 10.0 and newer on a real GPU). */
+ckc_status ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err);
+
+/* Directories to search for cuBLASLt after the plain sonames ("dir1;dir2" on
+ * Windows, "dir1:dir2" elsewhere), set by the Python layer before the first use.
+ * No effect on the emulated device. */
+void ckc_blas_set_search_dirs(const char *dirs);
+
+/* Once, at module import. */
+void ckc_blas_init(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKC_GPU_BLAS_H */

@@ -1,0 +1,90 @@
+/* The GEMM seam on the emulated device: C references of what cuBLASLt computes.
+ * The int8 GEMM is the CPU kernels' (exact: int32 sums do not depend on their
+ * order), the NVFP4 GEMM a plain dequantize-and-accumulate in float32.  Device
+ * memory is host memory; work runs synchronously. */
+#if defined(CKC_EMULATED)
+
+#include <stdlib.h>
+
+#include "blas.h"
+#include "cpu/kernels.h"
+#include "cpu/rows.h"
+#include "math/nvfp4.h"
+
+void
+ckc_blas_init(void)
+{
+}
+
+void
+ckc_blas_set_search_dirs(const char *dirs)
+{
+    (void)dirs;
+}
+
+ckc_status
+ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    /* What cuBLASLt's IMMA kernels accept (blas_cublaslt.c): the launcher must pad. */
+    if (p->k % 4 != 0 || p->n % 4 != 0 || p->lda % 4 != 0 || p->ldb % 4 != 0 || p->ldc % 4 != 0 ||
+        (uintptr_t)p->a % 4 != 0 || (uintptr_t)p->b % 4 != 0 || (uintptr_t)p->c % 4 != 0) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME,
+                        "emulated cublasLtMatmul: int8 IMMA needs k, n and leading dimensions multiples of 4 and "
+                        "4-byte aligned pointers (k %lld, n %lld, lda %lld, ldb %lld, ldc %lld)",
+                        (long long)p->k, (long long)p->n, (long long)p->lda, (long long)p->ldb, (long long)p->ldc);
+    }
+    return ckc_cpu()->int8_gemm(p, exec->nthreads, err);
+}
+
+/* Values of one row of NVFP4 codes times their block scales (exact in float32:
+ * a 2-bit by 3-bit significand product). */
+static void
+decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v)
+{
+    const int64_t scale_cols = k / CKC_NVFP4_BLOCK;
+    for (int64_t i = 0; i < k / 2; i++) {
+        const float s = ckc_e4m3_to_f32(scales[ckc_nvfp4_scale_offset(r, (2 * i) / CKC_NVFP4_BLOCK, scale_cols)]);
+        /* Either nibble order gives the same GEMM as long as a and b share it: a
+         * pair's two values swap in both operands, inside one block. */
+        v[2 * i] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(codes[r * (k / 2) + i], 1)) * s;
+        v[2 * i + 1] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(codes[r * (k / 2) + i], 1)) * s;
+    }
+}
+
+ckc_status
+ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    /* b's values, a's current row, the bias and an output row, in float32. */
+    float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + 2 * p->n) * sizeof(float));
+    float *va = vb + p->n * p->k;
+    float *bias = va + p->k;
+    float *row = bias + p->n;
+    const float alpha = p->alpha_beta[0];
+    (void)exec;
+    if (vb == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %lld floats",
+                        (long long)(p->n * p->k + p->k + 2 * p->n));
+    }
+    for (int64_t j = 0; j < p->n; j++) {
+        decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
+        bias[j] = 0.0f;
+    }
+    if (p->bias != NULL) {
+        ckc_row_load(p->bias, p->out_kind, p->n, bias);
+    }
+    for (int64_t i = 0; i < p->m; i++) {
+        decode_row(p->a, p->scale_a, i, p->k, va);
+        for (int64_t j = 0; j < p->n; j++) {
+            float acc = 0.0f;
+            for (int64_t t = 0; t < p->k; t++) {
+                acc += va[t] * vb[j * p->k + t];
+            }
+            row[j] = alpha * acc + bias[j];
+        }
+        ckc_row_store(row, p->out_kind, p->n, (char *)p->out + i * p->n * ckc_kind_size(p->out_kind));
+    }
+    free(vb);
+    return CKC_OK;
+}
+
+#endif /* CKC_EMULATED */

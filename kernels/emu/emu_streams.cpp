@@ -1,0 +1,196 @@
+/* The emulated device's streams: queue positions, events, stream-ordered copies
+ * and value writes, the device's sticky error, fault injection (for the tests of
+ * comfy_kitchen_c's checking modes and flight record) and each OS thread's
+ * launch log.  See emu_api.h for the model.
+ *
+ * Unlike the scheduler (emu_runtime.cpp), this state is the device's: shared by
+ * every OS thread, behind one mutex. */
+#include "emu_api.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace {
+
+struct Stream {
+    uint64_t position = 0; /* of the last work issued */
+    uint64_t hung_at = 0;  /* position of the work that never completes; 0: none */
+};
+
+struct Injection {
+    int kind;
+    char op[64];
+    int nth;
+    int seen;
+};
+
+struct Device {
+    std::mutex lock;
+    std::map<uintptr_t, Stream> streams;
+    std::vector<Injection> injections;
+    bool faulted = false; /* the sticky error */
+    char error_name[64] = "";
+    char error_text[320] = "";
+};
+
+Device &device() {
+    static Device d;
+    return d;
+}
+
+struct LaunchLog {
+    char op[64];
+    int launches;
+    const char *kernel;
+    unsigned grid[3];
+    unsigned block[3];
+};
+thread_local LaunchLog t_log;
+
+const char *kind_name(int kind) {
+    switch (kind) {
+    case CKC_EMU_INJECT_LAUNCH: return "launch";
+    case CKC_EMU_INJECT_KERNEL: return "kernel";
+    case CKC_EMU_INJECT_COPY: return "copy";
+    default: return "hang";
+    }
+}
+
+/* The armed injection this work fires, or nullptr.  Caller holds the lock. */
+Injection *fire(Device &d, bool copy) {
+    for (Injection &j : d.injections) {
+        const bool kind_matches = j.kind == CKC_EMU_INJECT_HANG || (copy == (j.kind == CKC_EMU_INJECT_COPY));
+        if (j.seen >= j.nth || !kind_matches || (j.op[0] && strcmp(j.op, t_log.op) != 0))
+            continue;
+        if (++j.seen == j.nth)
+            return &j;
+    }
+    return nullptr;
+}
+
+void set_sticky(Device &d, const char *name, const char *text) {
+    if (d.faulted) /* CUDA keeps the first */
+        return;
+    d.faulted = true;
+    snprintf(d.error_name, sizeof d.error_name, "%s", name);
+    snprintf(d.error_text, sizeof d.error_text, "%s", text);
+}
+
+} // namespace
+
+extern "C" void ckc_emu_inject(int kind, const char *op, int nth) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    Injection j;
+    j.kind = kind;
+    snprintf(j.op, sizeof j.op, "%s", op ? op : "");
+    j.nth = nth < 1 ? 1 : nth;
+    j.seen = 0;
+    d.injections.push_back(j);
+}
+
+extern "C" void ckc_emu_reset(void) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    d.injections.clear();
+    d.streams.clear();
+    d.faulted = false;
+    d.error_name[0] = d.error_text[0] = '\0';
+}
+
+extern "C" void ckc_emu_set_op(const char *op) {
+    size_t n = 0;
+    for (; op && op[n] && n + 1 < sizeof t_log.op; n++) /* per op: cheaper than snprintf */
+        t_log.op[n] = op[n];
+    t_log.op[n] = '\0';
+    t_log.launches = 0;
+    t_log.kernel = nullptr;
+}
+
+extern "C" void ckc_emu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                    unsigned by, unsigned bz) {
+    t_log.launches++;
+    t_log.kernel = kernel;
+    t_log.grid[0] = gx, t_log.grid[1] = gy, t_log.grid[2] = gz;
+    t_log.block[0] = bx, t_log.block[1] = by, t_log.block[2] = bz;
+}
+
+extern "C" int ckc_emu_launch_log(const char **kernel, unsigned grid[3], unsigned block[3]) {
+    *kernel = t_log.kernel;
+    memcpy(grid, t_log.grid, sizeof t_log.grid);
+    memcpy(block, t_log.block, sizeof t_log.block);
+    return t_log.launches;
+}
+
+extern "C" int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char *why, size_t cap) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    if (d.faulted) {
+        snprintf(why, cap, "%s refused: the device reported an earlier fault: %s: %s", what, d.error_name,
+                 d.error_text);
+        return CKC_EMU_STICKY;
+    }
+    Stream &s = d.streams[stream];
+    s.position++;
+    if (s.hung_at != 0)
+        return CKC_EMU_SKIP; /* queued behind work that never completes */
+    Injection *j = fire(d, copy != 0);
+    if (j == nullptr)
+        return CKC_EMU_OK;
+    char text[256];
+    switch (j->kind) {
+    case CKC_EMU_INJECT_LAUNCH:
+        s.position--; /* a refused launch queues nothing */
+        snprintf(why, cap, "injected launch failure of %s (op '%s')", what, t_log.op);
+        return CKC_EMU_LAUNCH_ERROR;
+    case CKC_EMU_INJECT_HANG:
+        s.hung_at = s.position;
+        return CKC_EMU_SKIP;
+    default:
+        snprintf(text, sizeof text, "injected %s fault in %s (op '%s'): an illegal memory access was encountered",
+                 kind_name(j->kind), what, t_log.op);
+        set_sticky(d, "cudaErrorIllegalAddress", text);
+        return CKC_EMU_SKIP;
+    }
+}
+
+extern "C" int ckc_emu_copy_async(void *dst, const void *src, size_t bytes, uintptr_t stream, char *why,
+                                  size_t cap) {
+    const int admitted = ckc_emu_admit("memcpy", stream, 1, why, cap);
+    if (admitted == CKC_EMU_OK)
+        memcpy(dst, src, bytes);
+    return admitted == CKC_EMU_SKIP ? CKC_EMU_OK : admitted;
+}
+
+extern "C" void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t stream) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    Stream &s = d.streams[stream];
+    s.position++;
+    if (!d.faulted && s.hung_at == 0)
+        __atomic_store_n(p, value, __ATOMIC_RELEASE);
+}
+
+extern "C" uint64_t ckc_emu_event_record(uintptr_t stream) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    return ++d.streams[stream].position;
+}
+
+extern "C" int ckc_emu_query(uintptr_t stream, uint64_t position, char *name, size_t name_cap, char *text,
+                             size_t text_cap) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    if (d.faulted) {
+        snprintf(name, name_cap, "%s", d.error_name);
+        snprintf(text, text_cap, "%s", d.error_text);
+        return CKC_EMU_STICKY;
+    }
+    auto it = d.streams.find(stream);
+    if (it == d.streams.end())
+        return 0;
+    return it->second.hung_at != 0 && position >= it->second.hung_at ? 1 : 0;
+}

@@ -1,0 +1,132 @@
+/* int8_linear on the GPU: per chunk of rows, the row quantizer of int8.cu (the
+ * input activation fused into its load, the ConvRot rotation in registers,
+ * codes written with the GEMM's padded stride), the int8 GEMM of the BLAS seam
+ * (cuBLASLt IMMA, int32 out) and one epilogue kernel (kernels/math/linear.h).
+ * A single row (text encoders) takes a dp4a GEMV with the epilogue fused
+ * instead of the GEMM. */
+#include "elements.cuh"
+#include "int8_rows.h"
+#include "row_tile.cuh"
+
+#include "gpu/blas.h"
+#include "gpu/launch.h"
+#include "gpu/runtime.h"
+#include "math/linear.h"
+
+#define CKC_GEMV_WARPS 8
+#define CKC_EPILOGUE_COL_BLOCKS 64 /* column blocks per row; rows go in gridDim.y */
+
+/* out[j] = epilogue(q . w[j, :]): one warp per output, 16 codes per lane per step
+ * (four dp4a), a scalar tail; `vec`: w's rows are 16-byte aligned. */
+__global__ void __launch_bounds__(CKC_GEMV_WARPS * 32)
+int8_gemv_kernel(ckc_int8_linear_params p, bool vec)
+{
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t j = (int64_t)blockIdx.x * CKC_GEMV_WARPS + threadIdx.x / 32;
+    if (j >= p.n) {
+        return; /* the whole warp: j is the same for its lanes */
+    }
+    const int8_t *w = p.w + j * p.ldw;
+    const int64_t k16 = vec ? p.k / 16 * 16 : 0;
+    int32_t acc = 0;
+    for (int64_t i = (int64_t)lane * 16; i < k16; i += 32 * 16) {
+        const ckc_bytes16 a = *(const ckc_bytes16 *)(p.q + i);
+        const ckc_bytes16 b = *(const ckc_bytes16 *)(w + i);
+        for (int e = 0; e < 4; e++) {
+            acc = __dp4a((int)a.w[e], (int)b.w[e], acc);
+        }
+    }
+    for (int64_t i = k16 + lane; i < p.k; i += 32) {
+        acc += (int32_t)p.q[i] * (int32_t)w[i];
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    }
+    if (lane == 0) {
+        ckc_store_value(p.out, p.out_kind, j,
+                        ckc_linear_value(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.bias, j));
+    }
+}
+
+/* The chunk's outputs from its int32 accumulator: rows in gridDim.y steps,
+ * columns in a grid-stride loop. */
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+linear_epilogue_kernel(ckc_linear_epilogue_params e)
+{
+    for (int64_t r = blockIdx.y; r < e.rows; r += gridDim.y) {
+        const float sx = e.x_scale[r];
+        const int32_t *acc = e.acc + r * e.ldacc;
+        for (int64_t j = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; j < e.n;
+             j += (int64_t)gridDim.x * CKC_ROW_THREADS) {
+            ckc_store_value(e.out, e.out_kind, r * e.n + j,
+                            ckc_linear_value(acc[j], sx, e.w_scale[e.w_per_channel ? j : 0], e.bias, j));
+        }
+    }
+}
+
+static ckc_status
+linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ckc_exec *exec, ckc_error *err)
+{
+    const int64_t elem = p->kind == CKC_F32 ? 4 : 2;
+    const int64_t out_elem = p->out_kind == CKC_F32 ? 4 : 2;
+    const ckc_row_layout lay = {p->x_stride, p->ldq, p->act};
+    ckc_int8_rowwise_params q;
+    q.x = (const char *)p->x + r0 * p->x_stride * elem;
+    q.kind = p->kind;
+    q.rows = rows;
+    q.cols = p->k;
+    q.group = p->group;
+    q.noise = NULL;
+    q.q = p->q;
+    q.scale = p->x_scale;
+    CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
+    if (p->acc == NULL) {
+        const bool vec = ((uintptr_t)p->w % 16) == 0 && p->ldw % 16 == 0;
+        const int64_t blocks = (p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS;
+        CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec);
+        return ckc_gpu_launch_status("int8_gemv_kernel", err);
+    }
+    /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
+     * of CKC_GEMM_ROWS, whatever the buffer holds there, never read back) times the
+     * weight's first ldacc rows of ldq values (zeros past n and k when padded). */
+    ckc_int8_gemm_params g;
+    g.a = p->q;
+    g.lda = p->ldq;
+    g.b = p->w;
+    g.ldb = p->ldw;
+    g.c = p->acc;
+    g.ldc = p->ldacc;
+    g.m = (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS;
+    g.n = p->ldacc;
+    g.k = p->ldq;
+    CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
+    ckc_linear_epilogue_params e;
+    e.acc = p->acc;
+    e.ldacc = p->ldacc;
+    e.x_scale = p->x_scale;
+    e.w_scale = p->w_scale;
+    e.w_per_channel = p->w_per_channel;
+    e.bias = p->bias;
+    e.out = (char *)p->out + r0 * p->n * out_elem;
+    e.out_kind = p->out_kind;
+    e.rows = rows;
+    e.n = p->n;
+    const int64_t col_blocks = (p->n + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
+    const dim3 grid((unsigned)(col_blocks < CKC_EPILOGUE_COL_BLOCKS ? col_blocks : CKC_EPILOGUE_COL_BLOCKS),
+                    (unsigned)(rows < 65535 ? rows : 65535));
+    CKC_LAUNCH(linear_epilogue_kernel, grid, dim3(CKC_ROW_THREADS), 0, exec->stream, e);
+    return ckc_gpu_launch_status("linear_epilogue_kernel", err);
+}
+
+extern "C" ckc_status
+ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    return ckc_on_device(exec, err, [&]() {
+        /* Chunks reuse the scratch buffers: the stream orders their uses. */
+        for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk_rows) {
+            const int64_t rows = p->rows - r0 < p->chunk_rows ? p->rows - r0 : p->chunk_rows;
+            CKC_TRY(linear_chunk(p, r0, rows, exec, err));
+        }
+        return CKC_OK;
+    });
+}

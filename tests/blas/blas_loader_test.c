@@ -1,0 +1,25 @@
+/* Loads cuBLASLt the way csrc/gpu/blas_cublaslt.c does at first use (the file is
+ * included, so its static loader is called directly) and prints what it found.
+ * Needs no GPU: only the library.  Prints "searched: <list>" for a directory
+ * without it, then "loaded <version>" or "FAIL <message>". */
+#include "gpu/blas_cublaslt.c"
+
+int
+main(int argc, char **argv)
+{
+    char searched[512] = "";
+    ckc_error err;
+    ckc_blas_init();
+    if (lt_open_in("/nonexistent", strlen("/nonexistent"), searched, sizeof searched) != NULL) {
+        printf("FAIL a library was opened from /nonexistent\n");
+        return 1;
+    }
+    printf("searched: %s\n", searched);
+    ckc_blas_set_search_dirs(argc > 1 ? argv[1] : "");
+    if (lt_load(&err) != CKC_OK) {
+        printf("FAIL %s\n", err.message);
+        return 1;
+    }
+    printf("loaded %zu\n", lt.cublasLtGetVersion());
+    return 0;
+}

@@ -1,0 +1,245 @@
+"""The flight record (csrc/diag/flight.c, read by comfy_kitchen_c/flight.py): what a
+record holds, the states, wrap-around of the ring, the file surviving a killed
+process, pruning, and parsing a file written elsewhere."""
+import json
+import os
+import platform
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import comfy_kitchen_c as ckc
+from comfy_kitchen_c import faults, flight, ops
+
+if sys.platform == "win32":
+    pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
+from comfy_kitchen_c.testing import emulated_device, inject
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ring_is_open():
+    """The ring opens at the first GPU op of the process: make sure there was one."""
+    with emulated_device():
+        ops.quantize_int8_rowwise(torch.randn(1, 16))
+
+
+def records():
+    return flight.load(faults.record_path())["records"]
+
+
+def test_header_names_the_process():
+    with emulated_device():
+        ops.quantize_int8_rowwise(torch.randn(1, 16))
+    analysis = flight.load(faults.record_path())
+    p = analysis["process"]
+    assert p["pid"] == os.getpid() and p["python"] == platform.python_version()
+    assert p["package_version"] == ckc.__version__ and p["host"] == platform.node()[:63]
+    assert abs(p["started_unix"] - time.time()) < 3600
+    assert analysis["format_version"] == 1 and analysis["capacity"] == 4096
+    assert os.path.dirname(faults.record_path()) == flight.default_dir()
+    assert faults.record_path() in flight.record_files()
+
+
+def test_an_op_record():
+    x = torch.randn(6, 1024, dtype=torch.bfloat16)
+    before = time.time()
+    with emulated_device():
+        ops.quantize_and_rotate_rowwise(x, None, 256)
+    r = records()[-1]
+    assert r["kind"] == "op" and r["op"] == "quantize_and_rotate_rowwise" and r["state"] == "completed"
+    assert r["tensors"] == "x bfloat16[6, 1024]; q int8[6, 1024]; scale float32[6, 1]"
+    assert r["params"] == "group=256 int8_rowwise grid=(6,1,1) block=(256,1,1)"
+    assert r["device"] == 0 and r["stream"] == 0 and r["error"] == "" and r["host_memory"] == ""
+    assert before <= r["queued_unix"] <= time.time()
+    assert r["seq"] == flight.load(faults.record_path())["written"]
+
+
+def test_several_launches_are_counted():
+    with emulated_device():
+        ops.quantize_int8_tensorwise(torch.randn(4, 64))  # absmax, scale, quantize kernels
+    assert records()[-1]["params"].startswith("compute_scale=1 +2 more, tensor_quantize grid=")
+
+
+def test_cpu_ops_are_not_recorded():
+    with emulated_device():
+        ops.quantize_int8_rowwise(torch.randn(1, 16))
+    written = flight.load(faults.record_path())["written"]
+    ops.quantize_int8_rowwise(torch.randn(1, 16))  # the CPU path: no GPU work to record
+    assert flight.load(faults.record_path())["written"] == written
+
+
+def test_bad_arguments_leave_no_record():
+    with emulated_device():
+        ops.quantize_int8_rowwise(torch.randn(1, 16))
+        n = len(records())
+        with pytest.raises(ckc.ArgumentError):
+            ckc.ops._run("int8_rowwise", "quantize_int8_rowwise", torch.device("cpu"),
+                         (torch.randn(2, 16), torch.empty(3, 16, dtype=torch.int8), torch.empty(2), None), (0,))
+    assert len(records()) == n
+
+
+def test_ring_wraps_around():
+    """Staged copies (no kernel to emulate) fill the ring faster than ops."""
+    src, dst = torch.randn(4), torch.empty(4)
+    with emulated_device():
+        for _ in range(flight.load(faults.record_path())["capacity"] + 10):
+            ckc.stage(dst, src)
+    analysis = flight.load(faults.record_path())
+    seqs = [r["seq"] for r in analysis["records"]]
+    assert len(seqs) == analysis["capacity"]
+    assert seqs == list(range(analysis["written"] - analysis["capacity"] + 1, analysis["written"] + 1))
+    assert all(r["state"] == "completed" for r in analysis["records"])
+    assert analysis["last_completed"]["seq"] == analysis["written"] and analysis["first_incomplete"] is None
+
+
+def write_record_file(path: Path, slots):
+    """A flight-record file as another computer would write it (the documented format)."""
+    header = flight.HEADER.pack(b"CKCFLIGHT", 1, 256, 512, len(slots), 4242, 1.7e9, 7, b"far-away-box",
+                                b"3.12.1", b"0.1.0")
+    body = b""
+    for seq, done, state in slots:
+        body += flight.RECORD.pack(seq, done, 1, state, 0, 0, 0x55, 1.7e9 + seq, 0.0, 0, 0, 0, 0,
+                                   f"op{seq}".encode(), b"x float16[2, 2]", b"", b"" if state != 3 else b"hang")
+    path.write_bytes(header + body)
+
+
+def test_parse_a_record_from_another_computer(tmp_path):
+    # slot order is not seq order after wrap-around; a stale completion (done of an
+    # older record in the slot) must not count; an empty slot is skipped
+    path = tmp_path / "flight-0000000000001-4242.ckcf"
+    write_record_file(path, [(5, 5, 0), (6, 2, 0), (7, 0, 3), (0, 0, 0), (4, 4, 0)])
+    a = flight.load(str(path))
+    assert a["process"] == {"pid": 4242, "started_unix": 1.7e9, "host": "far-away-box", "python": "3.12.1",
+                            "package_version": "0.1.0"}
+    assert [(r["seq"], r["state"]) for r in a["records"]] == [(4, "completed"), (5, "completed"), (6, "queued"),
+                                                              (7, "hang_suspected")]
+    assert a["last_completed"]["op"] == "op5" and a["first_incomplete"]["op"] == "op6"
+    assert [r["op"] for r in a["hangs"]] == ["op7"] and a["faults"] == [] and a["written"] == 7
+    assert a["records"][0]["stream"] == 0x55 and a["records"][0]["tensors"] == "x float16[2, 2]"
+    assert flight.newest_record(str(tmp_path)) == str(path)
+    bad = tmp_path / "flight-0000000000002-1.ckcf"
+    bad.write_bytes(b"not a record")
+    with pytest.raises(ValueError, match="not a comfy_kitchen_c flight record"):
+        flight.load(str(bad))
+
+
+def test_default_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("COMFY_KITCHEN_C_FLIGHT_DIR", str(tmp_path))
+    assert flight.default_dir() == str(tmp_path)
+    monkeypatch.delenv("COMFY_KITCHEN_C_FLIGHT_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if sys.platform != "win32":
+        assert flight.default_dir() == str(tmp_path / "cache" / "comfy_kitchen_c" / "flight")
+    assert flight.newest_record(str(tmp_path / "nowhere")) is None
+
+
+def python_env(record_dir, **extra):
+    env = {**os.environ, "COMFY_KITCHEN_C_FLIGHT_DIR": str(record_dir), **extra}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+RUN_ONE_OP = ("import sys, torch; from comfy_kitchen_c import ops, faults, flight\n"
+              "from comfy_kitchen_c.testing import emulated_device\n"
+              "print(len(flight.record_files(sys.argv[1])))\n"
+              "with emulated_device(): ops.quantize_int8_rowwise(torch.randn(2, 32))\n"
+              "print(faults.record_path())")
+
+
+def run_one_op(record_dir, **env):
+    out = subprocess.run([sys.executable, "-c", RUN_ONE_OP, str(record_dir)], env=python_env(record_dir, **env),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    files_after_import, path = out.stdout.split()
+    return int(files_after_import), path
+
+
+def test_old_records_are_pruned_and_imports_write_nothing(tmp_path):
+    for k in range(20):
+        (tmp_path / f"flight-{k:013d}-1.ckcf").write_bytes(b"old")
+    files_after_import, path = run_one_op(tmp_path)
+    assert files_after_import == faults.KEEP_RECORDS - 1  # pruned, and no file before the first record
+    files = flight.record_files(str(tmp_path))
+    assert len(files) == faults.KEEP_RECORDS and files[-1] == path
+
+
+def test_flight_record_off(tmp_path):
+    _, path = run_one_op(tmp_path, COMFY_KITCHEN_C_FLIGHT="0")
+    assert path == "None" and os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_record_survives_a_killed_process(tmp_path):
+    """tests/fault_scenario.py hangs in dequantize_int8_simple (boundary mode); once the
+    watchdog has flushed the hang record the process is killed; the file tells what
+    happened."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fault_scenario.py"), str(tmp_path)],
+                            env=python_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        analysis = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            newest = flight.newest_record(str(tmp_path))
+            if newest is not None:
+                analysis = flight.load(newest)
+                if analysis["hangs"]:
+                    break
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the scenario ended early:\n{proc.communicate()[1]}"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    analysis = flight.load(flight.newest_record(str(tmp_path)))
+    assert analysis["process"]["pid"] == proc.pid
+    assert [r["op"] for r in analysis["hangs"]] == ["dequantize_int8_simple"]
+    assert analysis["first_incomplete"]["op"] == "dequantize_int8_simple"
+    assert analysis["last_completed"]["op"] == "quantize_and_rotate_rowwise"
+    assert [r["op"] for r in analysis["records"]] == ["stage", "quantize_int8_rowwise",
+                                                      "quantize_and_rotate_rowwise", "dequantize_int8_simple"]
+    assert analysis["records"][0]["kind"] == "copy" and analysis["records"][0]["host_memory"] == "pageable"
+    assert "watchdog at the fence before quantize_int8_rowwise" in analysis["hangs"][0]["error"]
+
+    # What a user runs afterwards: the doctor finds the newest record and names both ops.
+    doctor = subprocess.run([sys.executable, "-m", "comfy_kitchen_c", "doctor", "--json"],
+                            env=python_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert doctor.returncode == 0, doctor.stderr
+    report = json.loads(doctor.stdout)["flight"]
+    assert report["status"] == "ok" and report["path"] == flight.newest_record(str(tmp_path))
+    assert report["record"]["first_incomplete"]["op"] == "dequantize_int8_simple"
+    assert report["record"]["last_completed"]["op"] == "quantize_and_rotate_rowwise"
+    verdict = " ".join(report["verdict"])
+    assert "dequantize_int8_simple" in verdict and "quantize_and_rotate_rowwise" in verdict
+
+
+def test_records_from_several_threads():
+    import threading
+    before = flight.load(faults.record_path())["written"]
+    x = torch.randn(1, 16)
+
+    def work():
+        with emulated_device():
+            for _ in range(50):
+                ops.quantize_int8_rowwise(x)
+                ckc.stage(torch.empty(16), x.reshape(16))
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    new = [r for r in records() if r["seq"] > before]
+    assert len(new) == 300 and len({r["seq"] for r in new}) == 300
+    assert all(r["state"] == "completed" for r in new)
+    assert sorted(r["op"] for r in new) == ["quantize_int8_rowwise"] * 150 + ["stage"] * 150
