@@ -18,7 +18,8 @@ columns, bfloat16, group_size 256):
                 shows how much of the gap to memcpy that alone explains.
 
 Every timing is the median of ``--repeats`` runs after one warm-up run, measured with
-``time.perf_counter`` in the same process and with the same torch thread count (our kernels use
+``time.perf_counter`` (or, with ``--clock cpu``, the process's CPU time per torch thread; see
+``cpu_ms``) in the same process and with the same torch thread count (our kernels use
 ``torch.get_num_threads()`` workers too). Ours, eager and memcpy are each timed in a block of
 consecutive calls (see ``measure`` for why not round-robin). Absolute times depend
 on the machine and its load; the ratios (speedup, x memcpy) are what the targets at the end are
@@ -130,10 +131,26 @@ def bytes_moved(args: tuple, result) -> int:
     return sum(t.nbytes for t in _tensors(args) + _tensors(result))
 
 
+def wall_ms() -> float:
+    return time.perf_counter() * 1e3
+
+
+def cpu_ms() -> float:
+    """CPU time of this process (all threads, user + system) per torch thread: what the call
+    would take on cores of its own if every thread was busy throughout. Time slices taken by
+    other processes do not count; their pressure on caches and memory bandwidth still does, and
+    a call that leaves threads idle looks faster than it is (eager more than ours)."""
+    return time.process_time() * 1e3 / torch.get_num_threads()
+
+
+CLOCKS = {"wall": wall_ms, "cpu": cpu_ms}
+clock = wall_ms
+
+
 def time_ms(fn: Callable, args: tuple) -> float:
-    start = time.perf_counter()
+    start = clock()
     fn(*args)
-    return (time.perf_counter() - start) * 1e3
+    return clock() - start
 
 
 def memcpy_calls(nbytes: int) -> dict:
@@ -271,8 +288,11 @@ def header(args, other_load: str) -> str:
             f"- comfy_kitchen_c: {build_info()}\n"
             f"- torch threads: {torch.get_num_threads()} (torch {torch.__version__})\n"
             f"- M = {args.m}, K in {list(args.k)}, bfloat16 inputs, group_size {GROUP}, "
-            f"median of {args.repeats} runs after 1 warm-up\n"
-            f"- CPU used by other processes during the run: {other_load}\n")
+            f"median of {args.repeats} runs after 1 warm-up, {args.clock} clock\n"
+            f"- CPU used by other processes during the run: {other_load}\n"
+            f"- OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, huge-page advice for our "
+            f"outputs: {'off' if os.environ.get('COMFY_KITCHEN_C_HUGE_PAGES') == '0' else 'on'} "
+            f"(COMFY_KITCHEN_C_HUGE_PAGES)\n")
 
 
 def results_table(rows: list[Row]) -> str:
@@ -310,6 +330,9 @@ def parse_args(argv=None):
                    help="subset of ops to run: " + ", ".join(names))
     p.add_argument("--quick", action="store_true", help="M=512, K=3072 only, 3 repeats")
     p.add_argument("--markdown", metavar="PATH", help="also write the report to this file")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="wall: elapsed time (default); cpu: process CPU time / torch threads, "
+                        "for machines that other processes keep busy")
     args = p.parse_args(argv)
     if args.quick:
         args.m, args.k, args.repeats = 512, [3072], 3
@@ -317,7 +340,9 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    global clock
     args = parse_args(argv)
+    clock = CLOCKS[args.clock]
     other_load = OtherLoad()
     torch.manual_seed(0)
     ops = [op for op in OPS if op.name in args.ops]

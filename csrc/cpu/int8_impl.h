@@ -5,45 +5,37 @@
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/int8_quant.h"
 
+#if defined(__AVX2__)
+#include "int8_avx2.h"
+#endif
+
 /* ---- quantization loops ---- */
 
-/* The element type is a compile-time constant in each instance below, which
- * lets every loop vectorize; quantize_span picks the instance. */
+/* Stochastic codes of float values with their noise.  The element type is a
+ * compile-time constant in each instance, which lets the loop vectorize;
+ * quantize_stochastic picks the instance. */
 static inline void
-quantize_span_as(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale,
-                 ckc_float_kind kind)
+quantize_stochastic_as(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale,
+                       ckc_float_kind kind)
 {
-    int64_t i;
-    if (noise == NULL) {
-        for (i = 0; i < n; i++) {
-            q[i] = ckc_int8_code(v[i], math_scale, kind);
-        }
-    } else {
-        for (i = 0; i < n; i++) {
-            q[i] = ckc_int8_code_stochastic(v[i], noise[i], math_scale, kind);
-        }
+    for (int64_t i = 0; i < n; i++) {
+        q[i] = ckc_int8_code_stochastic(v[i], noise[i], math_scale, kind);
     }
 }
 
 static void
-quantize_span(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind)
+quantize_stochastic(const float *v, const float *noise, int8_t *q, int64_t n, float math_scale,
+                    ckc_float_kind kind)
 {
     switch (kind) {
     case CKC_BF16:
-        if (noise == NULL && ckc_int8_bf16_reciprocal_exact(math_scale)) {
-            const float inv = 1.0f / math_scale;
-            for (int64_t i = 0; i < n; i++) {
-                q[i] = ckc_int8_code_bf16_reciprocal(v[i], inv);
-            }
-            break;
-        }
-        quantize_span_as(v, noise, q, n, math_scale, CKC_BF16);
+        quantize_stochastic_as(v, noise, q, n, math_scale, CKC_BF16);
         break;
     case CKC_F16:
-        quantize_span_as(v, noise, q, n, math_scale, CKC_F16);
+        quantize_stochastic_as(v, noise, q, n, math_scale, CKC_F16);
         break;
     default:
-        quantize_span_as(v, noise, q, n, math_scale, CKC_F32);
+        quantize_stochastic_as(v, noise, q, n, math_scale, CKC_F32);
         break;
     }
 }
@@ -67,15 +59,23 @@ quantize_src_as(const void *src, int8_t *q, int64_t n, float math_scale, ckc_flo
     }
 }
 
+/* own_scale: math_scale was derived from the absmax of these very values (so
+ * in the reciprocal path they are bounded; see int8_avx2.h). */
 static void
-quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind)
+quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_kind kind, int own_scale)
 {
     switch (kind) {
     case CKC_BF16:
         if (ckc_int8_bf16_reciprocal_exact(math_scale)) {
             const uint16_t *s = (const uint16_t *)src;
             const float inv = 1.0f / math_scale;
-            for (int64_t i = 0; i < n; i++) {
+            int64_t i = 0;
+#if defined(__AVX2__)
+            i = ckc_avx2_quantize_bf16(s, q, n, inv, own_scale);
+#else
+            (void)own_scale;
+#endif
+            for (; i < n; i++) {
                 q[i] = ckc_int8_code_bf16_reciprocal(ckc_bf16_to_f32(s[i]), inv);
             }
             break;
@@ -91,11 +91,38 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
     }
 }
 
+#if defined(__AVX2__)
+/* A bfloat16 row rotated and quantized in the split layout of hadamard_avx2.h:
+ * v receives the rotated row rounded to bfloat16, and the same pass gives its
+ * absmax.  Returns 0, having written nothing, for a row whose absmax is inf or
+ * NaN or whose scale is outside the reciprocal's range: the general path does
+ * those rows. */
+static int
+rotated_row_bf16_avx2(const uint16_t *row, int64_t k, int64_t group, float *v, int8_t *q, float *scale)
+{
+    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+    __m256i absmax_bits = _mm256_setzero_si256();
+    float absmax, row_scale, math_scale;
+    for (int64_t g = 0; g < k; g += group) {
+        ckc_avx2_rotate_group_bf16_split(row + g, group, norm, v + g, &absmax_bits);
+    }
+    absmax = ckc_avx2_absmax_finish(absmax_bits);
+    row_scale = ckc_int8_scale(absmax);
+    math_scale = ckc_int8_math_scale(row_scale, CKC_BF16);
+    if (!(absmax <= 0x1.fffffep+127f) || !ckc_int8_bf16_reciprocal_exact(math_scale)) {
+        return 0;
+    }
+    *scale = row_scale;
+    ckc_avx2_quantize_split(v, q, k, 1.0f / math_scale);
+    return 1;
+}
+#endif
+
 /* ---- row-wise quantization (optionally rotated) ---- */
 
 typedef struct {
     const ckc_int8_rowwise_params *p;
-    ckc_scratch scratch;  /* 2 * cols per thread: values, then noise */
+    ckc_scratch scratch;  /* 3 * cols per thread: values, noise, the rotated row */
 } rowwise_job;
 
 static void
@@ -107,29 +134,34 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t elem = ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     float *noise = v + k;
+    void *rotated = v + 2 * k; /* k elements of x's type */
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)p->x + r * k * elem;
         float scale;
-        if (p->group == 0 && p->noise == NULL) {
-            /* Plain quantization reads the row twice in place (it is in L1/L2 by then). */
+        if (p->group > 0) {
+#if defined(__AVX2__)
+            if (p->kind == CKC_BF16 && p->group >= 16 && p->noise == NULL &&
+                rotated_row_bf16_avx2((const uint16_t *)row, k, p->group, v, p->q + r * k, &p->scale[r])) {
+                continue;
+            }
+#endif
+            /* Rotated and rounded to x's type (eager's values before its
+             * scale), the row quantizes like an unrotated one. */
+            ckc_row_rotate_to_kind(row, p->kind, k, p->group, v, rotated);
+            row = rotated;
+        }
+        if (p->noise == NULL) {
+            /* Reads the row twice in place (it is in L1/L2 by then). */
             scale = ckc_int8_scale(ckc_src_absmax(row, p->kind, k));
             p->scale[r] = scale;
-            quantize_src(row, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind);
+            quantize_src(row, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind, 1);
             continue;
         }
-        if (p->group > 0) {
-            ckc_row_load_rotated(row, p->kind, k, p->group, v);
-            scale = ckc_int8_scale(ckc_row_round_absmax(v, p->kind, k));
-        } else {
-            ckc_row_load(row, p->kind, k, v);
-            scale = ckc_int8_scale(ckc_row_absmax(v, k));
-        }
+        ckc_row_load(row, p->kind, k, v);
+        scale = ckc_int8_scale(ckc_row_absmax(v, k));
         p->scale[r] = scale;
-        if (p->noise != NULL) {
-            ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
-        }
-        quantize_span(v, p->noise != NULL ? noise : NULL, p->q + r * k, k,
-                      ckc_int8_math_scale(scale, p->kind), p->kind);
+        ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
+        quantize_stochastic(v, noise, p->q + r * k, k, ckc_int8_math_scale(scale, p->kind), p->kind);
     }
 }
 
@@ -138,7 +170,8 @@ cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
 {
     rowwise_job job;
     job.p = p;
-    return ckc_parallel_rows(p->rows, p->cols, nthreads, 2 * p->cols, &job.scratch, rowwise_range, &job, err);
+    ckc_advise_output_pages(p->q, (size_t)(p->rows * p->cols));
+    return ckc_parallel_rows(p->rows, p->cols, nthreads, 3 * p->cols, &job.scratch, rowwise_range, &job, err);
 }
 
 /* ---- tensor-wise quantization ---- */
@@ -172,14 +205,14 @@ tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
     float noise[CKC_BLOCK];
     (void)worker;
     if (p->noise == NULL) {
-        quantize_src((const char *)p->x + b * elem, p->q + b, e - b, job->math_scale, p->kind);
+        quantize_src((const char *)p->x + b * elem, p->q + b, e - b, job->math_scale, p->kind, p->compute_scale);
         return;
     }
     for (int64_t i0 = b; i0 < e; i0 += CKC_BLOCK) {
         const int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
         ckc_row_load((const char *)p->x + i0 * elem, p->kind, n, buf);
         ckc_row_load((const char *)p->noise + i0 * elem, p->kind, n, noise);
-        quantize_span(buf, noise, p->q + i0, n, job->math_scale, p->kind);
+        quantize_stochastic(buf, noise, p->q + i0, n, job->math_scale, p->kind);
     }
 }
 
@@ -204,6 +237,7 @@ cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error
         *p->scale = ckc_int8_scale(absmax);
     }
     job.math_scale = ckc_int8_math_scale(*p->scale, p->kind);
+    ckc_advise_output_pages(p->q, (size_t)p->numel);
     ckc_parallel_for(p->numel, CKC_ELEMENT_GRAIN, threads, tensorwise_quant_range, &job);
     return CKC_OK;
 }
@@ -224,8 +258,8 @@ hadamard_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t row_bytes = k * ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
-        ckc_row_load_rotated((const char *)p->x + r * row_bytes, p->kind, k, p->group, v);
-        ckc_row_store(v, p->kind, k, (char *)p->out + r * row_bytes);
+        ckc_row_rotate_to_kind((const char *)p->x + r * row_bytes, p->kind, k, p->group, v,
+                               (char *)p->out + r * row_bytes);
     }
 }
 
@@ -234,6 +268,7 @@ cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *er
 {
     hadamard_job job;
     job.p = p;
+    ckc_advise_output_pages(p->out, (size_t)(p->rows * p->cols * ckc_kind_size(p->kind)));
     return ckc_parallel_rows(p->rows, p->cols, nthreads, p->cols, &job.scratch, hadamard_range, &job, err);
 }
 
@@ -284,8 +319,12 @@ dequant_flat_range(void *ctx, int64_t b, int64_t e, int worker)
             const int64_t row_end = (i0 / p->cols + 1) * p->cols;
             n = row_end - i0 < n ? row_end - i0 : n;
         }
-        dequant_values(p, i0, n, 1.0f, v);
-        ckc_row_store(v, p->out_kind, n, (char *)p->out + i0 * elem);
+        if (p->out_kind == CKC_F32) {
+            dequant_values(p, i0, n, 1.0f, (float *)p->out + i0);
+        } else {
+            dequant_values(p, i0, n, 1.0f, v);
+            ckc_row_store(v, p->out_kind, n, (char *)p->out + i0 * elem);
+        }
         i0 += n;
     }
 }
@@ -312,6 +351,7 @@ cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
     dequant_job job;
     job.p = p;
     job.scratch.base = NULL;
+    ckc_advise_output_pages(p->out, (size_t)(p->rows * p->cols * ckc_kind_size(p->out_kind)));
     if (p->group == 0) {
         ckc_parallel_for(p->rows * p->cols, CKC_ELEMENT_GRAIN, nthreads, dequant_flat_range, &job);
         return CKC_OK;

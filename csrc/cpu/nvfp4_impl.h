@@ -121,6 +121,7 @@ cpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *er
     nvfp4_dequant_job job;
     job.p = p;
     job.per_tensor_scale = ckc_round_to_kind(*p->per_tensor_scale, p->out_kind);
+    ckc_advise_output_pages(p->out, (size_t)(p->rows * p->cols * ckc_kind_size(p->out_kind)));
     return ckc_parallel_rows(p->rows, p->cols, nthreads, nvfp4_scratch_floats(p->cols), &job.scratch,
                              nvfp4_dequant_range, &job, err);
 }

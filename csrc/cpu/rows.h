@@ -177,6 +177,37 @@ ckc_row_load_rotated(const void *src, ckc_float_kind kind, int64_t n, int64_t gr
     ckc_row_hadamard(dst, n, group);
 }
 
+#if defined(__AVX2__)
+/* bfloat16 rotation group by group in a G-float buffer that stays in L1 (see
+ * ckc_avx2_rotate_group_bf16_split).  Each value sees the stages in the order
+ * of ckc_row_hadamard, so the bits are the same. */
+static inline void
+ckc_row_rotate_bf16_avx2(const uint16_t *src, int64_t n, int64_t group, float *work, uint16_t *dst)
+{
+    const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+    for (int64_t g = 0; g < n; g += group) {
+        ckc_avx2_rotate_group_bf16_split(src + g, group, norm, work, NULL);
+        ckc_avx2_store_bf16_split(work, group, dst + g);
+    }
+}
+#endif
+
+/* dst = the row of src rotated group-wise and rounded to the element type,
+ * stored in that type: the values eager's rotation leaves, before any scale.
+ * work: scratch of n floats. */
+static inline void
+ckc_row_rotate_to_kind(const void *src, ckc_float_kind kind, int64_t n, int64_t group, float *work, void *dst)
+{
+#if defined(__AVX2__)
+    if (kind == CKC_BF16 && group >= 16) {
+        ckc_row_rotate_bf16_avx2((const uint16_t *)src, n, group, work, (uint16_t *)dst);
+        return;
+    }
+#endif
+    ckc_row_load_rotated(src, kind, n, group, work);
+    ckc_row_store(work, kind, n, dst);
+}
+
 /* Rounds a row to the element type in place and returns the largest rounded
  * magnitude (NaN wins): eager's two steps before a rotated row's scale, in one
  * pass.  The instances with a constant type each vectorize. */

@@ -1,0 +1,34 @@
+/* See fresh_pages.h. */
+#if defined(__linux__)
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE under -std=c11 */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#endif
+
+#include "fresh_pages.h"
+
+void
+ckc_advise_output_pages(void *p, size_t bytes)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const size_t huge_page = (size_t)2 << 20;
+    /* The smallest size that always holds a whole aligned huge page. */
+    const size_t min_bytes = 2 * huge_page;
+    const uintptr_t begin = ((uintptr_t)p + huge_page - 1) & ~(uintptr_t)(huge_page - 1);
+    const uintptr_t end = ((uintptr_t)p + bytes) & ~(uintptr_t)(huge_page - 1);
+    const char *setting;
+    if (bytes < min_bytes || end <= begin) {
+        return;
+    }
+    setting = getenv("COMFY_KITCHEN_C_HUGE_PAGES");
+    if (setting != NULL && strcmp(setting, "0") == 0) {
+        return;
+    }
+    (void)madvise((void *)begin, end - begin, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}

@@ -1,0 +1,69 @@
+"""The AVX2 kernels' special paths for bfloat16 give the baseline build's bits.
+
+The AVX2 build quantizes bfloat16 rows with vector code that skips the NaN mask and the clamp
+when a row's scale comes from its own finite absmax, and rotates whole groups in a permuted
+register layout (strides 16 and 64 fused for 256-groups); rows with inf or NaN fall back to the
+general path. test_cpu_isa covers the common shapes; this covers every group size, lengths that
+leave a 16-value tail, rows on either side of the fallback, and a caller-given tensor-wise scale
+(no bound on the quotients).
+"""
+import pytest
+import torch
+
+from comfy_kitchen_c import _C, ops
+
+pytestmark = pytest.mark.skipif("avx2" not in _C.cpu_isas(), reason="needs a CPU and build with AVX2")
+
+
+def _rows(m, k, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g) * torch.exp2(torch.randint(-120, 120, (m, 1), generator=g).float())
+    x[0] = 0.0                                                  # all-zero row
+    x[1, :: max(k // 7, 1)] *= 300.0                            # outliers
+    if m > 3:
+        x[2, 1] = float("inf")                                  # falls back
+        x[3, k // 2] = float("nan")                             # falls back
+    if m > 4:
+        x[4] = torch.round(x[4] * 8) / 8                        # exact ties after scaling
+    return x.to(torch.bfloat16)
+
+
+def _results(x, group, scale):
+    out = {"rowwise": ops.quantize_int8_rowwise(x),
+           "tensorwise": ops.quantize_int8_tensorwise(x),
+           "tensorwise_given": ops.quantize_int8_tensorwise(x, scale)}
+    if group:
+        out["convrot"] = ops.quantize_int8_convrot_weight(x, group)
+        out["rotate_quantize"] = ops.quantize_and_rotate_rowwise(x, None, group)
+        out["rotate"] = (ops.rotate_int8_convrot_weight(x, group),)
+    return out
+
+
+def _same_bits(a, b):
+    if a.dtype.is_floating_point:
+        if not torch.equal(a.isnan(), b.isnan()):
+            return False
+        a, b = a.nan_to_num(0.0), b.nan_to_num(0.0)
+        bits = torch.int16 if a.element_size() == 2 else torch.int32
+        return torch.equal(a.view(bits), b.view(bits))
+    return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("group,k", [(16, 48), (16, 1040), (64, 320), (256, 768), (256, 5376), (1024, 2048),
+                                     (0, 37), (0, 1000)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_avx2_bfloat16_paths_match_baseline(group, k, seed):
+    x = _rows(6, k, seed)
+    # A given scale small enough that many quotients pass 127 (and some would overflow int32).
+    scale = torch.tensor(float(x.float().abs().nan_to_num(0.0, 0.0, 0.0).amax()) / 127 / 1e9)
+    saved = _C.cpu_isa()
+    try:
+        _C.set_cpu_isa("baseline")
+        reference = _results(x, group, scale)
+        _C.set_cpu_isa("avx2")
+        mine = _results(x, group, scale)
+    finally:
+        _C.set_cpu_isa(saved)
+    for name, values in mine.items():
+        for a, b in zip(values, reference[name]):
+            assert _same_bits(a, b), name
