@@ -3,7 +3,7 @@
  * Everything here is static except the table ckc_cpu_kernels_<isa>. */
 #include <string.h>
 
-#include "fresh_pages.h"
+#include "platform/fresh_pages.h"
 #include "kernels.h"
 #include "parallel.h"
 #include "rows.h"

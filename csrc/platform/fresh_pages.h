@@ -8,12 +8,12 @@
  * backed, never its contents; it is a hint that does nothing where THP is off
  * or unsupported, and nothing outside Linux.  COMFY_KITCHEN_C_HUGE_PAGES=0
  * turns it off. */
-#ifndef CKC_CPU_FRESH_PAGES_H
-#define CKC_CPU_FRESH_PAGES_H
+#ifndef CKC_PLATFORM_FRESH_PAGES_H
+#define CKC_PLATFORM_FRESH_PAGES_H
 
 #include <stddef.h>
 
 /* Called on an output buffer before a kernel writes all of it. */
 void ckc_advise_output_pages(void *p, size_t bytes);
 
-#endif /* CKC_CPU_FRESH_PAGES_H */
+#endif /* CKC_PLATFORM_FRESH_PAGES_H */

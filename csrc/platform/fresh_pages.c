@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #endif
 
-#include "fresh_pages.h"
+#include "platform/fresh_pages.h"
 
 void
 ckc_advise_output_pages(void *p, size_t bytes)
