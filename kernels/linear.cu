@@ -18,7 +18,7 @@
 #define CKC_EPILOGUE_COL_BLOCKS 64 /* column blocks per row; rows go in gridDim.y */
 
 /* out[j] = epilogue(q . w[j, :]): one warp per output, 16 codes per lane per step
- * (four dp4a), a scalar tail; `vec`: w's rows are 16-byte aligned. */
+ * (four dp4a), a scalar tail; `vec`: the codes and w's rows are 16-byte aligned. */
 __global__ void __launch_bounds__(CKC_GEMV_WARPS * 32)
 int8_gemv_kernel(ckc_int8_linear_params p, bool vec)
 {
@@ -72,7 +72,8 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ck
     const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
     CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
     if (p->acc == NULL) {
-        const bool vec = ((uintptr_t)p->w % 16) == 0 && p->ldw % 16 == 0;
+        /* The codes' base is checked too, not assumed from the scratch carving. */
+        const bool vec = ckc_aligned16(p->w, p->ldw) && ckc_aligned16(p->q, 0);
         const int64_t blocks = (p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS;
         CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec);
         return ckc_gpu_launch_status("int8_gemv_kernel", err);
