@@ -39,7 +39,7 @@ import torch  # noqa: E402
 import comfy_kitchen_c as ckc  # noqa: E402
 from comfy_kitchen_c import _C, faults, ops  # noqa: E402
 
-MODES = ["launch", "boundary", "op"]
+MODES = list(faults.MODES)  # launch, boundary, op
 
 
 def set_flight(on: bool) -> None:

@@ -575,7 +575,7 @@ def op_arguments(ours) -> dict[str, Callable]:
     from comfy_kitchen.tensor.int8_utils import _build_hadamard
 
     def nvfp4_scale(x):
-        return (x.abs().amax().float() / (448 * 6)).reshape(())
+        return (x.abs().amax().float() / ours.NVFP4_RANGE).reshape(())
 
     def nvfp4_quantize_args(x):  # M not a multiple of 16 needs pad_16x for comfy_kitchen cuda
         return (x, nvfp4_scale(x), 0.0, x.shape[0] % 16 != 0)
@@ -782,7 +782,7 @@ def linear_arguments(op: str, m: int, k: int, n: int, ours) -> tuple | None:
     if tuple(torch.cuda.get_device_capability()) < FP4_GEMM_MIN_CC:
         return None
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    sx, sw = ((t.abs().amax().float() / (448 * 6)).reshape(()) for t in (x, w))
+    sx, sw = ((t.abs().amax().float() / ours.NVFP4_RANGE).reshape(()) for t in (x, w))
     (qa, ba), (qb, bb) = ours.quantize_nvfp4(x, sx, 0.0, m % 16 != 0), ours.quantize_nvfp4(w, sw)
     return (qa, qb, sx, sw, ba, bb, None, torch.bfloat16)
 

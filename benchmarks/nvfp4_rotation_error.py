@@ -61,7 +61,7 @@ def weight(n: int, k: int, device: str, seed: int = 1) -> torch.Tensor:
 
 def quantized_weight(w: torch.Tensor, group: int) -> tuple:
     rotated = ops.rotate_int8_convrot_weight(w, group) if group else w
-    pts = rotated.abs().amax().float() / (448 * 6)
+    pts = rotated.abs().amax().float() / ops.NVFP4_RANGE
     qw, sw = ops.quantize_and_rotate_nvfp4(w, pts, group) if group else ops.quantize_nvfp4(w, pts)
     return qw, pts, sw
 
@@ -110,7 +110,7 @@ def timing_rows(shapes, device: str, repeats: int) -> list[list[str]]:
     rows = []
     for m, k in shapes:
         x = activations(m, k, 100, device)
-        pts = x.abs().amax().float() * 16 / (448 * 6)
+        pts = x.abs().amax().float() * 16 / ops.NVFP4_RANGE
         plain = median_ms(lambda: ops.quantize_nvfp4(x, pts), repeats, device)
         for g in GROUPS:
             fused = median_ms(lambda: ops.quantize_and_rotate_nvfp4(x, pts, g), repeats, device)

@@ -15,16 +15,20 @@ import contextlib
 from . import ops
 
 
-@contextlib.contextmanager
-def emulated_device():
-    """Within the block (and this thread or task), ops on CPU tensors run the GPU kernels
-    on the emulated device."""
+def _emu():
     try:
         from . import _C_emu
     except ImportError as exc:  # Windows builds have no emulated device yet
         raise RuntimeError("comfy_kitchen_c was built without the emulated device (_C_emu); "
                            "it is built on Linux and macOS") from exc
-    token = ops.KERNELS.set(_C_emu)
+    return _C_emu
+
+
+@contextlib.contextmanager
+def emulated_device():
+    """Within the block (and this thread or task), ops on CPU tensors run the GPU kernels
+    on the emulated device."""
+    token = ops.KERNELS.set(_emu())
     try:
         yield
     finally:
@@ -34,14 +38,6 @@ def emulated_device():
 # ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----
 
 INJECT_KINDS = {"launch": 1, "kernel": 2, "copy": 3, "hang": 4}
-
-
-def _emu():
-    try:
-        from . import _C_emu
-    except ImportError as exc:
-        raise RuntimeError("fault injection needs the emulated device (_C_emu), which this build lacks") from exc
-    return _C_emu
 
 
 def reset_device() -> None:
