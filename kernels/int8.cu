@@ -46,7 +46,7 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec)
     const int t = (int)threadIdx.x;
     const int64_t r = blockIdx.x;
     const int64_t k = p.cols;
-    const int64_t elem = KIND == CKC_F32 ? 4 : 2;
+    const int64_t elem = ckc_kind_size(KIND);
     const void *row = (const char *)p.x + r * lay.x_stride * elem;
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     const int segments = (int)((k + segment - 1) / segment);
@@ -118,7 +118,7 @@ launch_rowwise(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uint
 static ckc_status
 quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, ckc_error *err)
 {
-    const int64_t elem = p->kind == CKC_F32 ? 4 : 2;
+    const int64_t elem = ckc_kind_size(p->kind);
     const bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
                      (lay->act != CKC_ACT_SWIGLU || (p->cols * elem) % 16 == 0) &&
                      (p->noise == NULL || ckc_aligned16(p->noise, p->cols * elem));
@@ -168,7 +168,7 @@ hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec)
     const int t = (int)threadIdx.x;
     const int64_t r = blockIdx.x;
     const int64_t k = p.cols;
-    const int64_t elem = KIND == CKC_F32 ? 4 : 2;
+    const int64_t elem = ckc_kind_size(KIND);
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     for (int64_t s = 0; s < k; s += segment) {
         for (int c = 0; c < CHUNKS; c++) {
@@ -194,7 +194,7 @@ launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int ch
 extern "C" ckc_status
 ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const bool vec = ckc_aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
+    const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);

@@ -32,7 +32,7 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec)
     const int64_t r = b / scale_cols;
     const int64_t c = b % scale_cols;
     const bool in_x = active && r < p.rows;
-    const int64_t elem = KIND == CKC_F32 ? 4 : 2;
+    const int64_t elem = ckc_kind_size(KIND);
     const void *row = in_x ? (const void *)((const char *)p.x + r * p.cols * elem) : p.x;
     float v[CKC_NVFP4_BLOCK];
     /* Rows past x (pad_16x) read as zeros: limit 0.  G <= 256 never needs `exchange`. */
@@ -64,7 +64,7 @@ grid_for(int64_t blocks)
 extern "C" ckc_status
 ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const bool vec = ckc_aligned16(p->x, p->cols * (p->kind == CKC_F32 ? 4 : 2));
+    const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
             void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool) = nvfp4_quant_kernel<decltype(kind)::value>;

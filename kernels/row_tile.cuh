@@ -151,7 +151,7 @@ ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group
     if (ACT != CKC_ACT_NONE) {
         float up[CKC_CHUNK];
         if (ACT == CKC_ACT_SWIGLU) {
-            ckc_load_chunk<KIND>((const char *)row + k * (KIND == CKC_F32 ? 4 : 2), start, k, vec, up);
+            ckc_load_chunk<KIND>((const char *)row + k * ckc_kind_size(KIND), start, k, vec, up);
         }
         for (int e = 0; e < CKC_CHUNK; e++) {
             v[e] = ckc_act_apply(ACT, v[e], ACT == CKC_ACT_SWIGLU ? up[e] : 0.0f, KIND);

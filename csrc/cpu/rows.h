@@ -237,10 +237,4 @@ ckc_row_round_absmax(float *v, ckc_float_kind kind, int64_t n)
     }
 }
 
-static inline int64_t
-ckc_kind_size(ckc_float_kind kind)
-{
-    return kind == CKC_F32 ? 4 : 2;
-}
-
 #endif /* CKC_CPU_ROWS_H */

@@ -130,7 +130,7 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
     l.k_pad = round_up(p.k, k_align);
     l.n_pad = round_up(p.n, n_align);
     l.acc_cols = gpu && p.rows == 1 ? 0 : l.n_pad;
-    l.act_bytes = !gpu && act != CKC_ACT_NONE ? p.k * (p.kind == CKC_F32 ? 4 : 2) : 0;
+    l.act_bytes = !gpu && act != CKC_ACT_NONE ? p.k * ckc_kind_size(p.kind) : 0;
     l.row_align = gpu && l.acc_cols > 0 ? CKC_GEMM_ROWS : 1;
     /* The weight: [n, k] as given, or padded to [n_pad, k_pad] where the GEMM needs it. */
     if (!(w->shape[0] == p.n && w->shape[1] == p.k && (l.acc_cols == 0 || (l.k_pad == p.k && l.n_pad == p.n))) &&

@@ -20,7 +20,7 @@ ckc_linear_chunk_rows(const ckc_int8_linear_params *p, int64_t r0)
 static inline const void *
 ckc_linear_chunk_x(const ckc_int8_linear_params *p, int64_t r0)
 {
-    return (const char *)p->x + r0 * p->x_stride * (p->kind == CKC_F32 ? 4 : 2);
+    return (const char *)p->x + r0 * p->x_stride * ckc_kind_size(p->kind);
 }
 
 /* Row-wise quantization of the chunk's rows read from `x` (x itself, or the
@@ -69,7 +69,7 @@ ckc_linear_epilogue_for(const ckc_int8_linear_params *p, int64_t r0, int64_t row
     e.w_scale = p->w_scale;
     e.w_per_channel = p->w_per_channel;
     e.bias = p->bias;
-    e.out = (char *)p->out + r0 * p->n * (p->out_kind == CKC_F32 ? 4 : 2);
+    e.out = (char *)p->out + r0 * p->n * ckc_kind_size(p->out_kind);
     e.out_kind = p->out_kind;
     e.rows = rows;
     e.n = p->n;

@@ -112,6 +112,13 @@ ckc_round_to_kind_not_nan(float f, ckc_float_kind kind)
     return ckc_round_to_kind(f, kind);
 }
 
+/* Bytes of one element of the type. */
+CKC_HD int64_t
+ckc_kind_size(ckc_float_kind kind)
+{
+    return kind == CKC_F32 ? 4 : 2;
+}
+
 /* Smallest positive normal value of the element type (torch.finfo(dtype).tiny). */
 CKC_HD float
 ckc_kind_tiny(ckc_float_kind kind)
