@@ -46,6 +46,22 @@ def assert_bitwise_equal(ours: torch.Tensor, ref: torch.Tensor, what: str):
         assert torch.equal(ours, ref), f"{what}: {int((ours != ref).sum())} of {ours.numel()} elements differ"
 
 
+
+def tensors(value) -> list[torch.Tensor]:
+    """The tensors of an op's result (one tensor, or a tuple that may hold other values)."""
+    items = value if isinstance(value, tuple) else (value,)
+    return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def assert_same(cpu, gpu, what: str):
+    """The CPU path's and a GPU path's results are the same, bit for bit (FP8 compared as bytes)."""
+    cpu, gpu = tensors(cpu), tensors(gpu)
+    assert len(cpu) == len(gpu), what
+    for k, (a, b) in enumerate(zip(cpu, gpu)):
+        if a.dtype == torch.float8_e4m3fn:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        assert_bitwise_equal(b, a, f"{what} output {k}")
+
 # Rotated int8 codes: our fast Walsh-Hadamard transform sums in a different order
 # than eager's matmul, so a rotated value can land on the other side of a rounding
 # boundary (of the input dtype, then of the int8 grid).  The issue bounds this:
