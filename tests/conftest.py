@@ -1,7 +1,9 @@
 """Shared fixtures and comparison helpers.  comfy_kitchen's eager backend is the
 reference for parity (the project's contract)."""
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +16,10 @@ E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
 
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DTYPE_IDS = ["f32", "f16", "bf16"]
+
+# nvcc for the tests that build with the CUDA toolkit (no GPU needed): on PATH, else where
+# the toolkit installs by default; None without a toolkit.
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 
 
 @pytest.fixture
