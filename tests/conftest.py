@@ -1,7 +1,9 @@
 """Shared fixtures and comparison helpers.  comfy_kitchen's eager backend is the
 reference for parity (the project's contract)."""
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +16,10 @@ E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
 
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DTYPE_IDS = ["f32", "f16", "bf16"]
+
+# nvcc for the tests that build with the CUDA toolkit (no GPU needed): on PATH, else where
+# the toolkit installs by default; None without a toolkit.
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 
 
 @pytest.fixture
@@ -45,6 +51,22 @@ def assert_bitwise_equal(ours: torch.Tensor, ref: torch.Tensor, what: str):
     else:
         assert torch.equal(ours, ref), f"{what}: {int((ours != ref).sum())} of {ours.numel()} elements differ"
 
+
+
+def tensors(value) -> list[torch.Tensor]:
+    """The tensors of an op's result (one tensor, or a tuple that may hold other values)."""
+    items = value if isinstance(value, tuple) else (value,)
+    return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def assert_same(cpu, gpu, what: str):
+    """The CPU path's and a GPU path's results are the same, bit for bit (FP8 compared as bytes)."""
+    cpu, gpu = tensors(cpu), tensors(gpu)
+    assert len(cpu) == len(gpu), what
+    for k, (a, b) in enumerate(zip(cpu, gpu)):
+        if a.dtype == torch.float8_e4m3fn:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        assert_bitwise_equal(b, a, f"{what} output {k}")
 
 # Rotated int8 codes: our fast Walsh-Hadamard transform sums in a different order
 # than eager's matmul, so a rotated value can land on the other side of a rounding

@@ -3,16 +3,16 @@ compiler and the CUDA toolkit's static runtime: it finds cuBLASLt (here: the too
 nvidia/cu13 through the directories the Python layer passes) and binds every function the GEMMs
 call, and its error names the places searched.  Needs the CUDA toolkit, not a GPU."""
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import NVCC
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "blas" / "blas_loader_test.c"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 CUDA_HOME = Path(NVCC).resolve().parent.parent if NVCC else None
 
 

@@ -22,7 +22,7 @@ import torch
 from comfy_kitchen.float_utils import swap_nibbles
 
 from comfy_kitchen_c import _C, ops
-from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, assert_rotated_quant_close
+from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, assert_rotated_quant_close, assert_same, tensors
 from inputs import CASES
 
 
@@ -72,11 +72,6 @@ def moved(value, device):
     return value
 
 
-def tensors(value) -> list[torch.Tensor]:
-    items = value if isinstance(value, tuple) else (value,)
-    return [t for t in items if isinstance(t, torch.Tensor)]
-
-
 def run_both(fn, cpu_args: tuple, gpu_args: tuple, device: torch.device):
     """(CPU path result, GPU path result moved to the CPU); the GPU results must be on device."""
     cpu = fn(*cpu_args)
@@ -89,15 +84,6 @@ def run_both(fn, cpu_args: tuple, gpu_args: tuple, device: torch.device):
 def on_both(fn, *args, device: torch.device):
     """fn on args (CPU tensors) and on copies of them on device."""
     return run_both(fn, args, moved(args, device), device)
-
-
-def assert_same(cpu, gpu, what):
-    cpu, gpu = tensors(cpu), tensors(gpu)
-    assert len(cpu) == len(gpu), what
-    for k, (a, b) in enumerate(zip(cpu, gpu)):
-        if a.dtype == torch.float8_e4m3fn:
-            a, b = a.view(torch.uint8), b.view(torch.uint8)
-        assert_bitwise_equal(b, a, f"{what} output {k}")
 
 
 def nvfp4_scale(x: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ from comfy_kitchen_c import ops
 if sys.platform == "win32":
     pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
 from comfy_kitchen_c.testing import emulated_device
-from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, assert_rotated_quant_close
+from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, assert_rotated_quant_close, assert_same
 from inputs import CASES
 
 
@@ -28,15 +28,6 @@ def on_both(fn, *args, **kwargs):
     with emulated_device():
         gpu = fn(*args, **kwargs)
     return cpu, gpu
-
-
-def assert_same(cpu, gpu, what):
-    cpu = cpu if isinstance(cpu, tuple) else (cpu,)
-    gpu = gpu if isinstance(gpu, tuple) else (gpu,)
-    for k, (a, b) in enumerate(zip(cpu, gpu)):
-        if a.dtype == torch.float8_e4m3fn:
-            a, b = a.view(torch.uint8), b.view(torch.uint8)
-        assert_bitwise_equal(b, a, f"{what} output {k}")
 
 
 # (rows, K): one row, K equal to the group, K not a multiple of 16, a row longer

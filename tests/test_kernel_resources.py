@@ -3,14 +3,14 @@ register spills, and each kernel's launch configuration fits the registers and
 static shared memory of an SM on each target.  Needs nvcc (not a GPU)."""
 import ast
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from conftest import NVCC
+
 ROOT = Path(__file__).resolve().parent.parent
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 
 # Threads per block of each kernel's launches (kernels/int8.cu, kernels/nvfp4.cu):
 # CKC_ROW_THREADS = 256 for the row and elementwise kernels, CKC_NVFP4_THREADS = 128.
