@@ -153,7 +153,6 @@ ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
     PyObject *type = class_of(err->status);
     const char *path = ckc_flight_path();
     PyObject *exc;
-    PyObject *seq;
     char message[2048];
     PyOS_snprintf(message, sizeof message,
                   "%s: %s\n  attributed to: %s (flight record seq %llu) on " DEVICE_NAME
@@ -167,8 +166,8 @@ ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
     if (exc == NULL) {
         return;
     }
-    seq = PyLong_FromUnsignedLongLong((unsigned long long)fault->seq);
-    if (set_attr(exc, "op", PyUnicode_FromString(fault->op)) < 0 || set_attr(exc, "seq", seq) < 0 ||
+    if (set_attr(exc, "op", PyUnicode_FromString(fault->op)) < 0 ||
+        set_attr(exc, "seq", PyLong_FromUnsignedLongLong((unsigned long long)fault->seq)) < 0 ||
         set_attr(exc, "detected_by", PyUnicode_FromString(fault->detected_by)) < 0 ||
         set_attr(exc, "record_path", path[0] ? PyUnicode_FromString(path) : Py_NewRef(Py_None)) < 0 ||
         set_attr(exc, "cuda_error", PyUnicode_FromString(err->device_error)) < 0) {

@@ -472,8 +472,10 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
         return earlier_fault(r, seq, "when stage queued its copy", err, fault);
     }
     if (status != CKC_OK) {
+        char message[sizeof err->message]; /* err->message cannot format into itself */
         publish_failed(r, seq, err->device_error[0] ? err->device_error : err->message);
-        return status == CKC_ERR_LAUNCH ? CKC_FAIL(err, CKC_ERR_STAGING, "the copy was refused: %s", err->message)
+        snprintf(message, sizeof message, "%s", err->message);
+        return status == CKC_ERR_LAUNCH ? CKC_FAIL(err, CKC_ERR_STAGING, "the copy was refused: %s", message)
                                         : status;
     }
     if (s->mode >= CKC_CHECK_OP || !s->non_blocking) {

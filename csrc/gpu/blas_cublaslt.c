@@ -370,6 +370,7 @@ lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes,
                 e = cudaMalloc(&w->ptr, w->bytes);
             }
             if (e != cudaSuccess) {
+                (void)cudaGetLastError(); /* else the next launch check blames this on a kernel */
                 free(w);
                 w = NULL;
                 status = ckc_error_set(err, CKC_ERR_RUNTIME, __FILE__, __LINE__, __func__,

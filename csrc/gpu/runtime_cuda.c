@@ -45,9 +45,12 @@ is_sticky(cudaError_t e)
     }
 }
 
+/* Also takes a non-sticky error off the runtime's last-error slot, where the next
+ * launch check would otherwise blame it on a later op. */
 static void
 set_device_error(ckc_error *err, cudaError_t e)
 {
+    (void)cudaGetLastError();
     snprintf(err->device_error, sizeof err->device_error, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
@@ -156,7 +159,6 @@ ckc_gpu_event_record_new(uintptr_t stream, ckc_gpu_event *event, ckc_error *err)
     CKC_CUDA_TRY(err, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     const cudaError_t recorded = cudaEventRecord(e, (cudaStream_t)stream);
     if (recorded != cudaSuccess) {
-        (void)cudaGetLastError();
         (void)cudaEventDestroy(e);
         return cuda_failed(err, recorded, "cudaEventRecord", __FILE__, __LINE__, __func__);
     }
@@ -179,7 +181,6 @@ query_result(cudaError_t e, const char *call, ckc_error *err)
     if (e == cudaErrorNotReady) {
         return 0;
     }
-    (void)cudaGetLastError(); /* a non-sticky error would otherwise surface at the next launch check */
     CKC_FAIL(err, CKC_ERR_DEVICE, "%s reports a fault: %s: %s", call, cudaGetErrorName(e), cudaGetErrorString(e));
     set_device_error(err, e);
     return -1;
