@@ -364,7 +364,13 @@ def run_command(cmd: list[str], timeout: float, env: dict[str, str] | None = Non
 
 
 def tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+    """The end of a failed step's output, after the first lines of any compute-sanitizer
+    reports before it: a report's head names the error and the kernel, while the end of
+    a long report holds only host frames."""
+    all_lines = text.rstrip().splitlines()
+    reports = [line for line in all_lines[:-lines]
+               if line.startswith("========= ") and "Host Frame" not in line][:20]
+    return "\n".join(reports + (["..."] if reports else []) + all_lines[-lines:])
 
 
 def last_line(text: str) -> str:
