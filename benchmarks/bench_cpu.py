@@ -17,11 +17,12 @@ columns, bfloat16, group_size 256):
                 tensors, and a large fresh buffer costs page faults on first touch; this column
                 shows how much of the gap to memcpy that alone explains.
 
-Every timing is the median of ``--repeats`` runs after one warm-up run, measured with
+Every timing is the median of ``--repeats`` runs after one warm-up run (ours and the copies: of
+three such blocks, alternated), measured with
 ``time.perf_counter`` (or, with ``--clock cpu``, the process's CPU time per torch thread; see
 ``cpu_ms``) in the same process and with the same torch thread count (our kernels use
-``torch.get_num_threads()`` workers too). Ours, eager and memcpy are each timed in a block of
-consecutive calls (see ``measure`` for why not round-robin). Absolute times depend
+``torch.get_num_threads()`` workers too). Ours, eager and memcpy are each timed in blocks of
+consecutive calls (see ``measure`` for why not round-robin, and why ours and the copies alternate). Absolute times depend
 on the machine and its load; the ratios (speedup, x memcpy) are what the targets at the end are
 about, and because the three timings of a row come from one run they are comparable.
 """
@@ -162,25 +163,41 @@ def memcpy_calls(nbytes: int) -> dict:
 
 
 def measure(op: Op, x: torch.Tensor, repeats: int) -> Row:
-    """Time ours, eager and the copies, each in its own block: a warm-up call, then `repeats`
-    consecutive calls, of which the median is kept.
+    """Time ours, eager and the copies, each in blocks of consecutive calls: a warm-up call, then
+    `repeats` timed calls; the median over a name's timed calls is kept.
 
     Blocks, not round-robin: after each parallel torch op, torch's OpenMP workers keep spinning
     for a while, and on a 2-core machine they take half the CPU from whatever runs next. Calls
     interleaved with torch ops would charge that to our op (our kernels ran about 2x slower that
     way; with OMP_WAIT_POLICY=passive the difference disappears). Consecutive calls of one op
     measure each in its steady state, eager with its own OpenMP team warm.
+
+    Eager runs first, in one block (a rotating eager op takes seconds per call). Ours and the two
+    copies then alternate for ROUNDS rounds of blocks, so the ratio "x memcpy" compares timings
+    taken side by side: the machine's state (a neighbour's load, page-cache and huge-page
+    compaction work) moves over seconds, and one block of each, seconds apart, caught different
+    states.
     """
     args = op.make_args(x)
     result = op.ours(*args)  # its result gives the bytes written
     nbytes = bytes_moved(args, result)
     del result
-    calls = {"ours": (op.ours, args), "eager": (op.eager, args), **memcpy_calls(nbytes)}
-    med = {}
-    for name, (fn, fn_args) in calls.items():
-        fn(*fn_args)  # warm-up
-        med[name] = statistics.median(time_ms(fn, fn_args) for _ in range(repeats))
+    calls = {"ours": (op.ours, args), **memcpy_calls(nbytes)}
+    samples: dict[str, list[float]] = {"eager": block(op.eager, args, repeats)}
+    for _ in range(ROUNDS):
+        for name, (fn, fn_args) in calls.items():
+            samples.setdefault(name, []).extend(block(fn, fn_args, repeats))
+    med = {name: statistics.median(values) for name, values in samples.items()}
     return Row(op.name, x.shape[1], med["eager"], med["ours"], nbytes, med["memcpy"], med["alloc_copy"])
+
+
+ROUNDS = 3  # alternating blocks of ours and the copies (measure)
+
+
+def block(fn: Callable, args: tuple, repeats: int) -> list[float]:
+    """A warm-up call, then `repeats` timed calls."""
+    fn(*args)
+    return [time_ms(fn, args) for _ in range(repeats)]
 
 
 # ---- targets --------------------------------------------------------------------------------
@@ -288,7 +305,8 @@ def header(args, other_load: str) -> str:
             f"- comfy_kitchen_c: {build_info()}\n"
             f"- torch threads: {torch.get_num_threads()} (torch {torch.__version__})\n"
             f"- M = {args.m}, K in {list(args.k)}, bfloat16 inputs, group_size {GROUP}, "
-            f"median of {args.repeats} runs after 1 warm-up, {args.clock} clock\n"
+            f"median of {args.repeats} runs after 1 warm-up (ours and the copies: of {ROUNDS} alternating blocks "
+            f"of them), {args.clock} clock\n"
             f"- CPU used by other processes during the run: {other_load}\n"
             f"- OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, huge-page advice for our "
             f"outputs: {'off' if os.environ.get('COMFY_KITCHEN_C_HUGE_PAGES') == '0' else 'on'} "

@@ -67,3 +67,27 @@ def test_avx2_bfloat16_paths_match_baseline(group, k, seed):
     for name, values in mine.items():
         for a, b in zip(values, reference[name]):
             assert _same_bits(a, b), name
+
+
+def test_avx2_bfloat16_codes_of_every_value_match_baseline():
+    """The AVX2 quantizer rounds x * fl(1/s) to bfloat16 without a ties-to-even term, which is
+    exact only because such a quotient is never a bfloat16 tie (int8_avx2.h). Every bfloat16
+    value, against scales from the smallest to the largest exponents the reciprocal path takes
+    and scales that put quotients around the int8 limits, gives the baseline build's codes."""
+    x = torch.arange(-(2 ** 15), 2 ** 15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).reshape(256, 256)
+    g = torch.Generator().manual_seed(7)
+    mantissas = 1.0 + torch.rand(24, generator=g)
+    exponents = torch.randint(-120, 120, (24,), generator=g).float()
+    scales = [float(s) for s in (mantissas * torch.exp2(exponents)).to(torch.bfloat16).float()]
+    scales += [float(m) / 127 for m in (1.0, 3.0, 1e-30, 3e38)]
+    saved = _C.cpu_isa()
+    try:
+        for s in scales:
+            scale = torch.tensor(s)
+            _C.set_cpu_isa("baseline")
+            reference = ops.quantize_int8_tensorwise(x, scale)[0]
+            _C.set_cpu_isa("avx2")
+            mine = ops.quantize_int8_tensorwise(x, scale)[0]
+            assert torch.equal(mine, reference), f"scale {s!r}"
+    finally:
+        _C.set_cpu_isa(saved)

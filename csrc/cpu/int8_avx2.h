@@ -4,7 +4,12 @@
  * clamp on float bits); here 32 codes take one pass of plain vector operations.
  * Each step gives the scalar step's bits:
  *  - NaN quotients become +0 (an ordered-compare mask);
- *  - the bfloat16 rounding is the same integer add-and-mask;
+ *  - the bfloat16 rounding is an integer add of half an ulp and a mask, without
+ *    the scalar form's ties-to-even term: a normal quotient x * fl(1/s) is never
+ *    a bfloat16 tie (int8_quant.h: it lies more than 2^-18 relative from one),
+ *    and a subnormal one gives code 0 whichever way it rounds; infinities and
+ *    the largest floats round to infinity either way (three fewer
+ *    operations per vector in the hottest loop);
  *  - clamping to [-128, 127] before rounding to an integer equals the scalar
  *    cap-round-clamp, since both bounds are integers and rounding is monotone;
  *  - the conversion rounds in the current mode (nearest even unless a caller
@@ -20,8 +25,6 @@
 
 #include <immintrin.h>
 
-#include "hadamard_avx2.h" /* ckc_avx2_bf16_round_bits */
-
 /* Codes of 8 values of bfloat16 precision, as int32. */
 static inline __m256i
 ckc_avx2_int8_codes_bf16(__m256 x, __m256 inv, int bounded)
@@ -31,7 +34,8 @@ ckc_avx2_int8_codes_bf16(__m256 x, __m256 inv, int bounded)
     if (!bounded) {
         t = _mm256_and_ps(t, _mm256_cmp_ps(t, t, _CMP_ORD_Q));
     }
-    t = _mm256_castsi256_ps(_mm256_and_si256(ckc_avx2_bf16_round_bits(_mm256_castps_si256(t)), high_half));
+    t = _mm256_castsi256_ps(
+        _mm256_and_si256(_mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x8000)), high_half));
     if (!bounded) {
         t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
     }

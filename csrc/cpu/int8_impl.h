@@ -6,6 +6,7 @@
 #include "math/int8_quant.h"
 
 #if defined(__AVX2__)
+#include "hadamard_avx2.h"
 #include "int8_avx2.h"
 #endif
 
