@@ -28,6 +28,9 @@ columns, bfloat16, group size 256):
                 around it on the current stream; the median of ``--repeats`` calls after
                 ``--warmup`` calls.  A call's time includes the host's launch work whenever the GPU
                 would otherwise wait for it, which dominates at M = 1: eager inference pays it too.
+* ours host ms -- the calling thread's time per call of ours (``--repeats`` calls queued back to
+                back, host clock, before synchronizing): the part of "ours ms" at small shapes
+                that is host work, not GPU work.
 * cuda ms, triton ms -- the same op of comfy_kitchen's "cuda" and "triton" backends
                 (``registry.get_implementation(op, backend=...)``), timed alike, when the backend is
                 available, registered the op and accepts the call (its constraints are checked
@@ -108,6 +111,7 @@ NVFP4_ROTATE_GROUP = 16
 BANDWIDTH_TARGET = 0.80
 BANDWIDTH_TARGET_MIN_M = 4096
 SPEEDUP_TARGET = 1.0
+HOST = "ours_host"  # Row.ms key of our op's host time per call
 
 TIME_BUDGET_S = 570          # the whole check, under 10 minutes
 STEP_CAPS_S = {"build": 300, "tests": 180, "memcheck": 180}
@@ -215,12 +219,12 @@ def table(header: list[str], rows: list[list[str]], align: str) -> str:
 
 
 def results_table(rows: list[Row]) -> str:
-    header = ["op", "M", "K", "MB", "ours ms", *(f"{b} ms" for b in BACKENDS), "copy ms", "of copy BW",
-              *(f"vs {b}" for b in BACKENDS)]
+    header = ["op", "M", "K", "MB", "ours ms", "ours host ms", *(f"{b} ms" for b in BACKENDS), "copy ms",
+              "of copy BW", *(f"vs {b}" for b in BACKENDS)]
     body = [[r.op, str(r.m), str(r.k), f"{r.nbytes / 1e6:.3g}", fmt_ms(r.ms.get("ours")),
-             *(fmt_ms(r.ms.get(b)) for b in BACKENDS), fmt_ms(r.ms.get("copy")), fmt_fraction(r.ratio("copy")),
-             *(fmt_ratio(r.ratio(b)) for b in BACKENDS)] for r in rows]
-    return table(header, body, "lrrrr" + "r" * len(BACKENDS) + "rr" + "r" * len(BACKENDS))
+             fmt_ms(r.ms.get(HOST)), *(fmt_ms(r.ms.get(b)) for b in BACKENDS), fmt_ms(r.ms.get("copy")),
+             fmt_fraction(r.ratio("copy")), *(fmt_ratio(r.ratio(b)) for b in BACKENDS)] for r in rows]
+    return table(header, body, "lrrrrr" + "r" * len(BACKENDS) + "rr" + "r" * len(BACKENDS))
 
 
 def pending_table() -> str:
@@ -555,6 +559,19 @@ def cuda_time_ms(fn: Callable, args: tuple, warmup: int, repeats: int) -> float:
     return statistics.median(start.elapsed_time(end) for start, end in events)
 
 
+def host_time_ms(fn: Callable, args: tuple, repeats: int) -> float:
+    """Host time of one call: `repeats` calls queued back to back, timed on the host clock before
+    the stream is synchronized (the queue never fills at these counts): what the Python wrapper,
+    the C launcher and the launches cost the calling thread."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn(*args)
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed * 1e3 / repeats
+
+
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:300]}"
@@ -679,6 +696,8 @@ def measure(op: str, x: torch.Tensor, ours, make_args: Callable, backends: dict,
         row.ms[name] = ms
         if note:
             row.notes[name] = note
+    if row.ms["ours"] is not None:
+        row.ms[HOST] = host_time_ms(getattr(ours, op), our_args, cfg.repeats)
     return row
 
 

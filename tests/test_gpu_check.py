@@ -31,8 +31,8 @@ def run_script(*args):
 
 
 def row(op="quantize_and_rotate_rowwise", m=4096, k=3072, ours=1.0, cuda=None, triton=None, copy=None,
-        notes=None):
-    return G.Row(op, m, k, 10_000_000, {"ours": ours, "cuda": cuda, "triton": triton, "copy": copy},
+        notes=None, host=None):
+    return G.Row(op, m, k, 10_000_000, {"ours": ours, "cuda": cuda, "triton": triton, "copy": copy, G.HOST: host},
                  dict(notes or {}))
 
 
@@ -132,15 +132,15 @@ def test_targets_table():
 
 
 def test_results_table_and_notes():
-    rows = [row(ours=2.0, cuda=4.0, triton=None, copy=1.0, notes={"triton": "rejects the call: x: dtype"}),
+    rows = [row(ours=2.0, host=0.05, cuda=4.0, triton=None, copy=1.0, notes={"triton": "rejects the call: x: dtype"}),
             row(m=1, ours=0.01234, cuda=None, triton=None, copy=0.005,
                 notes={"triton": "rejects the call: x: dtype", "cuda": "AssertionError: rows"})]
     text = G.results_table(rows)
     header, _, first, second = text.splitlines()
-    assert header.split(" | ")[4:] == ["ours ms", "cuda ms", "triton ms", "copy ms", "of copy BW", "vs cuda",
-                                       "vs triton |"]
-    assert first == "| quantize_and_rotate_rowwise | 4096 | 3072 | 10 | 2 | 4 | - | 1 | 50% | 2.00x | - |"
-    assert "| 0.01234 | - | - | 0.005 | 41% | - | - |" in second
+    assert header.split(" | ")[4:] == ["ours ms", "ours host ms", "cuda ms", "triton ms", "copy ms", "of copy BW",
+                                       "vs cuda", "vs triton |"]
+    assert first == "| quantize_and_rotate_rowwise | 4096 | 3072 | 10 | 2 | 0.05 | 4 | - | 1 | 50% | 2.00x | - |"
+    assert "| 0.01234 | - | - | - | 0.005 | 41% | - | - |" in second
     notes = G.notes_list(rows)
     assert "- triton quantize_and_rotate_rowwise (4096x3072, 1x3072): rejects the call: x: dtype\n" in notes
     assert "- cuda quantize_and_rotate_rowwise (1x3072): AssertionError: rows\n" in notes
