@@ -39,6 +39,7 @@ ckc_store_packed(uint8_t *out, bool vec, const uint8_t bytes[CKC_NVFP4_BLOCK / 2
     }
 }
 
+/* The same 8 bytes read back (the dequantizer's codes). */
 __device__ __forceinline__ void
 ckc_load_packed(const uint8_t *in, bool vec, uint8_t bytes[CKC_NVFP4_BLOCK / 2])
 {
