@@ -11,6 +11,16 @@
 #ifndef CKC_CUDA_DIALECT_H
 #define CKC_CUDA_DIALECT_H
 
+/* CKC_UNROLL before a loop over a thread's register array (v[e], v[c][e]) unrolls it
+ * fully, so that every index is a compile-time constant: a loop nvcc leaves rolled
+ * (its body is large) indexes the array dynamically, which puts it in local memory.
+ * The host compiler of the emulated device needs no such hint. */
+#if defined(__CUDACC__)
+#define CKC_UNROLL _Pragma("unroll")
+#else
+#define CKC_UNROLL
+#endif
+
 #if defined(__CUDACC__)
 
 #include <cuda_runtime.h>

@@ -10,6 +10,13 @@
 #include "math/float_bits.h"
 #include "ops/op.h"
 
+/* The value of a 16-bit element. */
+__device__ __forceinline__ float
+ckc_half_value(ckc_float_kind kind, uint16_t h)
+{
+    return kind == CKC_BF16 ? ckc_bf16_to_f32(h) : ckc_f16_to_f32(h);
+}
+
 template <ckc_float_kind KIND>
 __device__ __forceinline__ float
 ckc_load_value(const void *x, int64_t i)
@@ -17,8 +24,14 @@ ckc_load_value(const void *x, int64_t i)
     if (KIND == CKC_F32) {
         return ((const float *)x)[i];
     }
-    const uint16_t h = ((const uint16_t *)x)[i];
-    return KIND == CKC_BF16 ? ckc_bf16_to_f32(h) : ckc_f16_to_f32(h);
+    return ckc_half_value(KIND, ((const uint16_t *)x)[i]);
+}
+
+/* The bits of v rounded (to nearest even) to a 16-bit element type. */
+__device__ __forceinline__ uint16_t
+ckc_half_bits(ckc_float_kind kind, float v)
+{
+    return kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
 }
 
 /* Stores v rounded to the element type (round to nearest even). */
@@ -28,7 +41,7 @@ ckc_store_value(void *out, ckc_float_kind kind, int64_t i, float v)
     if (kind == CKC_F32) {
         ((float *)out)[i] = v;
     } else {
-        ((uint16_t *)out)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
+        ((uint16_t *)out)[i] = ckc_half_bits(kind, v);
     }
 }
 

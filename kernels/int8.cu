@@ -15,19 +15,30 @@
 /* Registers per thread: CHUNKS chunks of 16 values; up to 4 keeps the row
  * kernels free of spills, longer rows loop over segments. */
 #define CKC_MAX_CHUNKS 4
+/* float16's row quantizer holds at most 2: its code pass (a software float16
+ * rounding of every quotient) spilled beside 4 chunks of values.  Its longer rows
+ * take the two-pass path, whose second read of the row mostly hits L2. */
+#define CKC_F16_QUANT_MAX_CHUNKS 2
 /* The row kernels ask for at least 2 resident blocks per SM: that lets ptxas use
  * up to 128 registers, which 4 chunks need on every target (its default budget
  * for 256-thread blocks spilled on sm_75/86/89). */
 #define CKC_ROW_MIN_BLOCKS 2
 
+/* Chunks per thread for rows of `cols` values, at most `most` (2 or CKC_MAX_CHUNKS). */
 static int
-chunks_for(int64_t cols)
+chunks_for(int64_t cols, int most)
 {
     const int64_t needed = (cols + CKC_ROW_SEGMENT(1) - 1) / CKC_ROW_SEGMENT(1);
-    return needed <= 1 ? 1 : (needed <= 2 ? 2 : CKC_MAX_CHUNKS);
+    return needed <= 1 ? 1 : (needed <= 2 ? 2 : most);
 }
 
-/* The row kernel instance for a row length: 1, 2 or CKC_MAX_CHUNKS chunks per thread. */
+static constexpr int
+quant_max_chunks(ckc_float_kind kind)
+{
+    return kind == CKC_F16 ? CKC_F16_QUANT_MAX_CHUNKS : CKC_MAX_CHUNKS;
+}
+
+/* The row kernel instance for a row length: 1, 2 or the most chunks per thread. */
 template <typename Kernel>
 static Kernel
 by_chunks(int chunks, Kernel one, Kernel two, Kernel most)
@@ -37,11 +48,39 @@ by_chunks(int chunks, Kernel one, Kernel two, Kernel most)
 
 /* ---- row-wise quantization (optionally activated and rotated) ---- */
 
+/* Stores a chunk's codes at row + start, those at or past `limit` left out.
+ * `vec`: the rows are 16-byte aligned, so a whole chunk is one store. */
+__device__ __forceinline__ void
+ckc_store_codes(int8_t *row, int64_t start, int64_t limit, bool vec, const int8_t codes[CKC_CHUNK])
+{
+    if (vec && start + CKC_CHUNK <= limit) {
+        ckc_bytes16 b;
+        CKC_UNROLL
+        for (int w = 0; w < 4; w++) {
+            b.w[w] = 0;
+            CKC_UNROLL
+            for (int i = 0; i < 4; i++) {
+                b.w[w] |= (uint32_t)(uint8_t)codes[4 * w + i] << (8 * i);
+            }
+        }
+        *(ckc_bytes16 *)(row + start) = b;
+        return;
+    }
+    CKC_UNROLL
+    for (int e = 0; e < CKC_CHUNK; e++) {
+        if (start + e < limit) {
+            row[start + e] = codes[e];
+        }
+    }
+}
+
+/* `vec`: x's rows (and noise's, and the up halves for swiglu) allow vector loads;
+ * `q_vec`: the code rows (q_stride apart) allow vector stores. */
 template <ckc_float_kind KIND, int CHUNKS, int ACT>
 __global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
-int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec)
+int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec)
 {
-    __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
+    CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
     const int t = (int)threadIdx.x;
     const int64_t r = blockIdx.x;
@@ -55,9 +94,11 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec)
 
     /* Pass 1: the quantizer's values and their absmax. */
     for (int s = 0; s < segments; s++) {
+        CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
             ckc_rotated_chunk<KIND, ACT>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
+            CKC_UNROLL
             for (int e = 0; e < CKC_CHUNK; e++) {
                 const uint32_t b = ckc_f32_bits(v[c][e]) & 0x7FFFFFFFu;
                 bits = b > bits ? b : bits;
@@ -74,6 +115,7 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec)
      * segment); the padding columns k .. q_stride - 1, all inside the chunk
      * holding column k - 1, get zeros. */
     for (int s = 0; s < segments; s++) {
+        CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
             float noise[CKC_CHUNK];
@@ -83,33 +125,35 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec)
             if (p.noise != NULL) {
                 ckc_load_chunk<KIND>((const char *)p.noise + r * k * elem, start, k, vec, noise);
             }
-            int8_t *q = p.q + r * lay.q_stride + start;
+            int8_t codes[CKC_CHUNK];
+            CKC_UNROLL
             for (int e = 0; e < CKC_CHUNK; e++) {
-                if (start + e < k) {
-                    q[e] = p.noise != NULL ? ckc_int8_code_stochastic(v[c][e], noise[e], math_scale, KIND)
-                                           : ckc_int8_code(v[c][e], math_scale, KIND);
-                } else if (start + e < lay.q_stride) {
-                    q[e] = 0;
-                }
+                codes[e] = start + e >= k      ? (int8_t)0
+                           : p.noise != NULL ? ckc_int8_code_stochastic(v[c][e], noise[e], math_scale, KIND)
+                                             : ckc_int8_code(v[c][e], math_scale, KIND);
             }
+            ckc_store_codes(p.q + r * lay.q_stride, start, lay.q_stride, q_vec, codes);
         }
     }
 }
 
 template <ckc_float_kind KIND, int ACT>
 static void
-launch_rowwise(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, int chunks, bool vec)
+launch_rowwise(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, int chunks, bool vec,
+               bool q_vec)
 {
+    const size_t smem = ckc_rotation_exchange_bytes(p->group);
     if constexpr (ACT == CKC_ACT_NONE) {
         const auto int8_rowwise = by_chunks(chunks, int8_rowwise_kernel<KIND, 1, ACT>,
                                             int8_rowwise_kernel<KIND, 2, ACT>,
-                                            int8_rowwise_kernel<KIND, CKC_MAX_CHUNKS, ACT>);
-        CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, *lay, vec);
+                                            int8_rowwise_kernel<KIND, quant_max_chunks(KIND), ACT>);
+        CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), smem, stream, *p, *lay, vec, q_vec);
     } else {
         /* One chunk per thread only (see int8_rows.h). */
         (void)chunks;
         const auto int8_rowwise_act = int8_rowwise_kernel<KIND, 1, ACT>;
-        CKC_LAUNCH(int8_rowwise_act, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, *lay, vec);
+        CKC_LAUNCH(int8_rowwise_act, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), smem, stream, *p, *lay, vec,
+                   q_vec);
     }
 }
 
@@ -122,18 +166,19 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
     const bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
                      (lay->act != CKC_ACT_SWIGLU || (p->cols * elem) % 16 == 0) &&
                      (p->noise == NULL || ckc_aligned16(p->noise, p->cols * elem));
-    const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols) : 1;
+    const bool q_vec = ckc_aligned16(p->q, lay->q_stride);
+    const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols, quant_max_chunks(p->kind)) : 1;
     return ckc_with_kind(p->kind, [&](auto kind) {
         constexpr ckc_float_kind KIND = decltype(kind)::value;
         switch (lay->act) {
         case CKC_ACT_GELU_TANH:
-            launch_rowwise<KIND, CKC_ACT_GELU_TANH>(p, lay, stream, chunks, vec);
+            launch_rowwise<KIND, CKC_ACT_GELU_TANH>(p, lay, stream, chunks, vec, q_vec);
             break;
         case CKC_ACT_SWIGLU:
-            launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec);
+            launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec, q_vec);
             break;
         default:
-            launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec);
+            launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec, q_vec);
             break;
         }
         return ckc_gpu_launch_status("int8_rowwise_kernel", err);
@@ -160,44 +205,48 @@ ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc
 
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
 
+/* `vec`, `out_vec`: x's and out's rows allow vector loads and stores. */
 template <ckc_float_kind KIND, int CHUNKS>
 __global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
-hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec)
+hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec, bool out_vec)
 {
-    __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
+    CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
     const int64_t r = blockIdx.x;
     const int64_t k = p.cols;
     const int64_t elem = ckc_kind_size(KIND);
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     for (int64_t s = 0; s < k; s += segment) {
+        CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
             float v[CKC_CHUNK];
             ckc_rotated_chunk<KIND>((const char *)p.x + r * k * elem, start, k, vec, (int)p.group, t, exchange, v);
-            for (int e = 0; e < CKC_CHUNK && start + e < k; e++) {
-                ckc_store_value(p.out, KIND, r * k + start + e, v[e]);
-            }
+            ckc_store_chunk<KIND>((char *)p.out + r * k * elem, start, k, out_vec, v);
         }
     }
 }
 
 template <ckc_float_kind KIND>
 static void
-launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int chunks, bool vec)
+launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int chunks, bool vec, bool out_vec)
 {
     const auto hadamard_rows = by_chunks(chunks, hadamard_rows_kernel<KIND, 1>, hadamard_rows_kernel<KIND, 2>,
                                          hadamard_rows_kernel<KIND, CKC_MAX_CHUNKS>);
-    CKC_LAUNCH(hadamard_rows, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0, stream, *p, vec);
+    CKC_LAUNCH(hadamard_rows, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), ckc_rotation_exchange_bytes(p->group),
+               stream, *p, vec, out_vec);
 }
 
 extern "C" ckc_status
 ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
+    const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
+    const bool vec = ckc_aligned16(p->x, row_bytes);
+    const bool out_vec = ckc_aligned16(p->out, row_bytes);
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
-            launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols), vec);
+            launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols, CKC_MAX_CHUNKS), vec,
+                                                        out_vec);
             return ckc_gpu_launch_status("hadamard_rows_kernel", err);
         });
     });
@@ -222,27 +271,64 @@ int8_dequant_kernel(ckc_int8_dequant_params p)
     }
 }
 
-/* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
-int8_dequant_rotated_kernel(ckc_int8_dequant_params p)
+/* The codes row[start .. start + 15] as floats, those at or past `limit` 0.
+ * `vec`: the rows are 16-byte aligned, so a whole chunk is one load. */
+__device__ __forceinline__ void
+ckc_load_codes(const int8_t *row, int64_t start, int64_t limit, bool vec, float c[CKC_CHUNK])
 {
-    __shared__ float exchange[CKC_ROW_THREADS * CKC_CHUNK];
+    if (vec && start + CKC_CHUNK <= limit) {
+        const ckc_bytes16 b = *(const ckc_bytes16 *)(row + start);
+        CKC_UNROLL
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            c[e] = (float)(int8_t)(uint8_t)(b.w[e / 4] >> (8 * (e % 4)));
+        }
+        return;
+    }
+    CKC_UNROLL
+    for (int e = 0; e < CKC_CHUNK; e++) {
+        c[e] = start + e < limit ? (float)row[start + e] : 0.0f;
+    }
+}
+
+/* Which of ckc_int8_dequant_params' rows allow vector accesses. */
+typedef struct {
+    bool q;     /* the codes */
+    bool scale; /* a full (CKC_SCALE_FULL) scale */
+    bool out;
+} ckc_dequant_vec;
+
+/* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec)
+{
+    CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
     const int64_t r = blockIdx.x;
     const int64_t k = p.cols;
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(p.group));
+    const bool full = p.scale_mode == CKC_SCALE_FULL;
+    const float row_scale = full ? 0.0f : p.scale[p.scale_mode == CKC_SCALE_PER_ROW ? r : 0];
     for (int64_t s = 0; s < k; s += CKC_ROW_SEGMENT(1)) {
         const int64_t start = s + (int64_t)t * CKC_CHUNK;
         float v[CKC_CHUNK];
+        float scale[CKC_CHUNK];
+        ckc_load_codes(p.q + r * k, start, k, vec.q, v);
+        if (full) {
+            ckc_load_chunk<CKC_F32>(p.scale + r * k, start, k, vec.scale, scale);
+        } else {
+            CKC_UNROLL
+            for (int e = 0; e < CKC_CHUNK; e++) {
+                scale[e] = row_scale;
+            }
+        }
+        CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
-            const int64_t i = r * k + start + e;
-            const float d = start + e < k ? (float)p.q[i] * ckc_dequant_scale(p, i) : 0.0f;
+            const float d = start + e < k ? v[e] * scale[e] : 0.0f;
             v[e] = d * norm;
         }
         ckc_rotate_chunk(v, (int)p.group, t, exchange);
-        for (int e = 0; e < CKC_CHUNK && start + e < k; e++) {
-            ckc_store_value(p.out, p.out_kind, r * k + start + e, v[e]);
-        }
+        ckc_store_chunk<KIND>((char *)p.out + r * k * ckc_kind_size(KIND), start, k, vec.out, v);
     }
 }
 
@@ -251,9 +337,16 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc
 {
     return ckc_on_device(exec, err, [&]() {
         if (p->group > 0) {
-            CKC_LAUNCH(int8_dequant_rotated_kernel, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), 0,
-                       exec->stream, *p);
-            return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
+            const ckc_dequant_vec vec = {ckc_aligned16(p->q, p->cols),
+                                         ckc_aligned16(p->scale, p->cols * (int64_t)sizeof(float)),
+                                         ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind))};
+            return ckc_with_kind(p->out_kind, [&](auto kind) {
+                void (*int8_dequant_rotated)(ckc_int8_dequant_params, ckc_dequant_vec) =
+                    int8_dequant_rotated_kernel<decltype(kind)::value>;
+                CKC_LAUNCH(int8_dequant_rotated, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS),
+                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec);
+                return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
+            });
         }
         const int64_t blocks = (p->rows * p->cols + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
         CKC_LAUNCH(int8_dequant_kernel, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS),

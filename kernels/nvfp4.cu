@@ -18,9 +18,57 @@
 
 #define CKC_NVFP4_THREADS 128
 
+/* A block's 8 bytes of packed codes: one 8-byte access where the launcher found
+ * the code rows 8-byte aligned (`vec`), else byte by byte. */
+__device__ __forceinline__ void
+ckc_store_packed(uint8_t *out, bool vec, const uint8_t bytes[CKC_NVFP4_BLOCK / 2])
+{
+    if (vec) {
+        ckc_bytes8 b;
+        CKC_UNROLL
+        for (int w = 0; w < 2; w++) {
+            b.w[w] = (uint32_t)bytes[4 * w] | (uint32_t)bytes[4 * w + 1] << 8 | (uint32_t)bytes[4 * w + 2] << 16 |
+                     (uint32_t)bytes[4 * w + 3] << 24;
+        }
+        *(ckc_bytes8 *)out = b;
+        return;
+    }
+    CKC_UNROLL
+    for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
+        out[j] = bytes[j];
+    }
+}
+
+/* The same 8 bytes read back (the dequantizer's codes). */
+__device__ __forceinline__ void
+ckc_load_packed(const uint8_t *in, bool vec, uint8_t bytes[CKC_NVFP4_BLOCK / 2])
+{
+    if (vec) {
+        const ckc_bytes8 b = *(const ckc_bytes8 *)in;
+        CKC_UNROLL
+        for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
+            bytes[j] = (uint8_t)(b.w[j / 4] >> (8 * (j % 4)));
+        }
+        return;
+    }
+    CKC_UNROLL
+    for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
+        bytes[j] = in[j];
+    }
+}
+
+/* Whether rows of packed codes (cols / 2 bytes each) allow ckc_store_packed's and
+ * ckc_load_packed's 8-byte accesses. */
+static bool
+packed_rows_aligned(const uint8_t *qx, int64_t cols)
+{
+    return ckc_rows_aligned(qx, cols / 2, CKC_NVFP4_BLOCK / 2);
+}
+
+/* `vec`: x's rows allow vector loads; `q_vec`: the code rows allow 8-byte stores. */
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec)
+nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec)
 {
     const int64_t scale_cols = p.out_cols / CKC_NVFP4_BLOCK;
     const int t = (int)threadIdx.x;
@@ -42,6 +90,7 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec)
     }
     const float pts = *p.per_tensor_scale;
     uint32_t bits = 0;
+    CKC_UNROLL
     for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
         const uint32_t m = ckc_f32_bits(v[j]) & 0x7FFFFFFFu;
         bits = m > bits ? m : bits;
@@ -49,10 +98,12 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec)
     const uint8_t scale = ckc_nvfp4_block_scale(ckc_f32_from_bits(bits), pts);
     const float total = ckc_nvfp4_total_scale(scale, pts);
     p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] = scale;
-    uint8_t *out = p.qx + r * (p.out_cols / 2) + c * (CKC_NVFP4_BLOCK / 2);
+    uint8_t bytes[CKC_NVFP4_BLOCK / 2];
+    CKC_UNROLL
     for (int j = 0; j < CKC_NVFP4_BLOCK; j += 2) {
-        out[j / 2] = ckc_nvfp4_pack(ckc_nvfp4_code(v[j], total), ckc_nvfp4_code(v[j + 1], total), p.hi_first);
+        bytes[j / 2] = ckc_nvfp4_pack(ckc_nvfp4_code(v[j], total), ckc_nvfp4_code(v[j + 1], total), p.hi_first);
     }
+    ckc_store_packed(p.qx + r * (p.out_cols / 2) + c * (CKC_NVFP4_BLOCK / 2), q_vec, bytes);
 }
 
 static dim3
@@ -65,18 +116,21 @@ extern "C" ckc_status
 ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err)
 {
     const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
+    const bool q_vec = packed_rows_aligned(p->qx, p->out_cols);
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
-            void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool) = nvfp4_quant_kernel<decltype(kind)::value>;
+            void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool, bool) = nvfp4_quant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_quant, grid_for(p->out_rows * (p->out_cols / CKC_NVFP4_BLOCK)),
-                       dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec);
+                       dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec, q_vec);
             return ckc_gpu_launch_status("nvfp4_quant_kernel", err);
         });
     });
 }
 
+/* `q_vec`: the code rows allow 8-byte loads; `out_vec`: out's rows allow vector stores. */
+template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p)
+nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec)
 {
     const int64_t scale_cols = p.cols / CKC_NVFP4_BLOCK;
     const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + threadIdx.x;
@@ -86,25 +140,31 @@ nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p)
     const int64_t r = b / scale_cols;
     const int64_t c = b % scale_cols;
     /* Eager forms per_tensor_scale * block_scale in the output type. */
-    const float pts = ckc_round_to_kind(*p.per_tensor_scale, p.out_kind);
+    const float pts = ckc_round_to_kind(*p.per_tensor_scale, KIND);
     const float block = ckc_e4m3_to_f32(p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)]);
-    const float total = ckc_round_to_kind(pts * block, p.out_kind);
-    const uint8_t *bytes = p.qx + r * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2);
-    const int64_t base = r * p.cols + c * CKC_NVFP4_BLOCK;
+    const float total = ckc_round_to_kind(pts * block, KIND);
+    uint8_t bytes[CKC_NVFP4_BLOCK / 2];
+    ckc_load_packed(p.qx + r * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2), q_vec, bytes);
+    float v[CKC_NVFP4_BLOCK];
+    CKC_UNROLL
     for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
-        ckc_store_value(p.out, p.out_kind, base + 2 * j,
-                        ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p.hi_first)) * total);
-        ckc_store_value(p.out, p.out_kind, base + 2 * j + 1,
-                        ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p.hi_first)) * total);
+        v[2 * j] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p.hi_first)) * total;
+        v[2 * j + 1] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p.hi_first)) * total;
     }
+    ckc_store_chunk<KIND>((char *)p.out + r * p.cols * ckc_kind_size(KIND), c * CKC_NVFP4_BLOCK, p.cols, out_vec, v);
 }
 
 extern "C" ckc_status
 ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err)
 {
+    const bool q_vec = packed_rows_aligned(p->qx, p->cols);
+    const bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
     return ckc_on_device(exec, err, [&]() {
-        CKC_LAUNCH(nvfp4_dequant_kernel, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
-                   exec->stream, *p);
-        return ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
+        return ckc_with_kind(p->out_kind, [&](auto kind) {
+            void (*nvfp4_dequant)(ckc_nvfp4_dequant_params, bool, bool) = nvfp4_dequant_kernel<decltype(kind)::value>;
+            CKC_LAUNCH(nvfp4_dequant, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
+                       exec->stream, *p, q_vec, out_vec);
+            return ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
+        });
     });
 }

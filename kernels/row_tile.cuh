@@ -5,14 +5,22 @@
  * regular Hadamard rotation runs as
  *   strides 1 and 4   -> inside a thread's registers,
  *   strides 16 .. 64  -> warp shuffles among the G/16 lanes of a group,
- *   stride 256 (G = 1024, a group spans two warps) -> shared memory.
+ *   stride 256 (G = 1024, a group spans two warps) -> a warp shuffle, then
+ *                      shared memory.
  * Every sum is ckc_h4_butterfly's, stage by stage in the CPU kernels' order,
  * so the GPU rotation equals the CPU one bit for bit (kernels are built
- * without FMA contraction). */
+ * without FMA contraction).
+ *
+ * Register arrays are only indexed by constants (loops over them carry
+ * CKC_UNROLL, lane-dependent choices are selects): a dynamic index would put
+ * them in local memory.  A thread's 16 values are loaded and stored with
+ * 16-byte (8-byte for packed FP4) accesses wherever the launcher checked the
+ * alignment, else element by element. */
 #ifndef CKC_ROW_TILE_CUH
 #define CKC_ROW_TILE_CUH
 
 #include "cuda_dialect.h"
+#include "elements.cuh"
 #include "math/activation.h"
 #include "math/float_bits.h"
 #include "math/hadamard.h"
@@ -21,16 +29,28 @@
 #define CKC_CHUNK 16
 #define CKC_ROW_SEGMENT(chunks) ((int64_t)CKC_ROW_THREADS * CKC_CHUNK * (chunks))
 
-/* 16 bytes, for one vector load or store where alignment allows. */
+/* 16 and 8 bytes, for one vector load or store where alignment allows. */
 struct __align__(16) ckc_bytes16 {
     uint32_t w[4];
 };
 
-/* Whether rows starting at p, row_bytes apart, allow ckc_load_chunk's vector loads. */
+struct __align__(8) ckc_bytes8 {
+    uint32_t w[2];
+};
+
+/* Whether rows starting at p, row_bytes apart, all start on a multiple of `bytes`. */
+static inline bool
+ckc_rows_aligned(const void *p, int64_t row_bytes, int64_t bytes)
+{
+    return ((uintptr_t)p % (uintptr_t)bytes) == 0 && row_bytes % bytes == 0;
+}
+
+/* Whether rows starting at p, row_bytes apart, allow ckc_load_chunk's and
+ * ckc_store_chunk's vector accesses. */
 static inline bool
 ckc_aligned16(const void *p, int64_t row_bytes)
 {
-    return ((uintptr_t)p % 16) == 0 && row_bytes % 16 == 0;
+    return ckc_rows_aligned(p, row_bytes, 16);
 }
 
 /* Loads 16 consecutive elements (those past `limit` read as 0).  `vec`: the
@@ -42,14 +62,17 @@ ckc_load_chunk(const void *row, int64_t start, int64_t limit, bool vec, float v[
     if (KIND == CKC_F32) {
         const float *s = (const float *)row + start;
         if (vec && start + CKC_CHUNK <= limit) {
+            CKC_UNROLL
             for (int q = 0; q < 4; q++) {
                 const ckc_bytes16 b = ((const ckc_bytes16 *)s)[q];
+                CKC_UNROLL
                 for (int e = 0; e < 4; e++) {
                     v[4 * q + e] = ckc_f32_from_bits(b.w[e]);
                 }
             }
             return;
         }
+        CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
             v[e] = start + e < limit ? s[e] : 0.0f;
         }
@@ -57,59 +80,133 @@ ckc_load_chunk(const void *row, int64_t start, int64_t limit, bool vec, float v[
         const uint16_t *s = (const uint16_t *)row + start;
         uint16_t h[CKC_CHUNK];
         if (vec && start + CKC_CHUNK <= limit) {
+            CKC_UNROLL
             for (int q = 0; q < 2; q++) {
                 const ckc_bytes16 b = ((const ckc_bytes16 *)s)[q];
+                CKC_UNROLL
                 for (int e = 0; e < 4; e++) {
                     h[8 * q + 2 * e] = (uint16_t)(b.w[e] & 0xFFFFu);
                     h[8 * q + 2 * e + 1] = (uint16_t)(b.w[e] >> 16);
                 }
             }
         } else {
+            CKC_UNROLL
             for (int e = 0; e < CKC_CHUNK; e++) {
                 h[e] = start + e < limit ? s[e] : (uint16_t)0;
             }
         }
+        CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] = KIND == CKC_BF16 ? ckc_bf16_to_f32(h[e]) : ckc_f16_to_f32(h[e]);
+            v[e] = ckc_half_value(KIND, h[e]);
         }
     }
 }
 
-/* One radix-4 stage across the lanes holding a group: lane digit d = (t/o) % 4;
- * every value gathers its quartet (t + (j - d) o, j = 0..3) and keeps output d. */
+/* Stores 16 consecutive values rounded to the element type; those at or past
+ * `limit` are not written.  `vec`: as for ckc_load_chunk. */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ void
+ckc_store_chunk(void *row, int64_t start, int64_t limit, bool vec, const float v[CKC_CHUNK])
+{
+    if (vec && start + CKC_CHUNK <= limit) {
+        constexpr int values_per_word = KIND == CKC_F32 ? 1 : 2;
+        ckc_bytes16 *d = (ckc_bytes16 *)((char *)row + start * ckc_kind_size(KIND));
+        CKC_UNROLL
+        for (int q = 0; q < CKC_CHUNK / (4 * values_per_word); q++) {
+            ckc_bytes16 b;
+            CKC_UNROLL
+            for (int w = 0; w < 4; w++) {
+                const int e = (4 * q + w) * values_per_word;
+                if constexpr (KIND == CKC_F32) {
+                    b.w[w] = ckc_f32_bits(v[e]);
+                } else {
+                    b.w[w] = (uint32_t)ckc_half_bits(KIND, v[e]) | (uint32_t)ckc_half_bits(KIND, v[e + 1]) << 16;
+                }
+            }
+            d[q] = b;
+        }
+        return;
+    }
+    CKC_UNROLL
+    for (int e = 0; e < CKC_CHUNK; e++) {
+        if (start + e < limit) {
+            ckc_store_value(row, KIND, start + e, v[e]);
+        }
+    }
+}
+
+/* A radix-4 stage of stride o across lanes takes two exchanges per value, not
+ * four gathers.  The lane with digit d = (t/o) % 4 holds x_d of its quartet.
+ * The partners across o (x0 with x1, x2 with x3) both form their pair's sum and
+ * difference in ckc_h4_butterfly's operand order, so both get the same bits:
+ * lanes 0/1 hold p = x0 + x1 and m = x0 - x1, lanes 2/3 q = x2 + x3 and
+ * r = x2 - x3.  Swapping the differences across 2o gives lanes 0/1 r and lanes
+ * 2/3 m, and each lane ends with its own output of the butterfly:
+ * y0 = p + r, y1 = p - r, y2 = m + q, y3 = q - m. */
+__device__ __forceinline__ float
+ckc_pair_sum(float own, float other, int d)
+{
+    return d % 2 == 0 ? own + other : other + own;
+}
+
+__device__ __forceinline__ float
+ckc_pair_difference(float own, float other, int d)
+{
+    return d % 2 == 0 ? own - other : other - own;
+}
+
+/* Output d of the butterfly from the lane's pair sum and the other pair's difference. */
+__device__ __forceinline__ float
+ckc_quartet_output(float sum, float difference, int d)
+{
+    const float first = d == 2 ? difference : sum; /* y2 = m + q: the difference first */
+    const float second = d == 2 ? sum : difference;
+    return d % 2 == 0 ? first + second : first - second;
+}
+
+/* One radix-4 stage of stride o (4 o <= 32: the quartet lies in one warp). */
 __device__ __forceinline__ void
 ckc_rotate_shuffle_stage(float v[CKC_CHUNK], int t, int o)
 {
     const int d = (t / o) % 4;
-    const int lane = t % 32;
+    CKC_UNROLL
     for (int e = 0; e < CKC_CHUNK; e++) {
-        float x[4];
-        for (int j = 0; j < 4; j++) {
-            x[j] = __shfl_sync(0xffffffffu, v[e], lane + (j - d) * o);
-        }
-        ckc_h4_butterfly(&x[0], &x[1], &x[2], &x[3]);
-        v[e] = x[d];
+        const float other = __shfl_xor_sync(0xffffffffu, v[e], o);
+        const float sum = ckc_pair_sum(v[e], other, d);
+        const float difference =
+            __shfl_xor_sync(0xffffffffu, ckc_pair_difference(v[e], other, d), 2 * o);
+        v[e] = ckc_quartet_output(sum, difference, d);
     }
 }
 
-/* The same stage through shared memory, for quartets that span warps. */
+/* The same stage for quartets that span two warps (o = 16, G = 1024): the pairs
+ * (lanes o apart) still meet by shuffle, the differences cross warps (2 o = 32
+ * threads apart) through `exchange`, CKC_ROW_THREADS * CKC_CHUNK floats laid out
+ * value-major so that a warp's accesses hit 32 distinct banks. */
 __device__ __forceinline__ void
 ckc_rotate_shared_stage(float v[CKC_CHUNK], int t, int o, float *exchange)
 {
     const int d = (t / o) % 4;
+    CKC_UNROLL
     for (int e = 0; e < CKC_CHUNK; e++) {
-        exchange[t * CKC_CHUNK + e] = v[e];
+        const float other = __shfl_xor_sync(0xffffffffu, v[e], o);
+        exchange[e * CKC_ROW_THREADS + t] = ckc_pair_difference(v[e], other, d);
+        v[e] = ckc_pair_sum(v[e], other, d);
     }
     __syncthreads();
+    CKC_UNROLL
     for (int e = 0; e < CKC_CHUNK; e++) {
-        float x[4];
-        for (int j = 0; j < 4; j++) {
-            x[j] = exchange[(t + (j - d) * o) * CKC_CHUNK + e];
-        }
-        ckc_h4_butterfly(&x[0], &x[1], &x[2], &x[3]);
-        v[e] = x[d];
+        v[e] = ckc_quartet_output(v[e], exchange[e * CKC_ROW_THREADS + (t ^ (2 * o))], d);
     }
     __syncthreads();
+}
+
+/* Bytes of dynamic shared memory a row kernel rotating by `group` needs for
+ * `exchange`: only a group spanning more than one warp (G = 1024) uses it. */
+static inline size_t
+ckc_rotation_exchange_bytes(int64_t group)
+{
+    return group / CKC_CHUNK > 32 ? sizeof(float) * CKC_ROW_THREADS * CKC_CHUNK : 0;
 }
 
 /* Rotates one chunk group-wise; values already scaled by 1/sqrt(group).  Every
@@ -118,10 +215,12 @@ __device__ __forceinline__ void
 ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
 {
     const int lanes = group / CKC_CHUNK; /* threads per group; 0 when group == 4 */
+    CKC_UNROLL
     for (int e = 0; e < CKC_CHUNK; e += 4) {
         ckc_h4_butterfly(&v[e], &v[e + 1], &v[e + 2], &v[e + 3]);
     }
     if (group >= 16) {
+        CKC_UNROLL
         for (int e = 0; e < 4; e++) {
             ckc_h4_butterfly(&v[e], &v[e + 4], &v[e + 8], &v[e + 12]);
         }
@@ -141,7 +240,7 @@ ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
  * rotated and rounded to the element type (as eager rounds its matmul): what
  * the int8 quantizer sees, what the plain rotation stores, and what the NVFP4
  * quantizer sees in quantize_and_rotate_nvfp4.  `exchange` is only touched for
- * group 1024. */
+ * group 1024 (ckc_rotation_exchange_bytes). */
 template <ckc_float_kind KIND, int ACT = CKC_ACT_NONE>
 __device__ __forceinline__ void
 ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
@@ -153,16 +252,19 @@ ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group
         if (ACT == CKC_ACT_SWIGLU) {
             ckc_load_chunk<KIND>((const char *)row + k * ckc_kind_size(KIND), start, k, vec, up);
         }
+        CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
             v[e] = ckc_act_apply(ACT, v[e], ACT == CKC_ACT_SWIGLU ? up[e] : 0.0f, KIND);
         }
     }
     if (group > 0) {
         const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
+        CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
             v[e] *= norm;
         }
         ckc_rotate_chunk(v, group, t, exchange);
+        CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
             v[e] = ckc_round_to_kind(v[e], KIND);
         }

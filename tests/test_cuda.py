@@ -272,6 +272,9 @@ def test_misaligned_inputs_small(gpu):
              (ops.quantize_and_rotate_nvfp4, (x, pts, 64), (x_gpu, pts_gpu, 64)),
              (ops.dequantize_int8_simple_dtype, (q, s, 2), (q_gpu, s_gpu, 2)),
              (ops.dequantize_int8_convrot_weight, (q, s, 64), (q_gpu, s_gpu, 64))]
+    # FP4 codes one byte past an allocation: the dequantizer's 8-byte loads would be misaligned
+    qx, sx = ops.quantize_nvfp4(x, pts)
+    calls.append((ops.dequantize_nvfp4, (qx, pts, sx), (misaligned(qx, gpu), pts_gpu, sx.to(gpu))))
     for fn, cpu_args, gpu_args in calls:
         assert_same(*run_both(fn, cpu_args, gpu_args, gpu), f"misaligned {fn.__name__}")
 

@@ -118,6 +118,34 @@ def test_misaligned_inputs_take_the_scalar_path():
     assert_same(*on_both(ops.quantize_int8_rowwise, x), "misaligned rowwise")
 
 
+def off_by_one(t: torch.Tensor) -> torch.Tensor:
+    """A copy of t whose data starts one element past an allocation."""
+    view = torch.empty(t.numel() + 1, dtype=t.dtype)[1:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize("group", [4, 1024])
+def test_misaligned_codes_and_scales_take_the_scalar_path(group):
+    """The dequantizers read a thread's codes (and a full scale) with one vector load
+    where rows are aligned: codes and scales one element past an allocation, and code
+    rows not a multiple of 16 bytes long (group 4, K = 2044), take the scalar loads."""
+    for k in (2048, 2044) if group == 4 else (2048,):
+        q, s = ops.quantize_int8_rowwise(CASES["outliers"](5, k, torch.bfloat16))
+        full = s.expand(q.shape).contiguous()
+        for codes, scale in [(off_by_one(q), s), (q, off_by_one(full)), (off_by_one(q), off_by_one(full))]:
+            assert codes.data_ptr() % 16 != 0 or scale.data_ptr() % 16 != 0
+            for code in (0, 1, 2):
+                assert_same(*on_both(ops.dequantize_int8_convrot_weight_dtype, codes, scale, group, code),
+                            f"misaligned dequant G={group} K={k} code={code}")
+    x = CASES["normal"](32, 256, torch.bfloat16)
+    pts = (x.float().abs().amax() / 2688).reshape(())
+    qx, sx = ops.quantize_nvfp4(x, pts)
+    assert off_by_one(qx).data_ptr() % 8 != 0
+    for out in FLOAT_DTYPES:
+        assert_same(*on_both(ops.dequantize_nvfp4, off_by_one(qx), pts, sx, out), f"misaligned FP4 codes {out}")
+
+
 def test_emulated_device_is_scoped():
     from comfy_kitchen_c import _C, _C_emu
     with emulated_device():

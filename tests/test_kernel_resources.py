@@ -1,9 +1,17 @@
 """Every CUDA kernel fits every architecture we build for: ptxas reports no
-register spills, and each kernel's launch configuration fits the registers and
-static shared memory of an SM on each target.  Needs nvcc (not a GPU)."""
+register spills and no stack frame (a register array indexed dynamically lives
+in local memory: a stack frame without spills), and each kernel's launch
+configuration fits the registers and static shared memory of an SM on each
+target.  Needs nvcc (not a GPU).  Where a cuobjdump is found, the machine code
+is also checked for the vector-wide global accesses of the row kernels."""
 import ast
+import functools
+import importlib.util
 import re
+import shutil
 import subprocess
+import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -36,14 +44,24 @@ def build_archs() -> list[str]:
     raise AssertionError("CUDA_ARCHS not found in setup.py")
 
 
-def resource_usage(source: Path) -> list[dict]:
+_OBJECTS = tempfile.TemporaryDirectory(prefix="ckc-kernel-resources-")
+
+
+@functools.lru_cache(maxsize=None)
+def compile_kernels(source: Path) -> tuple[str, Path]:
+    """(ptxas's resource report, the object file) of one kernel source built for every target."""
     gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in build_archs()]
+    obj = Path(_OBJECTS.name) / (source.name + ".o")
     out = subprocess.run(
-        [NVCC, "-std=c++17", "-O3", "--fmad=false", "-c", str(source), "-o", "/dev/null", "--resource-usage",
+        [NVCC, "-std=c++17", "-O3", "--fmad=false", "-c", str(source), "-o", str(obj), "--resource-usage",
          f"-I{ROOT / 'csrc'}", f"-I{ROOT / 'kernels'}", "-DCKC_WITH_GPU=1", "-DCKC_WITH_CUDA=1", *gencode],
         capture_output=True, text=True, check=True)
+    return out.stdout + out.stderr, obj
+
+
+def resource_usage(source: Path) -> list[dict]:
     rows, current = [], None
-    for line in (out.stdout + out.stderr).splitlines():
+    for line in compile_kernels(source)[0].splitlines():
         entry = re.search(r"Compiling entry function '_Z(\d+)(\w+)' for '(sm_\d+)'", line)
         if entry:
             name = entry.group(2)[: int(entry.group(1))]
@@ -51,6 +69,7 @@ def resource_usage(source: Path) -> list[dict]:
             rows.append(current)
         elif current is not None and "spill stores" in line:
             current["spills"] = [int(v) for v in re.findall(r"(\d+) bytes spill", line)]
+            current["stack"] = int(re.search(r"(\d+) bytes stack frame", line).group(1))
         elif current is not None and line.strip().startswith("ptxas info") and "Used" in line:
             current["registers"] = int(re.search(r"Used (\d+) registers", line).group(1))
             smem = re.search(r"(\d+) bytes smem", line)
@@ -69,6 +88,7 @@ def test_kernels_fit_every_target(source):
         where = f"{r['kernel']} on {r['arch']}"
         assert r["kernel"] in BLOCK_THREADS, f"{where}: unknown kernel, add its block size to BLOCK_THREADS"
         assert r["spills"] == [0, 0], f"{where}: spills {r['spills']} bytes"
+        assert r["stack"] == 0, f"{where}: {r['stack']} bytes stack frame (local memory)"
         threads = BLOCK_THREADS[r["kernel"]]
         regs = -(-r["registers"] // REGISTER_GRANULE) * REGISTER_GRANULE
         assert r["registers"] <= MAX_REGISTERS_PER_THREAD, where
@@ -76,25 +96,115 @@ def test_kernels_fit_every_target(source):
         assert r["smem"] <= STATIC_SHARED_PER_BLOCK, f"{where}: {r['smem']} bytes of shared memory"
 
 
+def find_cuobjdump() -> str | None:
+    """cuobjdump from PATH, beside nvcc, or in triton's package (which ships one); None if none."""
+    candidates = [shutil.which("cuobjdump"), NVCC and str(Path(NVCC).parent / "cuobjdump")]
+    triton = importlib.util.find_spec("triton")
+    if triton is not None and triton.submodule_search_locations:
+        candidates.append(str(Path(triton.submodule_search_locations[0]) / "backends/nvidia/bin/cuobjdump"))
+    return next((c for c in candidates if c and Path(c).is_file()), None)
+
+
+CUOBJDUMP = find_cuobjdump()
+
+
+def access_width(instruction: str) -> str:
+    """The width of a global or local memory instruction (STG.E.U8 -> "8", STG.E.128 -> "128")."""
+    parts = instruction.split(".")[1:]
+    for bits in ("U8", "S8", "U16", "S16", "64", "128"):
+        if bits in parts:
+            return bits.lstrip("US")
+    return "32"
+
+
+def memory_accesses(source: Path) -> dict[tuple[str, str], Counter]:
+    """{(kernel, arch): Counter of "LDG 128", "STG 8", "STL 32", ...}: the memory instructions in
+    each kernel's machine code (static counts, the instances of a template summed, scalar
+    fallback paths included)."""
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(compile_kernels(source)[1])],
+                          capture_output=True, text=True, check=True).stdout
+    counts, arch, kernel = {}, None, None
+    for line in sass.splitlines():
+        if m := re.search(r"code for (sm_\d+)", line):
+            arch = m.group(1)
+        elif m := re.search(r"Function : _Z(\d+)(\w+)", line):
+            kernel = m.group(2)[: int(m.group(1))]
+            counts.setdefault((kernel, arch), Counter())
+        elif kernel and (m := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?((LDG|STG|LDL|STL)[A-Z0-9_.]*)", line)):
+            counts[(kernel, arch)][f"{m.group(2)} {access_width(m.group(1))}"] += 1
+    return counts
+
+
+# The widest access each kernel's chunk of values must use where alignment allows:
+# 16 codes / values per thread in one or two 16-byte accesses, 8 bytes of packed FP4.
+VECTOR_ACCESSES = {
+    "int8_rowwise_kernel": ["LDG 128", "STG 128"], "hadamard_rows_kernel": ["LDG 128", "STG 128"],
+    "int8_dequant_rotated_kernel": ["LDG 128", "STG 128"], "nvfp4_quant_kernel": ["LDG 128", "STG 64"],
+    "nvfp4_dequant_kernel": ["LDG 64", "STG 128"],
+}
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found (nor triton's copy)")
+@pytest.mark.parametrize("source", sorted((ROOT / "kernels").glob("*.cu")), ids=lambda p: p.name)
+def test_machine_code_accesses(source):
+    """No local memory in any kernel, and the chunk kernels' vector loads and stores are there."""
+    counts = memory_accesses(source)
+    assert {arch for _, arch in counts} == {f"sm_{a}" for a in build_archs()}
+    for (kernel, arch), c in counts.items():
+        local = {k: v for k, v in c.items() if k.startswith(("LDL", "STL"))}
+        assert not local, f"{kernel} on {arch}: local memory {local}"
+        for access in VECTOR_ACCESSES.get(kernel, []):
+            assert c[access], f"{kernel} on {arch}: no {access}-bit access in {dict(c)}"
+
+
 def resource_table() -> str:
     """The build's kernel resources as a Markdown table: registers per thread for each
-    target, static shared memory, spills (the figures the test above checks)."""
+    target, static shared memory, stack frame and spills (the figures the test above checks),
+    each the largest over a template's instances."""
     archs = [f"sm_{a}" for a in build_archs()]
     usage = {}
     for source in sorted((ROOT / "kernels").glob("*.cu")):
         for r in resource_usage(source):
-            usage.setdefault((source.name, r["kernel"]), {})[r["arch"]] = r
-    lines = ["| file | kernel | threads/block | registers " + " / ".join(archs) + " | smem bytes | spills |",
-             "|---|---|---:|---|---:|---|"]
+            per_arch = usage.setdefault((source.name, r["kernel"]), {})
+            seen = per_arch.setdefault(r["arch"], {"registers": 0, "smem": 0, "stack": 0, "spills": [0, 0]})
+            for key in ("registers", "smem", "stack"):
+                seen[key] = max(seen[key], r[key])
+            seen["spills"] = [max(a, b) for a, b in zip(seen["spills"], r["spills"])]
+    lines = ["| file | kernel | threads/block | registers " + " / ".join(archs) +
+             " | smem bytes | stack frame bytes | spills |",
+             "|---|---|---:|---|---:|---:|---|"]
     for (name, kernel), per_arch in usage.items():
         regs = " / ".join(str(per_arch[a]["registers"]) for a in archs)
         smem = max(r["smem"] for r in per_arch.values())
+        stack = max(r["stack"] for r in per_arch.values())
         spills = "none" if all(r["spills"] == [0, 0] for r in per_arch.values()) else "YES"
-        lines.append(f"| {name} | {kernel} | {BLOCK_THREADS.get(kernel, '?')} | {regs} | {smem} | {spills} |")
+        lines.append(f"| {name} | {kernel} | {BLOCK_THREADS.get(kernel, '?')} | {regs} | {smem} | {stack} | {spills} |")
+    return "\n".join(lines)
+
+
+def access_table(arch: str = "sm_90") -> str:
+    """Global loads and stores by width in bits, and local memory instructions, per kernel on
+    one target, as a Markdown table."""
+    columns = [f"{op} {w}" for op in ("LDG", "STG") for w in ("8", "16", "32", "64", "128")] + ["LDL/STL"]
+    lines = ["| file | kernel | " + " | ".join(columns) + " |", "|---|---|" + "---:|" * len(columns)]
+    for source in sorted((ROOT / "kernels").glob("*.cu")):
+        for (kernel, a), c in memory_accesses(source).items():
+            if a == arch:
+                local = sum(v for k, v in c.items() if k.startswith(("LDL", "STL")))
+                cells = [str(c[col]) for col in columns[:-1]] + [str(local)]
+                lines.append(f"| {source.name} | {kernel} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     # python tests/test_kernel_resources.py > benchmarks/results/kernel_resources.md
-    print(f"Kernel resources from ptxas (nvcc, targets {', '.join(build_archs())}).\n")
+    print(f"Kernel resources from ptxas (nvcc, targets {', '.join(build_archs())}), the largest over each "
+          "kernel's template instances.  Static shared memory only: the row kernels take 16 KB of dynamic "
+          "shared memory more when they rotate by G = 1024.\n")
     print(resource_table())
+    if CUOBJDUMP is not None:
+        print("\nGlobal memory instructions by width in bits, and local memory instructions, in each "
+              "kernel's sm_90 machine code (cuobjdump -sass): static counts, the instances of a template "
+              "summed, the scalar fallbacks for unaligned rows included.\n")
+        print(access_table())
