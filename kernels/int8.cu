@@ -260,17 +260,6 @@ ckc_dequant_scale(const ckc_int8_dequant_params &p, int64_t i)
     return p.scale[p.scale_mode == CKC_SCALE_FULL ? i : (p.scale_mode == CKC_SCALE_PER_ROW ? i / p.cols : 0)];
 }
 
-/* Without rotation: elementwise, a grid-stride loop over 64-bit indices. */
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
-int8_dequant_kernel(ckc_int8_dequant_params p)
-{
-    const int64_t n = p.rows * p.cols;
-    const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
-    for (int64_t i = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; i < n; i += stride) {
-        ckc_store_value(p.out, p.out_kind, i, (float)p.q[i] * ckc_dequant_scale(p, i));
-    }
-}
-
 /* The codes row[start .. start + 15] as floats, those at or past `limit` 0.
  * `vec`: the rows are 16-byte aligned, so a whole chunk is one load. */
 __device__ __forceinline__ void
@@ -296,6 +285,45 @@ typedef struct {
     bool scale; /* a full (CKC_SCALE_FULL) scale */
     bool out;
 } ckc_dequant_vec;
+
+/* Without rotation: a grid-stride loop over 64-bit indices.  With `chunks`
+ * (the launcher checked 16-byte alignment of every tensor and, for a per-row
+ * scale, rows of whole chunks), a thread takes 16 elements at a time: one
+ * 16-byte load of codes, one scale (or a chunk of them), 16-byte stores, and
+ * one division per chunk to find its row; otherwise one element at a time. */
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_ROW_THREADS)
+int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks)
+{
+    const int64_t n = p.rows * p.cols;
+    const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
+    const int64_t first = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x;
+    if (!chunks) {
+        for (int64_t i = first; i < n; i += stride) {
+            ckc_store_value(p.out, KIND, i, (float)p.q[i] * ckc_dequant_scale(p, i));
+        }
+        return;
+    }
+    for (int64_t start = first * CKC_CHUNK; start < n; start += stride * CKC_CHUNK) {
+        float v[CKC_CHUNK];
+        float scale[CKC_CHUNK];
+        ckc_load_codes(p.q, start, n, true, v);
+        if (p.scale_mode == CKC_SCALE_FULL) {
+            ckc_load_chunk<CKC_F32>(p.scale, start, n, true, scale);
+        } else {
+            const float s = ckc_dequant_scale(p, start);
+            CKC_UNROLL
+            for (int e = 0; e < CKC_CHUNK; e++) {
+                scale[e] = s;
+            }
+        }
+        CKC_UNROLL
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            v[e] *= scale[e];
+        }
+        ckc_store_chunk<KIND>(p.out, start, n, true, v);
+    }
+}
 
 /* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
 template <ckc_float_kind KIND>
@@ -348,10 +376,19 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc
                 return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
             });
         }
-        const int64_t blocks = (p->rows * p->cols + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
-        CKC_LAUNCH(int8_dequant_kernel, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS),
-                   0, exec->stream, *p);
-        return ckc_gpu_launch_status("int8_dequant_kernel", err);
+        const auto aligned16 = [](const void *x) { return (uintptr_t)x % 16 == 0; };
+        const bool chunks = aligned16(p->q) && aligned16(p->out) &&
+                            (p->scale_mode != CKC_SCALE_FULL || aligned16(p->scale)) &&
+                            (p->scale_mode != CKC_SCALE_PER_ROW || p->cols % CKC_CHUNK == 0);
+        const int64_t per_thread = chunks ? CKC_CHUNK : 1;
+        const int64_t threads = (p->rows * p->cols + per_thread - 1) / per_thread;
+        const int64_t blocks = (threads + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
+        return ckc_with_kind(p->out_kind, [&](auto kind) {
+            void (*int8_dequant)(ckc_int8_dequant_params, bool) = int8_dequant_kernel<decltype(kind)::value>;
+            CKC_LAUNCH(int8_dequant, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS), 0,
+                       exec->stream, *p, chunks);
+            return ckc_gpu_launch_status("int8_dequant_kernel", err);
+        });
     });
 }
 

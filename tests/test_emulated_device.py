@@ -125,19 +125,27 @@ def off_by_one(t: torch.Tensor) -> torch.Tensor:
     return view
 
 
-@pytest.mark.parametrize("group", [4, 1024])
+@pytest.mark.parametrize("group", [0, 4, 1024])
 def test_misaligned_codes_and_scales_take_the_scalar_path(group):
     """The dequantizers read a thread's codes (and a full scale) with one vector load
     where rows are aligned: codes and scales one element past an allocation, and code
-    rows not a multiple of 16 bytes long (group 4, K = 2044), take the scalar loads."""
-    for k in (2048, 2044) if group == 4 else (2048,):
+    rows not a multiple of 16 bytes long (K = 2044), take the scalar loads.  Without
+    rotation (group 0), K = 2044 also makes chunks straddle rows: a per-row scale takes
+    the element path, a single scale keeps the chunks and ends on a partial one."""
+    for k in (2048, 2044) if group in (0, 4) else (2048,):
         q, s = ops.quantize_int8_rowwise(CASES["outliers"](5, k, torch.bfloat16))
         full = s.expand(q.shape).contiguous()
-        for codes, scale in [(off_by_one(q), s), (q, off_by_one(full)), (off_by_one(q), off_by_one(full))]:
-            assert codes.data_ptr() % 16 != 0 or scale.data_ptr() % 16 != 0
+        cases = [(off_by_one(q), s), (q, off_by_one(full)), (off_by_one(q), off_by_one(full))]
+        assert all(codes.data_ptr() % 16 != 0 or scale.data_ptr() % 16 != 0 for codes, scale in cases)
+        if group == 0:
+            cases += [(q, s), (q, s[0, 0].clone())]
+        for codes, scale in cases:
             for code in (0, 1, 2):
-                assert_same(*on_both(ops.dequantize_int8_convrot_weight_dtype, codes, scale, group, code),
-                            f"misaligned dequant G={group} K={k} code={code}")
+                if group:
+                    results = on_both(ops.dequantize_int8_convrot_weight_dtype, codes, scale, group, code)
+                else:
+                    results = on_both(ops.dequantize_int8_simple_dtype, codes, scale, code)
+                assert_same(*results, f"misaligned dequant G={group} K={k} code={code}")
     x = CASES["normal"](32, 256, torch.bfloat16)
     pts = (x.float().abs().amax() / 2688).reshape(())
     qx, sx = ops.quantize_nvfp4(x, pts)

@@ -139,7 +139,7 @@ def memory_accesses(source: Path) -> dict[tuple[str, str], Counter]:
 # 16 codes / values per thread in one or two 16-byte accesses, 8 bytes of packed FP4.
 VECTOR_ACCESSES = {
     "int8_rowwise_kernel": ["LDG 128", "STG 128"], "hadamard_rows_kernel": ["LDG 128", "STG 128"],
-    "int8_dequant_rotated_kernel": ["LDG 128", "STG 128"], "nvfp4_quant_kernel": ["LDG 128", "STG 64"],
+    "int8_dequant_rotated_kernel": ["LDG 128", "STG 128"], "int8_dequant_kernel": ["LDG 128", "STG 128"], "nvfp4_quant_kernel": ["LDG 128", "STG 64"],
     "nvfp4_dequant_kernel": ["LDG 64", "STG 128"],
 }
 
