@@ -13,9 +13,9 @@ Two measurements:
   on a GPU (when present) it is the host time per op, synchronised once at the end.
 
 On the emulated device the completion mark is a store and a fence is a query of the
-emulated stream; on CUDA the mark is a one-thread kernel launch (cudaLaunchKernel, or
-cudaLaunchHostFunc when the flight file cannot be registered), and a fence is an event record
-plus polling, so the CUDA rows are the ones that matter for a real GPU.
+emulated stream; on CUDA the mark is a one-thread kernel launch (writing the registered file,
+or pinned words mirrored into it when the file cannot be registered), and a fence is an event
+record plus polling, so the CUDA rows are the ones that matter for a real GPU.
 
     python benchmarks/bench_faults.py [--out benchmarks/results/faults_cpu.md]
 """

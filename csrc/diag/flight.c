@@ -15,6 +15,9 @@ ckc_flight_init(ckc_flight *f)
 {
     memset(f, 0, sizeof *f);
     ckc_mutex_init(&f->lock);
+    ckc_mutex_init(&f->mirror_lock);
+    ckc_cond_init(&f->mirror_wake);
+    f->mirror_from = UINT64_MAX;
     f->ops = 1;
 }
 
@@ -207,6 +210,7 @@ ckc_flight_flush(void)
 {
     const ckc_flight *f = ckc_flight_ring;
     if (f != NULL && f->state == 1) {
+        ckc_flight_mirror_now();
         ckc_mapped_file_flush(&f->file, f->file.base, f->file.bytes);
     }
 }
