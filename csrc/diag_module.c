@@ -237,7 +237,7 @@ flight_marks(PyObject *self, PyObject *args)
     (void)args;
     return Py_BuildValue("{s:s,s:s,s:K}", "words", pinned ? "pinned" : "file",
                          "mirror", f->mirror == 1 ? "running" : (f->mirror < 0 ? "failed" : "off"),
-                         "mirror_passes", (unsigned long long)ckc_atomic_load64(&f->mirror_passes));
+                         "mirror_wakeups", (unsigned long long)ckc_atomic_load64(&f->mirror_wakeups));
 }
 
 static PyObject *
@@ -434,7 +434,7 @@ static PyMethodDef diag_functions[] = {
      "flight_sync()\n--\n\nCopies the completions that landed in pinned words into the flight record's file now."},
     {"flight_marks", flight_marks, METH_NOARGS,
      "flight_marks()\n--\n\nWhere the device writes completions: {'words': 'file' | 'pinned', "
-     "'mirror': 'off' | 'running' | 'failed', 'mirror_passes': int}."},
+     "'mirror': 'off' | 'running' | 'failed', 'mirror_wakeups': int}."},
     {"stage", stage, METH_VARARGS,
      "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors)\n--\n\n"
      "Checked, recorded host-to-device copy; returns what the source memory is."},

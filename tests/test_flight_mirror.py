@@ -113,36 +113,37 @@ IDLE_SCRIPT = """
 import json, sys, time, torch
 from comfy_kitchen_c import _C, faults, ops
 from comfy_kitchen_c.testing import emulated_device, inject, reset_device
-def passes():
-    return _C.flight_marks()["mirror_passes"]
-def passes_over(seconds):
-    before = passes(); time.sleep(seconds); return passes() - before
+def wakeups():
+    return _C.flight_marks()["mirror_wakeups"]
+def wakeups_over(seconds):
+    before = wakeups(); time.sleep(seconds); return wakeups() - before
 with emulated_device():
     for _ in range(5):
         ops.quantize_int8_rowwise(torch.randn(2, 32))
-    time.sleep(0.2)  # every completion mirrored: nothing outstanding
-    idle = passes_over(0.3)
+    time.sleep(0.2)  # every completion mirrored, nothing outstanding for far longer than the mirror lingers
+    idle = wakeups_over(0.3)
     with inject("hang", op="dequantize_int8_simple"):
         q, s = ops.quantize_int8_rowwise(torch.randn(2, 32))
         ops.dequantize_int8_simple(q, s)  # never completes: outstanding
-        busy = passes_over(0.3)
+        busy = wakeups_over(0.3)
     time.sleep(0.2)  # the reset abandoned it (failed): nothing outstanding again
-    after = passes_over(0.3)
+    after = wakeups_over(0.3)
 print(json.dumps({"marks": _C.flight_marks(), "idle": idle, "busy": busy, "after": after}))
 """
 
 
 def test_mirror_polls_only_while_work_is_outstanding(tmp_path):
-    """No permanent wakeups: the mirror sleeps when every record is completed or failed,
-    and polls (about every millisecond) while one is outstanding."""
+    """No permanent wakeups: the mirror sleeps once every record has been completed or failed
+    for a while (CKC_FLIGHT_MIRROR_LINGER periods, 50 ms), and polls (about every millisecond)
+    while one is outstanding."""
     out = subprocess.run([sys.executable, "-c", IDLE_SCRIPT], env=python_env(tmp_path, **{REFUSE: "1"}),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["marks"]["words"] == "pinned" and result["marks"]["mirror"] == "running"
-    # 0.3 s at one pass per millisecond is ~300 passes; a loaded machine still makes dozens.
+    # 0.3 s at one wakeup per millisecond is ~300; a loaded machine still makes dozens.
     assert result["busy"] >= 20, result
-    # at most a pass that was already under way when the window opened
+    # asleep: at most a wakeup that was already under way when the window opened
     assert result["idle"] <= 1 and result["after"] <= 1, result
 
 
@@ -152,7 +153,7 @@ def test_the_file_is_written_where_the_device_can_write_it(tmp_path):
                          env=python_env(tmp_path, **{REFUSE: "0"}), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     marks = json.loads(out.stdout.splitlines()[-1])
-    assert marks == {"words": "file", "mirror": "off", "mirror_passes": 0}
+    assert marks == {"words": "file", "mirror": "off", "mirror_wakeups": 0}
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")

@@ -17,7 +17,7 @@ ckc_flight_init(ckc_flight *f)
     ckc_mutex_init(&f->lock);
     ckc_mutex_init(&f->mirror_lock);
     ckc_cond_init(&f->mirror_wake);
-    f->mirror_from = UINT64_MAX;
+    f->mirror_from = CKC_MIRROR_AWAKE;
     f->ops = 1;
 }
 

@@ -95,8 +95,9 @@ typedef struct {
     /* The mirror of words into the file (flight_mirror.c). */
     ckc_mutex mirror_lock;
     ckc_cond mirror_wake;
-    volatile uint64_t mirror_from; /* lowest seq marked into words since the mirror last looked; UINT64_MAX: none */
-    volatile uint64_t mirror_passes;
+    volatile uint64_t mirror_from; /* lowest seq marked into words since the mirror last looked, or
+                                      CKC_MIRROR_AWAKE / CKC_MIRROR_ASLEEP when none was */
+    volatile uint64_t mirror_wakeups;  /* times the mirror woke (for the tests of its idleness) */
     int mirror;                    /* 0: not started, 1: running, -1: could not start a thread */
 } ckc_flight;
 
@@ -136,8 +137,14 @@ ckc_flight_is_done(const ckc_flight_record *r, uint64_t seq)
 
 /* ---- completion words in pinned host memory, and their mirror (flight_mirror.c) ---- */
 
-/* The mirror's period while a record is outstanding (microseconds). */
+/* The mirror's period while a record is outstanding (microseconds), and how
+ * many more periods it stays awake once none is (a mark then wakes nobody:
+ * the ops of a busy stream pay no system call). */
 #define CKC_FLIGHT_MIRROR_US 1000u
+#define CKC_FLIGHT_MIRROR_LINGER 50u
+/* mirror_from when no seq was marked since the mirror looked (above any seq). */
+#define CKC_MIRROR_AWAKE UINT64_MAX
+#define CKC_MIRROR_ASLEEP (UINT64_MAX - 1)
 
 /* The ring's pinned completion words: allocated on first call with alloc (zeroed
  * host memory the device can write, never freed; NULL on failure), which also

@@ -2,10 +2,10 @@
  * flight.h): where the device cannot write the file mapping, it writes each
  * completion into pinned host memory, and this copies them into the records.
  *
- * One thread per process, started with the words.  While a record marked into
- * the words is outstanding it copies every CKC_FLIGHT_MIRROR_US; otherwise it
- * sleeps on a condition variable until the next such mark, so an idle process
- * has no periodic wakeups.  Copies raise `done` (never lower it): a slot's seqs
+ * One thread per process, started with the words.  While a record is
+ * outstanding it copies every CKC_FLIGHT_MIRROR_US; once none has been for
+ * CKC_FLIGHT_MIRROR_LINGER periods it sleeps on a condition variable until the
+ * next mark into the words, so an idle process has no periodic wakeups.  Copies raise `done` (never lower it): a slot's seqs
  * only grow, so a stale copy racing a newer completion cannot undo it.  A
  * normal exit copies once more (atexit); a killed process leaves the file at
  * most one period behind. */
@@ -64,8 +64,21 @@ mirror_pass(ckc_flight *f, uint64_t *words, uint64_t from)
             outstanding = seq;
         }
     }
-    ckc_atomic_increment64(&f->mirror_passes);
     return outstanding;
+}
+
+/* Sleeps until a mark into the words, unless one came since the last look. */
+static void
+sleep_until_marked(ckc_flight *f)
+{
+    ckc_mutex_lock(&f->mirror_lock);
+    if (ckc_atomic_cas64(&f->mirror_from, CKC_MIRROR_AWAKE, CKC_MIRROR_ASLEEP) == CKC_MIRROR_AWAKE) {
+        /* A mark that finds ASLEEP broadcasts under this lock: no wakeup is lost. */
+        while (ckc_atomic_load64(&f->mirror_from) == CKC_MIRROR_ASLEEP) {
+            ckc_cond_wait(&f->mirror_wake, &f->mirror_lock);
+        }
+    }
+    ckc_mutex_unlock(&f->mirror_lock);
 }
 
 static void
@@ -73,26 +86,23 @@ mirror_main(void *arg)
 {
     ckc_flight *f = arg;
     uint64_t *words = ckc_atomic_load_ptr(&f->words);
-    uint64_t from = UINT64_MAX;
+    uint64_t from = UINT64_MAX; /* oldest record that may be outstanding; UINT64_MAX: none */
+    unsigned idle = 0;          /* periods since one was */
     for (;;) {
-        /* Take the marks made since the last look (a mark that finds mirror_from
-         * at UINT64_MAX wakes this thread under the lock: no wakeup is lost). */
-        const uint64_t marked = ckc_atomic_exchange64(&f->mirror_from, UINT64_MAX);
-        if (marked < from) {
+        const uint64_t marked = ckc_atomic_exchange64(&f->mirror_from, CKC_MIRROR_AWAKE);
+        ckc_atomic_increment64(&f->mirror_wakeups);
+        if (marked < CKC_MIRROR_ASLEEP && marked < from) {
             from = marked;
         }
-        if (from == UINT64_MAX) {
-            ckc_mutex_lock(&f->mirror_lock);
-            while (ckc_atomic_load64(&f->mirror_from) == UINT64_MAX) {
-                ckc_cond_wait(&f->mirror_wake, &f->mirror_lock);
-            }
-            ckc_mutex_unlock(&f->mirror_lock);
+        if (from != UINT64_MAX) {
+            from = mirror_pass(f, words, from);
+            idle = 0;
+        } else if (++idle > CKC_FLIGHT_MIRROR_LINGER) {
+            sleep_until_marked(f);
+            idle = 0;
             continue;
         }
-        from = mirror_pass(f, words, from);
-        if (from != UINT64_MAX) {
-            ckc_sleep_us(CKC_FLIGHT_MIRROR_US);
-        }
+        ckc_sleep_us(CKC_FLIGHT_MIRROR_US);
     }
 }
 
@@ -125,8 +135,8 @@ void
 ckc_flight_word_marked(uint64_t seq)
 {
     ckc_flight *f = ckc_flight_ring;
-    if (ckc_atomic_min64(&f->mirror_from, seq) == UINT64_MAX) {
-        /* The mirror may be asleep: wake it.  Once per mirror pass at most. */
+    if (ckc_atomic_min64(&f->mirror_from, seq) == CKC_MIRROR_ASLEEP) {
+        /* The mirror is asleep (or about to wait): wake it. */
         ckc_mutex_lock(&f->mirror_lock);
         ckc_cond_broadcast(&f->mirror_wake);
         ckc_mutex_unlock(&f->mirror_lock);
