@@ -146,9 +146,9 @@ ckc_flight_is_done(const ckc_flight_record *r, uint64_t seq)
 #define CKC_MIRROR_AWAKE UINT64_MAX
 #define CKC_MIRROR_ASLEEP (UINT64_MAX - 1)
 
-/* The ring's pinned completion words: allocated on first call with alloc (zeroed
- * host memory the device can write, never freed; NULL on failure), which also
- * starts the mirror.  NULL when alloc failed. */
+/* The ring's pinned completion words: allocated (and zeroed) on first call with
+ * alloc (host memory the device can write, never freed; NULL on failure), which
+ * also starts the mirror.  NULL when alloc failed. */
 uint64_t *ckc_flight_words(void *(*alloc)(size_t bytes));
 
 /* r's word in words. */
