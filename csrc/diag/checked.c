@@ -513,6 +513,9 @@ ckc_fence_host(const void *p, size_t bytes, ckc_error *err, ckc_fault *fault)
     }
     newest = ckc_atomic_load64(&f->seq);
     oldest = newest > CKC_FLIGHT_CAPACITY ? newest - CKC_FLIGHT_CAPACITY + 1 : 1;
+    if (oldest < ckc_atomic_load64(&f->reset_below)) {
+        oldest = ckc_atomic_load64(&f->reset_below); /* copies from before a device reset never complete */
+    }
     for (uint64_t seq = oldest; seq != 0 && seq <= newest; seq++) {
         ckc_flight_record *r = ckc_flight_find(seq);
         copy_wait w;

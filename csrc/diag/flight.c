@@ -202,6 +202,10 @@ abandon_one(const ckc_flight_record *r, uint64_t seq, const void *ctx)
 void
 ckc_flight_abandon(const char *note)
 {
+    ckc_flight *f = ckc_flight_ring;
+    if (f != NULL && f->state == 1) {
+        (void)ckc_atomic_max64(&f->reset_below, ckc_atomic_load64(&f->seq) + 1);
+    }
     (void)scan(0, abandon_one, note, 0);
 }
 

@@ -89,6 +89,7 @@ typedef struct {
     ckc_flight_header *header;
     ckc_flight_record *records;
     volatile uint64_t seq;
+    volatile uint64_t reset_below; /* records below this seq were abandoned by a device reset */
     /* Completion words in pinned host memory, one per slot (NULL until a
      * device could not write the file): see the top of this file. */
     void *volatile words;
@@ -176,8 +177,9 @@ ckc_flight_record *ckc_flight_first_incomplete(uint64_t stream, uint64_t below);
 /* The newest completed record of kind (0: any) with seq < below (0: any). */
 ckc_flight_record *ckc_flight_last_completed(uint32_t kind, uint64_t below);
 
-/* Marks every record still incomplete as failed with note (after a device
- * reset, their work will never complete). */
+/* Marks every record still queued as failed with note (after a device reset,
+ * their work will never complete); hang-suspected ones keep their state.  No
+ * record from before the reset is waited on again (fences, the mirror). */
 void ckc_flight_abandon(const char *note);
 
 /* Brings the records up to date with the pinned words and writes the ring's

@@ -44,7 +44,8 @@ ckc_flight_mirror_now(void)
     }
 }
 
-/* Mirrors the records [from, newest]; returns the oldest one still outstanding
+/* Mirrors the records [from, newest] (from the last device reset on); returns
+ * the oldest one still outstanding
  * (queued or hang-suspected, not completed), UINT64_MAX when none is.  A slot
  * not yet published (or already reused) is skipped: its own mark, queued after
  * it is published, wakes the mirror again. */
@@ -52,8 +53,12 @@ static uint64_t
 mirror_pass(ckc_flight *f, uint64_t *words, uint64_t from)
 {
     const uint64_t newest = ckc_atomic_load64(&f->seq);
-    const uint64_t oldest = newest > CKC_FLIGHT_CAPACITY ? newest - CKC_FLIGHT_CAPACITY + 1 : 1;
+    const uint64_t reset_below = ckc_atomic_load64(&f->reset_below);
+    uint64_t oldest = newest > CKC_FLIGHT_CAPACITY ? newest - CKC_FLIGHT_CAPACITY + 1 : 1;
     uint64_t outstanding = UINT64_MAX;
+    if (oldest < reset_below) {
+        oldest = reset_below; /* abandoned by a device reset: they never complete */
+    }
     for (uint64_t seq = from > oldest ? from : oldest; seq <= newest; seq++) {
         ckc_flight_record *r = ckc_flight_find(seq);
         if (r == NULL) {
