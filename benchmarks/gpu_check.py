@@ -314,7 +314,7 @@ def tests_command(*extra: str) -> list[str]:
 def memcheck_command(sanitizer: str) -> list[str]:
     # Memory accesses only: CUDA API errors are ours to check, and one is expected and
     # handled (a driver that refuses cudaHostRegister of the file-backed flight record;
-    # its completion marks then come from stream-ordered host functions).
+    # its completion marks then go to pinned words mirrored into the file).
     return [sanitizer, "--tool", "memcheck", "--report-api-errors", "no", "--error-exitcode", "1",
             *tests_command("-k", "small")]
 

@@ -11,6 +11,7 @@ sources (kernels/<family>.cu) as on a GPU, executed by the emulated device
 from __future__ import annotations
 
 import contextlib
+import os
 
 from . import ops
 
@@ -33,6 +34,20 @@ def emulated_device():
         yield
     finally:
         ops.KERNELS.reset(token)
+
+
+@contextlib.contextmanager
+def host_mapping_refused():
+    """Within the block (the whole process), the emulated device refuses to map host memory
+    it did not allocate, as Linux >= 6.5 refuses CUDA to pin the file-backed flight record:
+    completion marks then go to the ring's pinned words and the mirror copies them into the
+    file.  ``COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING=1`` does the same for a whole run."""
+    emu = _emu()
+    emu.refuse_host_mapping(True)
+    try:
+        yield
+    finally:
+        emu.refuse_host_mapping(os.environ.get("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING") == "1")
 
 
 # ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----

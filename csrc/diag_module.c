@@ -220,6 +220,27 @@ flight_path(PyObject *self, PyObject *args)
 }
 
 static PyObject *
+flight_sync(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    ckc_flight_mirror_now();
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+flight_marks(PyObject *self, PyObject *args)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    const int pinned = ckc_atomic_load_ptr(&f->words) != NULL;
+    (void)self;
+    (void)args;
+    return Py_BuildValue("{s:s,s:s,s:K}", "words", pinned ? "pinned" : "file",
+                         "mirror", f->mirror == 1 ? "running" : (f->mirror < 0 ? "failed" : "off"),
+                         "mirror_wakeups", (unsigned long long)ckc_atomic_load64(&f->mirror_wakeups));
+}
+
+static PyObject *
 stage(PyObject *self, PyObject *args)
 {
     unsigned long long dst;
@@ -381,6 +402,18 @@ inject(PyObject *self, PyObject *args)
 }
 
 static PyObject *
+refuse_host_mapping(PyObject *self, PyObject *args)
+{
+    int refuse;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "p", &refuse)) {
+        return NULL;
+    }
+    ckc_emu_refuse_host_mapping(refuse);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 reset_device(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -397,6 +430,11 @@ static PyMethodDef diag_functions[] = {
      "Where the flight record goes (None: memory only) and whether ops are recorded; "
      "takes effect at the first record."},
     {"flight_path", flight_path, METH_NOARGS, "flight_path()\n--\n\nThe flight record's file, or None."},
+    {"flight_sync", flight_sync, METH_NOARGS,
+     "flight_sync()\n--\n\nCopies the completions that landed in pinned words into the flight record's file now."},
+    {"flight_marks", flight_marks, METH_NOARGS,
+     "flight_marks()\n--\n\nWhere the device writes completions: {'words': 'file' | 'pinned', "
+     "'mirror': 'off' | 'running' | 'failed', 'mirror_wakeups': int}."},
     {"stage", stage, METH_VARARGS,
      "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors)\n--\n\n"
      "Checked, recorded host-to-device copy; returns what the source memory is."},
@@ -409,6 +447,9 @@ static PyMethodDef diag_functions[] = {
      "Nanoseconds per call of the checks around an op that queues no work (benchmarks)."},
 #if defined(CKC_EMULATED)
     {"inject", inject, METH_VARARGS, "inject(kind, op, nth)\n--\n\nArms a fault on the emulated device."},
+    {"refuse_host_mapping", refuse_host_mapping, METH_VARARGS,
+     "refuse_host_mapping(refuse)\n--\n\nWhether the emulated device refuses to map the flight record's file "
+     "(as Linux >= 6.5 refuses CUDA), so completions go to pinned words."},
     {"reset_device", reset_device, METH_NOARGS,
      "reset_device()\n--\n\nDisarms faults, clears the sticky error and hung streams."},
 #endif

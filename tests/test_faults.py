@@ -209,6 +209,23 @@ def test_fence_waits_only_for_copies_from_its_range():
     assert info.value.op == "stage" and info.value.detected_by == "fence"
 
 
+def test_a_reset_ends_the_wait_on_copies_queued_before_it():
+    """A copy that hung (hang-suspected) is abandoned by the device reset: a fence on the same
+    host memory afterwards waits only for the copies queued since, which complete."""
+    src = torch.randn(256)
+    with emulated_device():
+        with inject("hang", op="stage"):
+            ckc.stage(torch.empty(256), src)  # never completes
+            with pytest.raises(ckc.HangSuspected):
+                ckc.fence(src)  # the watchdog marks it hang-suspected
+        ckc.stage(torch.empty(256), src)
+        start = time.monotonic()
+        ckc.fence(src)
+    assert time.monotonic() - start < 0.3  # HangSuspected would take the 300 ms raise threshold
+    hangs = flight.load(faults.record_path())["hangs"]
+    assert hangs and hangs[-1]["op"] == "stage"  # the hang record keeps its state
+
+
 def test_fence_reports_a_failed_copy():
     src = torch.randn(256)
     with emulated_device(), inject("copy"):

@@ -8,33 +8,12 @@
 #include "checked.h"
 #include "flight.h"
 #include "gpu/runtime.h"
+#include "marks.h"
 
 #define CKC_DEFAULT_HANG_MS 1500u
 #define CKC_DEFAULT_HANG_RAISE_MS 5000u
 
 /* ---- records ---- */
-
-/* The flight region this module's device runtime writes completions into. */
-static void *declared_region;
-
-static ckc_status
-queue_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err)
-{
-    const ckc_flight *f = ckc_flight_ring;
-    ckc_gpu_device_guard guard;
-    ckc_status status;
-    if (r == NULL) {
-        return CKC_OK;
-    }
-    if (declared_region != f->file.base) {
-        ckc_gpu_set_flight_region(f->file.base, f->file.bytes);
-        declared_region = f->file.base;
-    }
-    CKC_TRY(ckc_gpu_device_enter(device, &guard, err));
-    status = ckc_gpu_write_value64(&r->done, seq, stream, device, err);
-    ckc_gpu_device_leave(&guard);
-    return status;
-}
 
 /* "x bfloat16[4, 256]; q int8[4, 256]" */
 static void
@@ -401,7 +380,7 @@ ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fau
     if (r != NULL) {
         append_launches(r->params, sizeof r->params, params_used);
         ckc_flight_publish(r, seq);
-        status = queue_mark(r, seq, device, stream, err);
+        status = ckc_queue_mark(r, seq, device, stream, err);
         if (status != CKC_OK) {
             return op_failed(op, a, r, seq, status, err, fault);
         }
@@ -466,7 +445,7 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
     }
     if (status == CKC_OK && r != NULL) {
         ckc_flight_publish(r, seq);
-        status = queue_mark(r, seq, s->device, s->stream, err);
+        status = ckc_queue_mark(r, seq, s->device, s->stream, err);
     }
     if (status == CKC_ERR_DEVICE) {
         return earlier_fault(r, seq, "when stage queued its copy", err, fault);
@@ -534,6 +513,9 @@ ckc_fence_host(const void *p, size_t bytes, ckc_error *err, ckc_fault *fault)
     }
     newest = ckc_atomic_load64(&f->seq);
     oldest = newest > CKC_FLIGHT_CAPACITY ? newest - CKC_FLIGHT_CAPACITY + 1 : 1;
+    if (oldest < ckc_atomic_load64(&f->reset_below)) {
+        oldest = ckc_atomic_load64(&f->reset_below); /* copies from before a device reset never complete */
+    }
     for (uint64_t seq = oldest; seq != 0 && seq <= newest; seq++) {
         ckc_flight_record *r = ckc_flight_find(seq);
         copy_wait w;

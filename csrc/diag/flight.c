@@ -15,6 +15,9 @@ ckc_flight_init(ckc_flight *f)
 {
     memset(f, 0, sizeof *f);
     ckc_mutex_init(&f->lock);
+    ckc_mutex_init(&f->mirror_lock);
+    ckc_cond_init(&f->mirror_wake);
+    f->mirror_from = CKC_MIRROR_AWAKE;
     f->ops = 1;
 }
 
@@ -199,6 +202,10 @@ abandon_one(const ckc_flight_record *r, uint64_t seq, const void *ctx)
 void
 ckc_flight_abandon(const char *note)
 {
+    ckc_flight *f = ckc_flight_ring;
+    if (f != NULL && f->state == 1) {
+        (void)ckc_atomic_max64(&f->reset_below, ckc_atomic_load64(&f->seq) + 1);
+    }
     (void)scan(0, abandon_one, note, 0);
 }
 
@@ -207,6 +214,7 @@ ckc_flight_flush(void)
 {
     const ckc_flight *f = ckc_flight_ring;
     if (f != NULL && f->state == 1) {
+        ckc_flight_mirror_now();
         ckc_mapped_file_flush(&f->file, f->file.base, f->file.bytes);
     }
 }

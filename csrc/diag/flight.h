@@ -6,6 +6,20 @@
  * killed.  comfy_kitchen_c/flight.py reads it (the format below is its
  * contract: little-endian, explicit sizes; bump CKC_FLIGHT_VERSION on change).
  *
+ * Where the stream writes a completion (csrc/diag/marks.c decides, per mark):
+ *   - the record's own `done` word, when the device can write the file mapping
+ *     (the runtime registered it);
+ *   - else the slot's word in `words`, pinned host memory the device can always
+ *     write (Linux >= 6.5 refuses long-term pins of file-backed pages).  The
+ *     mirror (flight_mirror.c) copies those words into the records' `done`.
+ * Every reader in this process (ckc_flight_is_done and the scans, fences, the
+ * watchdog, flush, abandon) looks at both, so it sees a completion the moment
+ * the device wrote it.  The file itself: exact after a lost device (the process
+ * lives on: the mirror and flush keep copying the pinned words, which the device
+ * wrote before it was lost); after the process is killed, behind the device by
+ * at most one mirror period (CKC_FLIGHT_MIRROR_US, plus the thread's scheduling
+ * delay) in the pinned-words case, exact in the registered case.
+ *
  * The ring is one per process: _C owns it and _C_emu uses the same one. */
 #ifndef CKC_DIAG_FLIGHT_H
 #define CKC_DIAG_FLIGHT_H
@@ -75,6 +89,17 @@ typedef struct {
     ckc_flight_header *header;
     ckc_flight_record *records;
     volatile uint64_t seq;
+    volatile uint64_t reset_below; /* records below this seq were abandoned by a device reset */
+    /* Completion words in pinned host memory, one per slot (NULL until a
+     * device could not write the file): see the top of this file. */
+    void *volatile words;
+    /* The mirror of words into the file (flight_mirror.c). */
+    ckc_mutex mirror_lock;
+    ckc_cond mirror_wake;
+    volatile uint64_t mirror_from; /* lowest seq marked into words since the mirror last looked, or
+                                      CKC_MIRROR_AWAKE / CKC_MIRROR_ASLEEP when none was */
+    volatile uint64_t mirror_wakeups;  /* times the mirror woke (for the tests of its idleness) */
+    int mirror;                    /* 0: not started, 1: running, -1: could not start a thread */
 } ckc_flight;
 
 /* The process's ring (module init sets it: _C's own, _C_emu's from _C). */
@@ -98,11 +123,49 @@ void ckc_flight_publish(ckc_flight_record *r, uint64_t seq);
 /* The record of seq, or NULL once its slot was reused. */
 ckc_flight_record *ckc_flight_find(uint64_t seq);
 
+/* Whether the device completed the work of r (the record of seq), in the
+ * file's word or in the pinned one. */
 static inline int
 ckc_flight_is_done(const ckc_flight_record *r, uint64_t seq)
 {
-    return ckc_atomic_load64(&r->done) == seq;
+    const uint64_t *words;
+    if (ckc_atomic_load64(&r->done) == seq) {
+        return 1;
+    }
+    words = (const uint64_t *)ckc_atomic_load_ptr(&ckc_flight_ring->words);
+    return words != NULL && ckc_atomic_load64(&words[r - ckc_flight_ring->records]) == seq;
 }
+
+/* ---- completion words in pinned host memory, and their mirror (flight_mirror.c) ---- */
+
+/* The mirror's period while a record is outstanding (microseconds), and how
+ * many more periods it stays awake once none is (a mark then wakes nobody:
+ * the ops of a busy stream pay no system call). */
+#define CKC_FLIGHT_MIRROR_US 1000u
+#define CKC_FLIGHT_MIRROR_LINGER 50u
+/* mirror_from when no seq was marked since the mirror looked (above any seq). */
+#define CKC_MIRROR_AWAKE UINT64_MAX
+#define CKC_MIRROR_ASLEEP (UINT64_MAX - 1)
+
+/* The ring's pinned completion words: allocated (and zeroed) on first call with
+ * alloc (host memory the device can write, never freed; NULL on failure), which
+ * also starts the mirror.  NULL when alloc failed. */
+uint64_t *ckc_flight_words(void *(*alloc)(size_t bytes));
+
+/* r's word in words. */
+static inline uint64_t *
+ckc_flight_word_of(uint64_t *words, const ckc_flight_record *r)
+{
+    return &words[r - ckc_flight_ring->records];
+}
+
+/* Tells the mirror that the completion of seq will land in its pinned word
+ * (after the mark was queued).  Costs an atomic on every op; a lock only when
+ * the mirror has to be woken. */
+void ckc_flight_word_marked(uint64_t seq);
+
+/* Copies every completion that has landed in a pinned word into its record now. */
+void ckc_flight_mirror_now(void);
 
 /* Marks a record failed or hang-suspected with a note (no-op for NULL). */
 void ckc_flight_mark(ckc_flight_record *r, uint32_t state, const char *note);
@@ -114,11 +177,13 @@ ckc_flight_record *ckc_flight_first_incomplete(uint64_t stream, uint64_t below);
 /* The newest completed record of kind (0: any) with seq < below (0: any). */
 ckc_flight_record *ckc_flight_last_completed(uint32_t kind, uint64_t below);
 
-/* Marks every record still incomplete as failed with note (after a device
- * reset, their work will never complete). */
+/* Marks every record still queued as failed with note (after a device reset,
+ * their work will never complete); hang-suspected ones keep their state.  No
+ * record from before the reset is waited on again (fences, the mirror). */
 void ckc_flight_abandon(const char *note);
 
-/* Writes the ring's pages back to the file now. */
+/* Brings the records up to date with the pinned words and writes the ring's
+ * pages back to the file now. */
 void ckc_flight_flush(void);
 
 /* Appenders for record text, cheap enough for every op: they never overflow

@@ -78,13 +78,21 @@ ckc_status ckc_gpu_copy_h2d_async(void *dst, const void *src, size_t bytes, uint
  * "pageable", or "unknown". */
 const char *ckc_gpu_host_memory(const void *p, size_t bytes);
 
-/* Declares the host region (the flight ring) that ckc_gpu_write_value64 writes into. */
-void ckc_gpu_set_flight_region(void *base, size_t bytes);
+/* ---- Completion marks of the flight record (csrc/diag/marks.c) ---- */
 
-/* Stores value into *word (inside the flight region) in stream order, from the
- * device's side: the store lands only when the work queued before it has
- * completed (CUDA: a one-thread kernel writing the host-mapped word; a host
- * function when the region cannot be registered). */
+/* Makes host memory [base, base + bytes) writable by the device (every device,
+ * for ckc_gpu_write_value64): 1 when it is, 0 when the OS or the driver refuses.
+ * Tried once per range (CUDA: cudaHostRegister, mapped and portable); later calls
+ * answer from the first, cheaply enough for every op. */
+int ckc_gpu_map_host(void *base, size_t bytes);
+
+/* Host memory that every device can write (ckc_gpu_map_host accepts it); NULL
+ * when none can be had (CUDA: cudaHostAlloc, mapped and portable).  Never freed. */
+void *ckc_gpu_alloc_mapped_host(size_t bytes);
+
+/* Stores value into *word (in host memory that ckc_gpu_map_host accepted) in
+ * stream order, from the device's side: the store lands only when the work
+ * queued before it has completed (CUDA: a one-thread kernel, kernels/flight.cu). */
 ckc_status ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err);
 
 #ifdef __cplusplus

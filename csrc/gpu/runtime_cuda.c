@@ -5,7 +5,6 @@
 #if defined(CKC_WITH_CUDA)
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -236,114 +235,119 @@ ckc_gpu_host_memory(const void *p, size_t bytes)
     return file > 0 ? "file-mapped" : (file == 0 ? "pageable" : "unknown");
 }
 
-/* The flight ring, as the devices see it.  Registered once, on first use (it
- * needs a CUDA context); when the OS or driver refuses to register the file
- * mapping, completions are written by a host function in stream order instead. */
+/* Host memory the devices write completion marks into: the flight record's
+ * file mapping (registered, when the OS allows) or pinned words.  A few ranges
+ * at most, each tried once; published with count, so that every op's lookup
+ * takes no lock. */
 #define CKC_MAX_DEVICES 64
+#define CKC_HOST_RANGES 8
 
-static struct {
-    ckc_mutex lock;
-    int lock_ready;
-    void *base;
+typedef struct {
+    char *base;
     size_t bytes;
-    int state; /* 0: not tried, 1: registered, -1: host-function fallback */
-    char *device_base[CKC_MAX_DEVICES];
-} flight_region;
+    int mapped;                             /* 1: the devices can write it; 0: refused */
+    void *volatile device_base[CKC_MAX_DEVICES]; /* per device, filled on first use */
+} host_range;
 
-void
-ckc_gpu_set_flight_region(void *base, size_t bytes)
+static ckc_mutex ranges_lock = CKC_MUTEX_INIT;
+static host_range ranges[CKC_HOST_RANGES];
+static ckc_atomic_counter range_count;
+
+/* The range holding [p, p + bytes), or NULL. */
+static host_range *
+find_range(const void *p, size_t bytes)
 {
-    if (!flight_region.lock_ready) {
-        ckc_mutex_init(&flight_region.lock);
-        flight_region.lock_ready = 1;
+    const long n = ckc_atomic_load(&range_count);
+    for (long k = 0; k < n; k++) {
+        host_range *h = &ranges[k];
+        if ((const char *)p >= h->base && (const char *)p + bytes <= h->base + h->bytes) {
+            return h;
+        }
     }
-    flight_region.base = base;
-    flight_region.bytes = bytes;
+    return NULL;
 }
 
-static void
-register_region(void)
+/* Adds a range (caller holds ranges_lock); NULL when the table is full. */
+static host_range *
+add_range(void *base, size_t bytes, int mapped)
 {
-    const cudaError_t e = cudaHostRegister(flight_region.base, flight_region.bytes,
-                                           cudaHostRegisterMapped | cudaHostRegisterPortable);
-    if (e != cudaSuccess) {
+    const long n = ckc_atomic_load(&range_count);
+    host_range *h;
+    if (n == CKC_HOST_RANGES) {
+        return NULL;
+    }
+    h = &ranges[n];
+    h->base = base;
+    h->bytes = bytes;
+    h->mapped = mapped;
+    ckc_atomic_store(&range_count, n + 1);
+    return h;
+}
+
+int
+ckc_gpu_map_host(void *base, size_t bytes)
+{
+    const host_range *h = find_range(base, bytes);
+    if (h == NULL) {
+        ckc_mutex_lock(&ranges_lock);
+        h = find_range(base, bytes);
+        if (h == NULL) {
+            const cudaError_t e =
+                cudaHostRegister(base, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+            (void)cudaGetLastError(); /* a refusal is an answer, not an error for the next launch check */
+            h = add_range(base, bytes, e == cudaSuccess);
+        }
+        ckc_mutex_unlock(&ranges_lock);
+    }
+    return h != NULL && h->mapped;
+}
+
+void *
+ckc_gpu_alloc_mapped_host(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();
-        flight_region.state = -1;
-        return;
+        return NULL;
     }
-    flight_region.state = 1;
+    ckc_mutex_lock(&ranges_lock);
+    if (add_range(p, bytes, 1) == NULL) {
+        (void)cudaFreeHost(p);
+        p = NULL;
+    }
+    ckc_mutex_unlock(&ranges_lock);
+    return p;
 }
 
+/* Where device sees h (NULL when it cannot). */
 static char *
-device_view(int device)
+device_view(host_range *h, int device)
 {
     void *d = NULL;
     if (device < 0 || device >= CKC_MAX_DEVICES) {
         return NULL;
     }
-    if (flight_region.device_base[device] == NULL) {
-        if (cudaHostGetDevicePointer(&d, flight_region.base, 0) != cudaSuccess) {
+    d = ckc_atomic_load_ptr(&h->device_base[device]);
+    if (d == NULL) {
+        /* The current device is `device` (marks.c entered it). */
+        if (cudaHostGetDevicePointer(&d, h->base, 0) != cudaSuccess) {
             (void)cudaGetLastError();
             return NULL;
         }
-        flight_region.device_base[device] = d;
+        ckc_atomic_store_ptr(&h->device_base[device], d);
     }
-    return flight_region.device_base[device];
-}
-
-typedef struct {
-    uint64_t *word;
-    uint64_t value;
-} host_write;
-
-static void CUDART_CB
-write_from_host(void *data)
-{
-    host_write *w = data;
-    ckc_atomic_store64(w->word, w->value);
-    free(w);
+    return d;
 }
 
 ckc_status
 ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err)
 {
-    char *view = NULL;
-    host_write *w;
-    cudaError_t e;
-    if (flight_region.base == NULL) {
-        return CKC_OK;
+    host_range *h = find_range(word, sizeof *word);
+    char *view = h != NULL && h->mapped ? device_view(h, device) : NULL;
+    if (view == NULL) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "device %d cannot write the completion word %p", device, (void *)word);
     }
-    if (flight_region.state == 0) {
-        ckc_mutex_lock(&flight_region.lock);
-        if (flight_region.state == 0) {
-            register_region();
-        }
-        ckc_mutex_unlock(&flight_region.lock);
-    }
-    if (flight_region.state == 1) {
-        ckc_mutex_lock(&flight_region.lock);
-        view = device_view(device);
-        ckc_mutex_unlock(&flight_region.lock);
-    }
-    if (view != NULL) {
-        return ckc_gpu_flight_mark((uint64_t *)(view + ((char *)word - (char *)flight_region.base)), value, stream,
-                                   err);
-    }
-    w = malloc(sizeof *w);
-    if (w == NULL) {
-        return CKC_FAIL(err, CKC_ERR_MEMORY, "out of memory for a flight-record completion");
-    }
-    w->word = word;
-    w->value = value;
-    e = cudaLaunchHostFunc((cudaStream_t)stream, write_from_host, w);
-    if (e != cudaSuccess) {
-        free(w);
-        CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "cudaLaunchHostFunc failed: %s: %s",
-                 cudaGetErrorName(e), cudaGetErrorString(e));
-        set_device_error(err, e);
-        return err->status;
-    }
-    return CKC_OK;
+    return ckc_gpu_flight_mark((uint64_t *)(view + ((char *)word - h->base)), value, stream, err);
 }
 
 #endif /* CKC_WITH_CUDA */

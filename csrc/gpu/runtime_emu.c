@@ -159,11 +159,16 @@ ckc_gpu_host_memory(const void *p, size_t bytes)
     return file > 0 ? "file-mapped" : (file == 0 ? "pageable" : "unknown");
 }
 
-void
-ckc_gpu_set_flight_region(void *base, size_t bytes)
+int
+ckc_gpu_map_host(void *base, size_t bytes)
 {
-    (void)base;
-    (void)bytes;
+    return ckc_emu_map_host(base, bytes);
+}
+
+void *
+ckc_gpu_alloc_mapped_host(size_t bytes)
+{
+    return ckc_emu_alloc_host(bytes);
 }
 
 ckc_status

@@ -116,11 +116,19 @@ ckc_gpu_host_memory(const void *p, size_t bytes)
     return "unknown";
 }
 
-void
-ckc_gpu_set_flight_region(void *base, size_t bytes)
+int
+ckc_gpu_map_host(void *base, size_t bytes)
 {
     (void)base;
     (void)bytes;
+    return 0;
+}
+
+void *
+ckc_gpu_alloc_mapped_host(size_t bytes)
+{
+    (void)bytes;
+    return NULL;
 }
 
 ckc_status

@@ -62,6 +62,27 @@ ckc_atomic_load64(const volatile uint64_t *p)
     /* Interlocked calls take a non-const pointer: go through an integer to drop const. */
     return (uint64_t)_InterlockedCompareExchange64((volatile __int64 *)(uintptr_t)p, 0, 0);
 }
+static inline uint64_t
+ckc_atomic_exchange64(volatile uint64_t *p, uint64_t v)
+{
+    return (uint64_t)_InterlockedExchange64((volatile __int64 *)p, (__int64)v);
+}
+/* Stores desired if *p == expected; returns what *p held. */
+static inline uint64_t
+ckc_atomic_cas64(volatile uint64_t *p, uint64_t expected, uint64_t desired)
+{
+    return (uint64_t)_InterlockedCompareExchange64((volatile __int64 *)p, (__int64)desired, (__int64)expected);
+}
+static inline void *
+ckc_atomic_load_ptr(void *const volatile *p)
+{
+    return _InterlockedCompareExchangePointer((void *volatile *)(uintptr_t)p, NULL, NULL);
+}
+static inline void
+ckc_atomic_store_ptr(void *volatile *p, void *v)
+{
+    (void)_InterlockedExchangePointer(p, v);
+}
 #else
 static inline uint64_t
 ckc_atomic_increment64(volatile uint64_t *p)
@@ -78,6 +99,57 @@ ckc_atomic_load64(const volatile uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
+static inline uint64_t
+ckc_atomic_exchange64(volatile uint64_t *p, uint64_t v)
+{
+    return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL);
+}
+/* Stores desired if *p == expected; returns what *p held. */
+static inline uint64_t
+ckc_atomic_cas64(volatile uint64_t *p, uint64_t expected, uint64_t desired)
+{
+    (void)__atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return expected;
+}
+static inline void *
+ckc_atomic_load_ptr(void *const volatile *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void
+ckc_atomic_store_ptr(void *volatile *p, void *v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 #endif
+
+/* Lowers *p to v (raises, for max) unless it already is at or below (above) it;
+ * returns what *p held before. */
+static inline uint64_t
+ckc_atomic_min64(volatile uint64_t *p, uint64_t v)
+{
+    uint64_t seen = ckc_atomic_load64(p);
+    while (v < seen) {
+        const uint64_t was = ckc_atomic_cas64(p, seen, v);
+        if (was == seen) {
+            break;
+        }
+        seen = was;
+    }
+    return seen;
+}
+static inline uint64_t
+ckc_atomic_max64(volatile uint64_t *p, uint64_t v)
+{
+    uint64_t seen = ckc_atomic_load64(p);
+    while (v > seen) {
+        const uint64_t was = ckc_atomic_cas64(p, seen, v);
+        if (was == seen) {
+            break;
+        }
+        seen = was;
+    }
+    return seen;
+}
 
 #endif /* CKC_PLATFORM_MAPPED_FILE_H */

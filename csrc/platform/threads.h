@@ -8,12 +8,15 @@
 #include <windows.h>
 typedef SRWLOCK ckc_mutex;
 typedef CONDITION_VARIABLE ckc_cond;
+#define CKC_MUTEX_INIT SRWLOCK_INIT
 #else
 #include <pthread.h>
 typedef pthread_mutex_t ckc_mutex;
 typedef pthread_cond_t ckc_cond;
+#define CKC_MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
 #endif
 
+/* A static mutex may instead be initialised with CKC_MUTEX_INIT. */
 void ckc_mutex_init(ckc_mutex *m);
 void ckc_mutex_lock(ckc_mutex *m);
 void ckc_mutex_unlock(ckc_mutex *m);

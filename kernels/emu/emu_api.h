@@ -86,6 +86,18 @@ int ckc_emu_copy_async(void *dst, const void *src, size_t bytes, uintptr_t strea
 /* Stores value into *p in stream order (a write that never lands after a hang or fault). */
 void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t stream);
 
+/* Host memory the emulated device writes completion marks into.  By default it
+ * can write any host memory, as a GPU can write registered memory.  With
+ * refusal on (ckc_emu_refuse_host_mapping(1), or COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING=1
+ * in the environment at the first call), it refuses to map any host memory but
+ * its own allocations, as Linux >= 6.5 refuses CUDA to pin the file-backed
+ * flight record: the tests exercise the pinned completion words that way. */
+void ckc_emu_refuse_host_mapping(int refuse);
+/* 1: the device can write [p, p + bytes); 0: refused. */
+int ckc_emu_map_host(const void *p, size_t bytes);
+/* The device's own host memory (its "pinned" memory), zeroed; NULL when out of memory.  Never freed. */
+void *ckc_emu_alloc_host(size_t bytes);
+
 /* An event: the queue position of the stream when it was recorded. */
 uint64_t ckc_emu_event_record(uintptr_t stream);
 

@@ -7,10 +7,13 @@
  * every OS thread, behind one mutex. */
 #include "emu_api.h"
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -31,6 +34,7 @@ struct Device {
     std::mutex lock;
     std::map<uintptr_t, Stream> streams;
     std::vector<Injection> injections;
+    std::vector<std::pair<const char *, size_t>> host_allocations; /* ckc_emu_alloc_host's */
     bool faulted = false; /* the sticky error */
     char error_name[64] = "";
     char error_text[320] = "";
@@ -172,6 +176,49 @@ extern "C" void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t str
     s.position++;
     if (!d.faulted && s.hung_at == 0)
         __atomic_store_n(p, value, __ATOMIC_RELEASE);
+}
+
+namespace {
+/* -1: not read from the environment yet. */
+std::atomic<int> refuse_host_mapping{-1};
+
+bool refuses_host_mapping() {
+    int refuse = refuse_host_mapping.load(std::memory_order_acquire);
+    if (refuse < 0) {
+        const char *v = std::getenv("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING");
+        int unset = -1;
+        refuse = v != nullptr && strcmp(v, "1") == 0;
+        refuse_host_mapping.compare_exchange_strong(unset, refuse); /* a setter's value wins */
+        refuse = refuse_host_mapping.load(std::memory_order_acquire);
+    }
+    return refuse == 1;
+}
+} // namespace
+
+extern "C" void ckc_emu_refuse_host_mapping(int refuse) {
+    refuse_host_mapping.store(refuse != 0, std::memory_order_release);
+}
+
+extern "C" int ckc_emu_map_host(const void *p, size_t bytes) {
+    if (!refuses_host_mapping())
+        return 1;
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    const char *c = static_cast<const char *>(p);
+    for (const auto &a : d.host_allocations)
+        if (c >= a.first && c + bytes <= a.first + a.second)
+            return 1;
+    return 0;
+}
+
+extern "C" void *ckc_emu_alloc_host(size_t bytes) {
+    void *p = std::calloc(1, bytes);
+    if (p == nullptr)
+        return nullptr;
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    d.host_allocations.emplace_back(static_cast<const char *>(p), bytes);
+    return p;
 }
 
 extern "C" uint64_t ckc_emu_event_record(uintptr_t stream) {
