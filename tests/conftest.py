@@ -1,7 +1,9 @@
 """Shared fixtures and comparison helpers.  comfy_kitchen's eager backend is the
 reference for parity (the project's contract)."""
+import contextlib
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -104,3 +106,15 @@ def assert_rotation_close(ours: torch.Tensor, ref: torch.Tensor, what: str):
     tol = row_max * (ulp(ours.dtype) if ours.dtype != torch.float32 else 8 * ulp(torch.float32))
     bad = (o - r).abs() > tol
     assert not bool(bad.any()), f"{what}: {int(bad.sum())} elements beyond 1 ulp of the row's scale"
+
+
+@contextlib.contextmanager
+def sigkilled(proc):
+    """Runs the block while proc lives, then kills proc with SIGKILL, as a user ends a hung
+    process (also when the block fails), and reaps it."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)

@@ -21,6 +21,7 @@ import torch
 
 import comfy_kitchen_c as ckc
 from comfy_kitchen_c import _C, faults, flight, ops
+from conftest import sigkilled
 
 if sys.platform == "win32":
     pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
@@ -163,16 +164,10 @@ def test_mirrored_completions_survive_a_killed_process(tmp_path):
     script = RUN_OPS + "print(faults.record_path(), flush=True)\ntime.sleep(600)\n"
     proc = subprocess.Popen([sys.executable, "-c", script], env=python_env(tmp_path, **{REFUSE: "1"}),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with sigkilled(proc):
         path = proc.stdout.readline().strip()
         assert path, proc.communicate()[1]
         time.sleep(0.2)  # 200 mirror periods
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == -signal.SIGKILL
     analysis = flight.load(path)
     assert analysis["process"]["pid"] == proc.pid

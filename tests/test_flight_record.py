@@ -16,6 +16,7 @@ import torch
 
 import comfy_kitchen_c as ckc
 from comfy_kitchen_c import faults, flight, ops
+from conftest import sigkilled
 
 if sys.platform == "win32":
     pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
@@ -186,7 +187,7 @@ def test_record_survives_a_killed_process(tmp_path, refuse):
     env = python_env(tmp_path, COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING=refuse)
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fault_scenario.py"), str(tmp_path)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with sigkilled(proc):
         deadline = time.monotonic() + 60
         analysis = None
         while time.monotonic() < deadline and proc.poll() is None:
@@ -200,12 +201,6 @@ def test_record_survives_a_killed_process(tmp_path, refuse):
                     break
             time.sleep(0.05)
         assert proc.poll() is None, f"the scenario ended early:\n{proc.communicate()[1]}"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == -signal.SIGKILL
     analysis = flight.load(flight.newest_record(str(tmp_path)))
     assert analysis["process"]["pid"] == proc.pid
