@@ -5,10 +5,10 @@
  * One thread per process, started with the words.  While a record is
  * outstanding it copies every CKC_FLIGHT_MIRROR_US; once none has been for
  * CKC_FLIGHT_MIRROR_LINGER periods it sleeps on a condition variable until the
- * next mark into the words, so an idle process has no periodic wakeups.  Copies raise `done` (never lower it): a slot's seqs
- * only grow, so a stale copy racing a newer completion cannot undo it.  A
- * normal exit copies once more (atexit); a killed process leaves the file at
- * most one period behind. */
+ * next mark into the words, so an idle process has no periodic wakeups.
+ * Copies raise `done` (never lower it): a slot's seqs only grow, so a stale
+ * copy racing a newer completion cannot undo it.  A normal exit copies once
+ * more (atexit); a killed process leaves the file at most one period behind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,8 +45,8 @@ ckc_flight_mirror_now(void)
 }
 
 /* Mirrors the records [from, newest] (from the last device reset on); returns
- * the oldest one still outstanding
- * (queued or hang-suspected, not completed), UINT64_MAX when none is.  A slot
+ * the oldest one still outstanding (queued or hang-suspected, not completed),
+ * UINT64_MAX when none is.  A slot
  * not yet published (or already reused) is skipped: its own mark, queued after
  * it is published, wakes the mirror again. */
 static uint64_t
