@@ -3,25 +3,30 @@
 Two measurements:
 
 * hooks ns/op -- ``_C*.check_overhead_ns``: the checks that run around every GPU op
-  (csrc/diag/checked.c: flight record written, completion mark queued, fences in modes
-  boundary and op), timed in C around an op that queues no work, with the arguments of a
-  typical one (3 tensors [4096, 3072] / [4096, 1], one int).  The difference between
-  "flight on" and "flight off" in launch mode is the flight record's host cost; "flight off,
-  launch" is what remains of the checks when the record is off.
+  (csrc/diag/checked.c: flight record written, completion mark offered to the op's last
+  kernel or queued separately, fences in modes boundary and op), timed in C around an op with
+  the arguments of a typical one (3 tensors [4096, 3072] / [4096, 1], one int), of two kinds:
+  one that queues no work (its mark is a separate work: a one-thread kernel on CUDA, as for
+  copies and ops ending in cuBLASLt), and one that launches one one-thread kernel carrying
+  its mark, as the converted ops' last kernels do (the riding mark: with the record off the
+  same kernel is launched with no mark).  The difference between "flight on" and "flight
+  off" in launch mode is the flight record's host cost; "flight off, launch" is what remains
+  of the checks when the record is off.
 * flight record host cost -- the line that matters against issue 4's target (at most 1 us of
-  host time per op in launch mode): hooks with the flight record on minus off, in launch mode,
-  per way the completion is written.  On the emulated device both ways are measured (the file's
-  own words; pinned words mirrored into the file, as where the OS refuses to register the file,
-  forced with ``refuse_host_mapping``); on CUDA the way this machine's OS allows
-  (``_C.flight_marks()["words"]``).
+  host time per op in launch mode): hooks around the one-kernel op with the flight record on
+  minus off, in launch mode, per way the completion is written.  On the emulated device both
+  ways are measured (the file's own words; pinned words mirrored into the file, as where the
+  OS refuses to register the file, forced with ``refuse_host_mapping``); on CUDA the way this
+  machine's OS allows (``_C.flight_marks()["words"]``).
 * op us -- a whole small op (``quantize_int8_rowwise`` of [4, 256]) through Python,
   median per call: on the emulated device this is dominated by the emulation of the kernel;
   on a GPU (when present) it is the host time per op, synchronised once at the end.
 
-On the emulated device the completion mark is a store and a fence is a query of the
-emulated stream; on CUDA the mark is a one-thread kernel launch (writing the registered file,
-or pinned words mirrored into it when the file cannot be registered), and a fence is an event
-record plus polling, so the CUDA rows are the ones that matter for a real GPU.
+On the emulated device a separate completion mark is a store, a kernel launch runs the kernel
+(emulated threads), and a fence is a query of the emulated stream; on CUDA a separate mark is a
+one-thread kernel launch (writing the registered file, or pinned words mirrored into it when
+the file cannot be registered), a riding mark is one more argument of the op's kernel, and a
+fence is an event record plus polling, so the CUDA rows are the ones that matter for a real GPU.
 
     python benchmarks/bench_faults.py [--out benchmarks/results/faults_cpu.md]
 """
@@ -66,12 +71,12 @@ def open_ring(emu) -> None:
     assert faults.record_path() is not None, "the flight record is in memory only: no cost of the file measured"
 
 
-def hooks_ns(module, device: int, stream: int, iterations: int, repeats: int) -> dict:
+def hooks_ns(module, device: int, stream: int, iterations: int, repeats: int, one_kernel: bool = False) -> dict:
     rows = {}
     for flight_on in (True, False):
         set_flight(flight_on)
         for mode in MODES:
-            samples = [module.check_overhead_ns(iterations, faults.MODES[mode], device, stream)
+            samples = [module.check_overhead_ns(iterations, faults.MODES[mode], device, stream, one_kernel)
                        for _ in range(repeats)]
             rows[(flight_on, mode)] = statistics.median(samples)
     set_flight(True)
@@ -103,8 +108,10 @@ TARGET_NS = 1000  # issue 4: host overhead at most 1 us per op in launch mode
 
 
 def record_cost_table(costs: list[tuple[str, str, dict]]) -> list[str]:
-    """Flight record on minus off, launch mode, per (device, where completions are written)."""
-    out = ["### Flight record: host cost per op, launch mode (on minus off)", "",
+    """Flight record on minus off, launch mode, per (device, where completions are written), around
+    the op whose one kernel carries its mark."""
+    out = ["### Flight record: host cost per op whose kernel carries its mark, launch mode (on minus off)",
+           "",
            "| device | completion words | on ns | off ns | record cost ns | target ns |", "|---|---|---:|---:|---:|---:|"]
     for device, words, rows in costs:
         on, off = rows[(True, "launch")], rows[(False, "launch")]
@@ -157,17 +164,18 @@ def main() -> None:
     if _C_emu is not None or cuda:
         open_ring(_C_emu)
     if _C_emu is not None:
-        rows = hooks_ns(_C_emu, 0, 0, args.iterations, args.repeats)
-        lines += table("Emulated device: hooks around a no-work op", "ns", rows, 0)
-        costs.append(("emulated", "file", rows))
-        _C_emu.refuse_host_mapping(True)
-        try:
-            rows = hooks_ns(_C_emu, 0, 0, args.iterations, args.repeats)
-        finally:
-            _C_emu.refuse_host_mapping(False)
-        lines += table("Emulated device, completions in pinned words (mirrored): hooks around a no-work op", "ns",
-                       rows, 0)
-        costs.append(("emulated", "pinned", rows))
+        for words in ("file", "pinned"):
+            _C_emu.refuse_host_mapping(words == "pinned")
+            try:
+                rows = hooks_ns(_C_emu, 0, 0, args.iterations, args.repeats)
+                riding = hooks_ns(_C_emu, 0, 0, args.iterations // 10, args.repeats, one_kernel=True)
+            finally:
+                _C_emu.refuse_host_mapping(False)
+            where = "" if words == "file" else ", completions in pinned words (mirrored)"
+            lines += table(f"Emulated device{where}: hooks around a no-work op (separate mark)", "ns", rows, 0)
+            lines += table(f"Emulated device{where}: hooks around an op launching one kernel (riding mark)", "ns",
+                           riding, 0)
+            costs.append(("emulated", words, riding))
         with emulated_device():
             lines += table("Emulated device: quantize_int8_rowwise [4, 256], whole op", "us",
                            op_us(torch.device("cpu"), 50, args.repeats), 1)
@@ -176,8 +184,10 @@ def main() -> None:
         stream = torch.cuda.current_stream(dev).cuda_stream
         lines += [f"GPU: {torch.cuda.get_device_name(dev)}", ""]
         rows = hooks_ns(_C, dev.index, stream, args.iterations // 10, args.repeats)
-        lines += table("CUDA: hooks around a no-work op", "ns", rows, 0)
-        costs.append((torch.cuda.get_device_name(dev), _C.flight_marks()["words"], rows))
+        lines += table("CUDA: hooks around a no-work op (separate mark)", "ns", rows, 0)
+        riding = hooks_ns(_C, dev.index, stream, args.iterations // 10, args.repeats, one_kernel=True)
+        lines += table("CUDA: hooks around an op launching one kernel (riding mark)", "ns", riding, 0)
+        costs.append((torch.cuda.get_device_name(dev), _C.flight_marks()["words"], riding))
         lines += table("CUDA: quantize_int8_rowwise [4, 256], whole op", "us", op_us(dev, 200, args.repeats), 1)
     else:
         lines += ["No CUDA GPU here: the CUDA rows are not measured.", ""]

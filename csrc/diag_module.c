@@ -10,7 +10,11 @@
 
 #include "diag/checked.h"
 #include "diag/flight.h"
+#include "diag/marks.h"
 #include "diag_module.h"
+#if defined(CKC_WITH_GPU)
+#include "gpu/launch.h"
+#endif
 #if defined(CKC_EMULATED)
 #include "emu/emu_api.h"
 #endif
@@ -331,13 +335,29 @@ run_nothing(const ckc_op_args *a, ckc_error *err)
     return CKC_OK;
 }
 
-/* An op that queues no work, with the arguments of a typical one. */
-static const ckc_op_spec null_op = {
-    "null", "", 3,
-    {{"x", CKC_FLOATS, 0}, {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
-     {"scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OUTPUT}},
-    1, {"group"}, run_nothing,
-};
+#if defined(CKC_WITH_GPU)
+/* The least an op whose completion mark rides on its kernel can do: launch
+ * one one-thread kernel carrying the mark (a null mark with the record off). */
+static ckc_status
+run_one_kernel(const ckc_op_args *a, ckc_error *err)
+{
+    const ckc_done_mark m = ckc_gpu_take_done_mark();
+    return ckc_gpu_flight_mark(&m, a->exec.stream, err);
+}
+#else
+#define run_one_kernel run_nothing
+#endif
+
+/* An op that queues no work (or one kernel), with the arguments of a typical one. */
+#define NULL_OP(name, run)                                                                                  \
+    {                                                                                                       \
+        name, "", 3,                                                                                        \
+            {{"x", CKC_FLOATS, 0}, {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},                    \
+             {"scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OUTPUT}},                                  \
+            1, {"group"}, run,                                                                              \
+    }
+static const ckc_op_spec null_op = NULL_OP("null", run_nothing);
+static const ckc_op_spec one_kernel_op = NULL_OP("one_kernel", run_one_kernel);
 
 static PyObject *
 check_overhead_ns(PyObject *self, PyObject *args)
@@ -346,6 +366,7 @@ check_overhead_ns(PyObject *self, PyObject *args)
     int mode;
     int device;
     unsigned long long stream;
+    int one_kernel = 0;
     ckc_op_args a;
     ckc_error err;
     ckc_fault fault;
@@ -353,11 +374,11 @@ check_overhead_ns(PyObject *self, PyObject *args)
     uint64_t start;
     uint64_t elapsed;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iiiK", &iterations, &mode, &device, &stream)) {
+    if (!PyArg_ParseTuple(args, "iiiK|p", &iterations, &mode, &device, &stream, &one_kernel)) {
         return NULL;
     }
     memset(&a, 0, sizeof a);
-    a.spec = &null_op;
+    a.spec = one_kernel ? &one_kernel_op : &null_op;
     a.device = CKC_DEVICE_CUDA;
     a.exec.device_index = device;
     a.exec.stream = (uintptr_t)stream;
@@ -376,7 +397,7 @@ check_overhead_ns(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     start = ckc_monotonic_ns();
     for (int k = 0; k < iterations && status == CKC_OK; k++) {
-        status = ckc_checked_op("null", &a, mode, &err, &fault);
+        status = ckc_checked_op(a.spec->name, &a, mode, &err, &fault);
     }
     elapsed = ckc_monotonic_ns() - start;
     Py_END_ALLOW_THREADS
@@ -384,6 +405,18 @@ check_overhead_ns(PyObject *self, PyObject *args)
         return fail(&err, &fault);
     }
     return PyFloat_FromDouble((double)elapsed / (iterations > 0 ? iterations : 1));
+}
+
+static PyObject *
+mark_counts(PyObject *self, PyObject *args)
+{
+    uint64_t riding;
+    uint64_t separate;
+    (void)self;
+    (void)args;
+    ckc_mark_counts(&riding, &separate);
+    return Py_BuildValue("{s:K,s:K}", "riding", (unsigned long long)riding, "separate",
+                         (unsigned long long)separate);
 }
 
 #if defined(CKC_EMULATED)
@@ -443,8 +476,12 @@ static PyMethodDef diag_functions[] = {
     {"fence_stream", fence_stream, METH_VARARGS,
      "fence_stream(op, device, stream)\n--\n\nWaits for the work queued on stream, under the watchdog."},
     {"check_overhead_ns", check_overhead_ns, METH_VARARGS,
-     "check_overhead_ns(iterations, mode, device, stream)\n--\n\n"
-     "Nanoseconds per call of the checks around an op that queues no work (benchmarks)."},
+     "check_overhead_ns(iterations, mode, device, stream, one_kernel=False)\n--\n\n"
+     "Nanoseconds per call of the checks around an op that queues no work, or (one_kernel) one one-thread "
+     "kernel that carries the op's completion mark (benchmarks)."},
+    {"mark_counts", mark_counts, METH_NOARGS,
+     "mark_counts()\n--\n\nThis module's completion marks so far: {'riding': written by an op's own last "
+     "kernel, 'separate': queued as work of their own}."},
 #if defined(CKC_EMULATED)
     {"inject", inject, METH_VARARGS, "inject(kind, op, nth)\n--\n\nArms a fault on the emulated device."},
     {"refuse_host_mapping", refuse_host_mapping, METH_VARARGS,

@@ -3,6 +3,7 @@
  * scale), tensor-wise quantization, the plain rotation, dequantization.  One
  * block per row; see row_tile.cuh for the layout.  Rows longer than one
  * segment of registers are read twice (absmax pass, then quantize pass). */
+#include "done_mark.cuh"
 #include "elements.cuh"
 #include "int8_rows.h"
 #include "row_tile.cuh"
@@ -78,7 +79,7 @@ ckc_store_codes(int8_t *row, int64_t start, int64_t limit, bool vec, const int8_
  * `q_vec`: the code rows (q_stride apart) allow vector stores. */
 template <ckc_float_kind KIND, int CHUNKS, int ACT>
 __global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
-int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec)
+int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
@@ -135,32 +136,36 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, boo
             ckc_store_codes(p.q + r * lay.q_stride, start, lay.q_stride, q_vec, codes);
         }
     }
+    ckc_done_mark_arrive(done);
 }
 
 template <ckc_float_kind KIND, int ACT>
 static void
 launch_rowwise(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, int chunks, bool vec,
-               bool q_vec)
+               bool q_vec, const ckc_done_mark &done)
 {
     const size_t smem = ckc_rotation_exchange_bytes(p->group);
     if constexpr (ACT == CKC_ACT_NONE) {
         const auto int8_rowwise = by_chunks(chunks, int8_rowwise_kernel<KIND, 1, ACT>,
                                             int8_rowwise_kernel<KIND, 2, ACT>,
                                             int8_rowwise_kernel<KIND, quant_max_chunks(KIND), ACT>);
-        CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), smem, stream, *p, *lay, vec, q_vec);
+        CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), smem, stream, *p, *lay, vec, q_vec,
+                   done);
     } else {
         /* One chunk per thread only (see int8_rows.h). */
         (void)chunks;
         const auto int8_rowwise_act = int8_rowwise_kernel<KIND, 1, ACT>;
         CKC_LAUNCH(int8_rowwise_act, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), smem, stream, *p, *lay, vec,
-                   q_vec);
+                   q_vec, done);
     }
 }
 
 /* Quantizes under the caller's device guard; chunk counts and activations as
- * in the comment of ckc_gpu_int8_quantize_rows (int8_rows.h). */
+ * in the comment of ckc_gpu_int8_quantize_rows (int8_rows.h).  `done`: the
+ * op's completion mark when this is its last kernel. */
 static ckc_status
-quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, ckc_error *err)
+quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
+              const ckc_done_mark &done, ckc_error *err)
 {
     const int64_t elem = ckc_kind_size(p->kind);
     const bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
@@ -172,13 +177,13 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
         constexpr ckc_float_kind KIND = decltype(kind)::value;
         switch (lay->act) {
         case CKC_ACT_GELU_TANH:
-            launch_rowwise<KIND, CKC_ACT_GELU_TANH>(p, lay, stream, chunks, vec, q_vec);
+            launch_rowwise<KIND, CKC_ACT_GELU_TANH>(p, lay, stream, chunks, vec, q_vec, done);
             break;
         case CKC_ACT_SWIGLU:
-            launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec, q_vec);
+            launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec, q_vec, done);
             break;
         default:
-            launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec, q_vec);
+            launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec, q_vec, done);
             break;
         }
         return ckc_gpu_launch_status("int8_rowwise_kernel", err);
@@ -193,14 +198,15 @@ ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layou
         return CKC_FAIL(err, CKC_ERR_RUNTIME, "row stride %lld of the codes is not in [%lld, roundup(%lld, 16)]",
                         (long long)lay->q_stride, (long long)p->cols, (long long)p->cols);
     }
-    return quantize_rows(p, lay, stream, err);
+    return quantize_rows(p, lay, stream, CKC_NO_DONE_MARK, err); /* the first of int8_linear's kernels */
 }
 
 extern "C" ckc_status
 ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err)
 {
     const ckc_row_layout lay = {p->cols, p->cols, CKC_ACT_NONE};
-    return ckc_on_device(exec, err, [&]() { return quantize_rows(p, &lay, exec->stream, err); });
+    return ckc_on_device(exec, err,
+                         [&]() { return quantize_rows(p, &lay, exec->stream, ckc_gpu_take_done_mark(), err); });
 }
 
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
@@ -208,7 +214,7 @@ ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc
 /* `vec`, `out_vec`: x's and out's rows allow vector loads and stores. */
 template <ckc_float_kind KIND, int CHUNKS>
 __global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
-hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec, bool out_vec)
+hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
@@ -225,16 +231,18 @@ hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec, bool out_vec)
             ckc_store_chunk<KIND>((char *)p.out + r * k * elem, start, k, out_vec, v);
         }
     }
+    ckc_done_mark_arrive(done);
 }
 
 template <ckc_float_kind KIND>
 static void
-launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int chunks, bool vec, bool out_vec)
+launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int chunks, bool vec, bool out_vec,
+                     const ckc_done_mark &done)
 {
     const auto hadamard_rows = by_chunks(chunks, hadamard_rows_kernel<KIND, 1>, hadamard_rows_kernel<KIND, 2>,
                                          hadamard_rows_kernel<KIND, CKC_MAX_CHUNKS>);
     CKC_LAUNCH(hadamard_rows, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), ckc_rotation_exchange_bytes(p->group),
-               stream, *p, vec, out_vec);
+               stream, *p, vec, out_vec, done);
 }
 
 extern "C" ckc_status
@@ -246,7 +254,7 @@ ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, c
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols, CKC_MAX_CHUNKS), vec,
-                                                        out_vec);
+                                                        out_vec, ckc_gpu_take_done_mark());
             return ckc_gpu_launch_status("hadamard_rows_kernel", err);
         });
     });
@@ -293,7 +301,7 @@ typedef struct {
  * one division per chunk to find its row; otherwise one element at a time. */
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_ROW_THREADS)
-int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks)
+int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
 {
     const int64_t n = p.rows * p.cols;
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
@@ -302,33 +310,34 @@ int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks)
         for (int64_t i = first; i < n; i += stride) {
             ckc_store_value(p.out, KIND, i, (float)p.q[i] * ckc_dequant_scale(p, i));
         }
-        return;
-    }
-    for (int64_t start = first * CKC_CHUNK; start < n; start += stride * CKC_CHUNK) {
-        float v[CKC_CHUNK];
-        float scale[CKC_CHUNK];
-        ckc_load_codes(p.q, start, n, true, v);
-        if (p.scale_mode == CKC_SCALE_FULL) {
-            ckc_load_chunk<CKC_F32>(p.scale, start, n, true, scale);
-        } else {
-            const float s = ckc_dequant_scale(p, start);
+    } else {
+        for (int64_t start = first * CKC_CHUNK; start < n; start += stride * CKC_CHUNK) {
+            float v[CKC_CHUNK];
+            float scale[CKC_CHUNK];
+            ckc_load_codes(p.q, start, n, true, v);
+            if (p.scale_mode == CKC_SCALE_FULL) {
+                ckc_load_chunk<CKC_F32>(p.scale, start, n, true, scale);
+            } else {
+                const float s = ckc_dequant_scale(p, start);
+                CKC_UNROLL
+                for (int e = 0; e < CKC_CHUNK; e++) {
+                    scale[e] = s;
+                }
+            }
             CKC_UNROLL
             for (int e = 0; e < CKC_CHUNK; e++) {
-                scale[e] = s;
+                v[e] *= scale[e];
             }
+            ckc_store_chunk<KIND>(p.out, start, n, true, v);
         }
-        CKC_UNROLL
-        for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] *= scale[e];
-        }
-        ckc_store_chunk<KIND>(p.out, start, n, true, v);
     }
+    ckc_done_mark_arrive(done);
 }
 
 /* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_ROW_THREADS)
-int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec)
+int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
@@ -358,6 +367,7 @@ int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec)
         ckc_rotate_chunk(v, (int)p.group, t, exchange);
         ckc_store_chunk<KIND>((char *)p.out + r * k * ckc_kind_size(KIND), start, k, vec.out, v);
     }
+    ckc_done_mark_arrive(done);
 }
 
 extern "C" ckc_status
@@ -369,10 +379,10 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc
                                          ckc_aligned16(p->scale, p->cols * (int64_t)sizeof(float)),
                                          ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind))};
             return ckc_with_kind(p->out_kind, [&](auto kind) {
-                void (*int8_dequant_rotated)(ckc_int8_dequant_params, ckc_dequant_vec) =
+                void (*int8_dequant_rotated)(ckc_int8_dequant_params, ckc_dequant_vec, ckc_done_mark) =
                     int8_dequant_rotated_kernel<decltype(kind)::value>;
                 CKC_LAUNCH(int8_dequant_rotated, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS),
-                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec);
+                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, ckc_gpu_take_done_mark());
                 return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
             });
         }
@@ -384,9 +394,10 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc
         const int64_t threads = (p->rows * p->cols + per_thread - 1) / per_thread;
         const int64_t blocks = (threads + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
         return ckc_with_kind(p->out_kind, [&](auto kind) {
-            void (*int8_dequant)(ckc_int8_dequant_params, bool) = int8_dequant_kernel<decltype(kind)::value>;
+            void (*int8_dequant)(ckc_int8_dequant_params, bool, ckc_done_mark) =
+                int8_dequant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(int8_dequant, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS), 0,
-                       exec->stream, *p, chunks);
+                       exec->stream, *p, chunks, ckc_gpu_take_done_mark());
             return ckc_gpu_launch_status("int8_dequant_kernel", err);
         });
     });
@@ -424,7 +435,7 @@ tensor_scale_kernel(float *scale)
 
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_ROW_THREADS)
-tensor_quantize_kernel(ckc_int8_tensorwise_params p)
+tensor_quantize_kernel(ckc_int8_tensorwise_params p, ckc_done_mark done)
 {
     const float math_scale = ckc_int8_math_scale(*p.scale, KIND);
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
@@ -433,6 +444,7 @@ tensor_quantize_kernel(ckc_int8_tensorwise_params p)
         p.q[i] = p.noise != NULL ? ckc_int8_code_stochastic(v, ckc_load_value<KIND>(p.noise, i), math_scale, KIND)
                                  : ckc_int8_code(v, math_scale, KIND);
     }
+    ckc_done_mark_arrive(done);
 }
 
 template <ckc_float_kind KIND>
@@ -450,8 +462,8 @@ run_tensorwise(const ckc_int8_tensorwise_params *p, uintptr_t stream, ckc_error 
         CKC_LAUNCH(tensor_scale_kernel, dim3(1), dim3(1), 0, stream, p->scale);
         CKC_TRY(ckc_gpu_launch_status("tensor_scale_kernel", err));
     }
-    void (*tensor_quantize)(ckc_int8_tensorwise_params) = tensor_quantize_kernel<KIND>;
-    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p);
+    void (*tensor_quantize)(ckc_int8_tensorwise_params, ckc_done_mark) = tensor_quantize_kernel<KIND>;
+    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p, ckc_gpu_take_done_mark());
     return ckc_gpu_launch_status("tensor_quantize_kernel", err);
 }
 

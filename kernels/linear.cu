@@ -4,6 +4,7 @@
  * (cuBLASLt IMMA, int32 out) and one epilogue kernel (kernels/math/linear.h).
  * A single row (text encoders) takes a dp4a GEMV with the epilogue fused
  * instead of the GEMM. */
+#include "done_mark.cuh"
 #include "elements.cuh"
 #include "int8_rows.h"
 #include "row_tile.cuh"
@@ -20,39 +21,40 @@
 /* out[j] = epilogue(q . w[j, :]): one warp per output, 16 codes per lane per step
  * (four dp4a), a scalar tail; `vec`: the codes and w's rows are 16-byte aligned. */
 __global__ void __launch_bounds__(CKC_GEMV_WARPS * 32)
-int8_gemv_kernel(ckc_int8_linear_params p, bool vec)
+int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
 {
     const int lane = (int)threadIdx.x % 32;
     const int64_t j = (int64_t)blockIdx.x * CKC_GEMV_WARPS + threadIdx.x / 32;
-    if (j >= p.n) {
-        return; /* the whole warp: j is the same for its lanes */
-    }
-    const int8_t *w = p.w + j * p.ldw;
-    const int64_t k16 = vec ? p.k / 16 * 16 : 0;
-    int32_t acc = 0;
-    for (int64_t i = (int64_t)lane * 16; i < k16; i += 32 * 16) {
-        const ckc_bytes16 a = *(const ckc_bytes16 *)(p.q + i);
-        const ckc_bytes16 b = *(const ckc_bytes16 *)(w + i);
-        for (int e = 0; e < 4; e++) {
-            acc = __dp4a((int)a.w[e], (int)b.w[e], acc);
+    /* The whole warp skips (j is the same for its lanes), and reaches the mark with its block. */
+    if (j < p.n) {
+        const int8_t *w = p.w + j * p.ldw;
+        const int64_t k16 = vec ? p.k / 16 * 16 : 0;
+        int32_t acc = 0;
+        for (int64_t i = (int64_t)lane * 16; i < k16; i += 32 * 16) {
+            const ckc_bytes16 a = *(const ckc_bytes16 *)(p.q + i);
+            const ckc_bytes16 b = *(const ckc_bytes16 *)(w + i);
+            for (int e = 0; e < 4; e++) {
+                acc = __dp4a((int)a.w[e], (int)b.w[e], acc);
+            }
+        }
+        for (int64_t i = k16 + lane; i < p.k; i += 32) {
+            acc += (int32_t)p.q[i] * (int32_t)w[i];
+        }
+        for (int o = 16; o > 0; o /= 2) {
+            acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        }
+        if (lane == 0) {
+            ckc_store_value(p.out, p.out_kind, j,
+                            ckc_linear_value(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.bias, j));
         }
     }
-    for (int64_t i = k16 + lane; i < p.k; i += 32) {
-        acc += (int32_t)p.q[i] * (int32_t)w[i];
-    }
-    for (int o = 16; o > 0; o /= 2) {
-        acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    }
-    if (lane == 0) {
-        ckc_store_value(p.out, p.out_kind, j,
-                        ckc_linear_value(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.bias, j));
-    }
+    ckc_done_mark_arrive(done);
 }
 
 /* The chunk's outputs from its int32 accumulator: rows in gridDim.y steps,
  * columns in a grid-stride loop. */
 __global__ void __launch_bounds__(CKC_ROW_THREADS)
-linear_epilogue_kernel(ckc_linear_epilogue_params e)
+linear_epilogue_kernel(ckc_linear_epilogue_params e, ckc_done_mark done)
 {
     for (int64_t r = blockIdx.y; r < e.rows; r += gridDim.y) {
         const float sx = e.x_scale[r];
@@ -63,10 +65,13 @@ linear_epilogue_kernel(ckc_linear_epilogue_params e)
                             ckc_linear_value(acc[j], sx, e.w_scale[e.w_per_channel ? j : 0], e.bias, j));
         }
     }
+    ckc_done_mark_arrive(done);
 }
 
+/* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
 static ckc_status
-linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ckc_exec *exec, ckc_error *err)
+linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, const ckc_exec *exec,
+             ckc_error *err)
 {
     const ckc_row_layout lay = {p->x_stride, p->ldq, p->act};
     const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
@@ -75,7 +80,8 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ck
         /* The codes' base is checked too, not assumed from the scratch carving. */
         const bool vec = ckc_aligned16(p->w, p->ldw) && ckc_aligned16(p->q, 0);
         const int64_t blocks = (p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS;
-        CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec);
+        CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec,
+                   last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK);
         return ckc_gpu_launch_status("int8_gemv_kernel", err);
     }
     /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
@@ -88,7 +94,8 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, const ck
     const int64_t col_blocks = (p->n + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     const dim3 grid((unsigned)(col_blocks < CKC_EPILOGUE_COL_BLOCKS ? col_blocks : CKC_EPILOGUE_COL_BLOCKS),
                     (unsigned)(rows < 65535 ? rows : 65535));
-    CKC_LAUNCH(linear_epilogue_kernel, grid, dim3(CKC_ROW_THREADS), 0, exec->stream, e);
+    CKC_LAUNCH(linear_epilogue_kernel, grid, dim3(CKC_ROW_THREADS), 0, exec->stream, e,
+               last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK);
     return ckc_gpu_launch_status("linear_epilogue_kernel", err);
 }
 
@@ -99,7 +106,7 @@ ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_e
         /* Chunks reuse the scratch buffers: the stream orders their uses. */
         for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk_rows) {
             const int64_t rows = ckc_linear_chunk_rows(p, r0);
-            CKC_TRY(linear_chunk(p, r0, rows, exec, err));
+            CKC_TRY(linear_chunk(p, r0, rows, r0 + rows >= p->rows, exec, err));
         }
         return CKC_OK;
     });

@@ -11,6 +11,7 @@
  * thread index is a multiple of G/16); they rotate it in registers and warp
  * shuffles, round it to x's type and quantize it: one read of x, one write of
  * codes and scales. */
+#include "done_mark.cuh"
 #include "elements.cuh"
 #include "gpu/launch.h"
 #include "math/nvfp4.h"
@@ -68,14 +69,14 @@ packed_rows_aligned(const uint8_t *qx, int64_t cols)
 /* `vec`: x's rows allow vector loads; `q_vec`: the code rows allow 8-byte stores. */
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec)
+nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done)
 {
     const int64_t scale_cols = p.out_cols / CKC_NVFP4_BLOCK;
     const int t = (int)threadIdx.x;
     const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + t;
     /* Threads past the last block load nothing and store nothing, but stay for
      * the rotation's shuffles (whole groups of them: the block count is a
-     * multiple of G/16). */
+     * multiple of G/16) and reach the completion mark with their block. */
     const bool active = b < p.out_rows * scale_cols;
     const int64_t r = b / scale_cols;
     const int64_t c = b % scale_cols;
@@ -85,25 +86,25 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec)
     float v[CKC_NVFP4_BLOCK];
     /* Rows past x (pad_16x) read as zeros: limit 0.  G <= 256 never needs `exchange`. */
     ckc_rotated_chunk<KIND>(row, c * CKC_NVFP4_BLOCK, in_x ? p.cols : 0, vec, (int)p.group, t, NULL, v);
-    if (!active) {
-        return;
+    if (active) {
+        const float pts = *p.per_tensor_scale;
+        uint32_t bits = 0;
+        CKC_UNROLL
+        for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
+            const uint32_t m = ckc_f32_bits(v[j]) & 0x7FFFFFFFu;
+            bits = m > bits ? m : bits;
+        }
+        const uint8_t scale = ckc_nvfp4_block_scale(ckc_f32_from_bits(bits), pts);
+        const float total = ckc_nvfp4_total_scale(scale, pts);
+        p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] = scale;
+        uint8_t bytes[CKC_NVFP4_BLOCK / 2];
+        CKC_UNROLL
+        for (int j = 0; j < CKC_NVFP4_BLOCK; j += 2) {
+            bytes[j / 2] = ckc_nvfp4_pack(ckc_nvfp4_code(v[j], total), ckc_nvfp4_code(v[j + 1], total), p.hi_first);
+        }
+        ckc_store_packed(p.qx + r * (p.out_cols / 2) + c * (CKC_NVFP4_BLOCK / 2), q_vec, bytes);
     }
-    const float pts = *p.per_tensor_scale;
-    uint32_t bits = 0;
-    CKC_UNROLL
-    for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
-        const uint32_t m = ckc_f32_bits(v[j]) & 0x7FFFFFFFu;
-        bits = m > bits ? m : bits;
-    }
-    const uint8_t scale = ckc_nvfp4_block_scale(ckc_f32_from_bits(bits), pts);
-    const float total = ckc_nvfp4_total_scale(scale, pts);
-    p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] = scale;
-    uint8_t bytes[CKC_NVFP4_BLOCK / 2];
-    CKC_UNROLL
-    for (int j = 0; j < CKC_NVFP4_BLOCK; j += 2) {
-        bytes[j / 2] = ckc_nvfp4_pack(ckc_nvfp4_code(v[j], total), ckc_nvfp4_code(v[j + 1], total), p.hi_first);
-    }
-    ckc_store_packed(p.qx + r * (p.out_cols / 2) + c * (CKC_NVFP4_BLOCK / 2), q_vec, bytes);
+    ckc_done_mark_arrive(done);
 }
 
 static dim3
@@ -119,9 +120,10 @@ ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_e
     const bool q_vec = packed_rows_aligned(p->qx, p->out_cols);
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
-            void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool, bool) = nvfp4_quant_kernel<decltype(kind)::value>;
+            void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool, bool, ckc_done_mark) =
+                nvfp4_quant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_quant, grid_for(p->out_rows * (p->out_cols / CKC_NVFP4_BLOCK)),
-                       dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec, q_vec);
+                       dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec, q_vec, ckc_gpu_take_done_mark());
             return ckc_gpu_launch_status("nvfp4_quant_kernel", err);
         });
     });
@@ -130,28 +132,30 @@ ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_e
 /* `q_vec`: the code rows allow 8-byte loads; `out_vec`: out's rows allow vector stores. */
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec)
+nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_done_mark done)
 {
     const int64_t scale_cols = p.cols / CKC_NVFP4_BLOCK;
     const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + threadIdx.x;
-    if (b >= p.rows * scale_cols) {
-        return;
+    /* Threads past the last block store nothing, but reach the mark with their block. */
+    if (b < p.rows * scale_cols) {
+        const int64_t r = b / scale_cols;
+        const int64_t c = b % scale_cols;
+        /* Eager forms per_tensor_scale * block_scale in the output type. */
+        const float pts = ckc_round_to_kind(*p.per_tensor_scale, KIND);
+        const float block = ckc_e4m3_to_f32(p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)]);
+        const float total = ckc_round_to_kind(pts * block, KIND);
+        uint8_t bytes[CKC_NVFP4_BLOCK / 2];
+        ckc_load_packed(p.qx + r * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2), q_vec, bytes);
+        float v[CKC_NVFP4_BLOCK];
+        CKC_UNROLL
+        for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
+            v[2 * j] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p.hi_first)) * total;
+            v[2 * j + 1] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p.hi_first)) * total;
+        }
+        ckc_store_chunk<KIND>((char *)p.out + r * p.cols * ckc_kind_size(KIND), c * CKC_NVFP4_BLOCK, p.cols, out_vec,
+                              v);
     }
-    const int64_t r = b / scale_cols;
-    const int64_t c = b % scale_cols;
-    /* Eager forms per_tensor_scale * block_scale in the output type. */
-    const float pts = ckc_round_to_kind(*p.per_tensor_scale, KIND);
-    const float block = ckc_e4m3_to_f32(p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)]);
-    const float total = ckc_round_to_kind(pts * block, KIND);
-    uint8_t bytes[CKC_NVFP4_BLOCK / 2];
-    ckc_load_packed(p.qx + r * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2), q_vec, bytes);
-    float v[CKC_NVFP4_BLOCK];
-    CKC_UNROLL
-    for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
-        v[2 * j] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_even(bytes[j], p.hi_first)) * total;
-        v[2 * j + 1] = ckc_e2m1_to_f32(ckc_nvfp4_unpack_odd(bytes[j], p.hi_first)) * total;
-    }
-    ckc_store_chunk<KIND>((char *)p.out + r * p.cols * ckc_kind_size(KIND), c * CKC_NVFP4_BLOCK, p.cols, out_vec, v);
+    ckc_done_mark_arrive(done);
 }
 
 extern "C" ckc_status
@@ -161,9 +165,10 @@ ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, c
     const bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->out_kind, [&](auto kind) {
-            void (*nvfp4_dequant)(ckc_nvfp4_dequant_params, bool, bool) = nvfp4_dequant_kernel<decltype(kind)::value>;
+            void (*nvfp4_dequant)(ckc_nvfp4_dequant_params, bool, bool, ckc_done_mark) =
+                nvfp4_dequant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_dequant, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
-                       exec->stream, *p, q_vec, out_vec);
+                       exec->stream, *p, q_vec, out_vec, ckc_gpu_take_done_mark());
             return ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
         });
     });

@@ -351,3 +351,28 @@ def test_device_guard_second_gpu_small(name):
         cpu, out = on_both(fn, *args, device=second)
         assert torch.cuda.current_device() == 0
     assert_same(cpu, out, f"{name} on cuda:1")
+
+
+# ---- completion marks riding on the ops' last kernels (csrc/diag/marks.c, kernels/done_mark.cuh) ----
+
+def test_completion_marks_ride_on_the_ops_kernels_small():
+    """On the GPU the converted ops queue no separate mark kernel, and their records complete
+    (the last block of the last kernel wrote the seq into host memory)."""
+    import comfy_kitchen_c as ckc
+    from comfy_kitchen_c import faults, flight
+
+    gpu = torch.device("cuda")
+    x = CASES["normal"](37, 512, torch.bfloat16).to(gpu)
+    with ckc.checking("launch"):
+        ops.quantize_int8_rowwise(x[:1])  # opens the ring, first use of the arrival counters
+        torch.cuda.synchronize()
+        before = _C.mark_counts()
+        q, s = ops.quantize_int8_rowwise(x)
+        ops.dequantize_int8_simple(q, s)
+        ops.quantize_nvfp4(x.float(), torch.tensor(0.05, device=gpu))
+        after = _C.mark_counts()
+    torch.cuda.synchronize()
+    assert after == {"riding": before["riding"] + 3, "separate": before["separate"]}
+    records = flight.load(faults.record_path())["records"][-3:]
+    assert [r["op"] for r in records] == ["quantize_int8_rowwise", "dequantize_int8_simple", "quantize_nvfp4"]
+    assert [r["state"] for r in records] == ["completed"] * 3

@@ -372,15 +372,17 @@ ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fau
         format_tensors(a, r->tensors, sizeof r->tensors);
         params_used = format_ints(a, r->params, sizeof r->params);
     }
+    ckc_offer_mark(r, seq, device);
     ckc_gpu_begin_op(op);
     status = a->spec->run(a, err);
     if (status != CKC_OK) {
+        ckc_drop_mark();
         return op_failed(op, a, r, seq, status, err, fault);
     }
     if (r != NULL) {
         append_launches(r->params, sizeof r->params, params_used);
         ckc_flight_publish(r, seq);
-        status = ckc_queue_mark(r, seq, device, stream, err);
+        status = ckc_settle_mark(r, seq, device, stream, err);
         if (status != CKC_OK) {
             return op_failed(op, a, r, seq, status, err, fault);
         }

@@ -1,13 +1,34 @@
-/* Completion marks (see marks.h).  First choice: the device writes the record's
- * own `done` word in the file mapping, which the runtime registers once.  Where
- * the OS or the driver refuses that (Linux >= 6.5 pins no file-backed pages
- * but shmem and hugetlbfs for long: cudaHostRegister fails), the device writes
- * the slot's word in the ring's pinned words instead and the mirror copies it
- * into the file.  Never a host function in the stream: those stall it until a
- * driver thread runs them. */
+/* Completion marks (see marks.h).  How: riding on the op's own last kernel
+ * where its launcher takes the mark, else a separate work after the op's.
+ * Where: first choice, the record's own `done` word in the file mapping, which
+ * the runtime registers once.  Where the OS or the driver refuses that (Linux
+ * >= 6.5 pins no file-backed pages but shmem and hugetlbfs for long:
+ * cudaHostRegister fails), the slot's word in the ring's pinned words, which
+ * the mirror copies into the file.  Never a host function in the stream: those
+ * stall it until a driver thread runs them. */
 #include "marks.h"
 
+#include "gpu/done_mark.h"
 #include "gpu/runtime.h"
+
+#if defined(_MSC_VER)
+#define CKC_THREAD_LOCAL __declspec(thread)
+#else
+#define CKC_THREAD_LOCAL _Thread_local
+#endif
+
+/* The mark offered to the op running on this thread (mark.word NULL: none). */
+typedef struct {
+    ckc_done_mark mark;
+    int pinned; /* its word is a pinned one */
+    int taken;  /* a launcher took it: the op's last kernel writes it */
+} pending_mark;
+
+static CKC_THREAD_LOCAL pending_mark t_pending;
+
+/* How this module's marks were written (ckc_mark_counts). */
+static volatile uint64_t riding_marks;
+static volatile uint64_t separate_marks;
 
 /* Where the device writes r's completion; NULL (err filled) when it can write
  * neither the file nor pinned memory.  *pinned: the word is a pinned one. */
@@ -31,6 +52,76 @@ mark_word(ckc_flight_record *r, int *pinned, ckc_error *err)
     return ckc_flight_word_of(words, r);
 }
 
+void
+ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device)
+{
+    ckc_gpu_device_guard guard;
+    ckc_error err; /* a word that cannot be had is reported by the separate mark, after the op */
+    uint64_t *word = NULL;
+    uint64_t *device_word = NULL;
+    uint32_t *arrivals = NULL;
+    int pinned = 0;
+    t_pending.mark.word = NULL;
+    t_pending.taken = 0;
+    if (r == NULL || ckc_gpu_device_enter(device, &guard, &err) != CKC_OK) {
+        return;
+    }
+    word = mark_word(r, &pinned, &err);
+    if (word != NULL) {
+        arrivals = ckc_gpu_mark_arrivals(device, CKC_FLIGHT_CAPACITY);
+        device_word = arrivals != NULL ? ckc_gpu_device_word(word, device) : NULL;
+    }
+    ckc_gpu_device_leave(&guard);
+    if (device_word == NULL) {
+        return;
+    }
+    t_pending.mark.word = device_word;
+    t_pending.mark.seq = seq;
+    t_pending.mark.arrivals = &arrivals[r - ckc_flight_ring->records];
+    t_pending.pinned = pinned;
+}
+
+ckc_done_mark
+ckc_gpu_take_done_mark(void)
+{
+    ckc_done_mark none = {NULL, 0, NULL};
+    if (t_pending.mark.word == NULL || t_pending.taken) {
+        return none;
+    }
+    t_pending.taken = 1;
+    return t_pending.mark;
+}
+
+void
+ckc_drop_mark(void)
+{
+    t_pending.mark.word = NULL;
+    t_pending.taken = 0;
+}
+
+ckc_status
+ckc_settle_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err)
+{
+    const int taken = t_pending.mark.word != NULL && t_pending.taken && t_pending.mark.seq == seq;
+    const int pinned = t_pending.pinned;
+    ckc_drop_mark();
+    if (!taken) {
+        return ckc_queue_mark(r, seq, device, stream, err);
+    }
+    (void)ckc_atomic_increment64(&riding_marks);
+    if (pinned) {
+        ckc_flight_word_marked(seq); /* after the record was published, as for a separate mark */
+    }
+    return CKC_OK;
+}
+
+void
+ckc_mark_counts(uint64_t *riding, uint64_t *separate)
+{
+    *riding = ckc_atomic_load64(&riding_marks);
+    *separate = ckc_atomic_load64(&separate_marks);
+}
+
 ckc_status
 ckc_queue_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err)
 {
@@ -49,6 +140,7 @@ ckc_queue_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream,
         status = err->status;
     } else {
         status = ckc_gpu_write_value64(word, seq, stream, device, err);
+        (void)ckc_atomic_increment64(&separate_marks);
     }
     ckc_gpu_device_leave(&guard);
     if (status == CKC_OK && pinned) {

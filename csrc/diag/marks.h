@@ -11,7 +11,26 @@
 #include "flight.h"
 #include "status.h"
 
-/* Queues r's completion mark (seq) on stream, on device; nothing when r is NULL. */
+/* Queues r's completion mark (seq) on stream, on device, as a work of its own
+ * after the op's (or the copy's); nothing when r is NULL. */
 ckc_status ckc_queue_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err);
+
+/* A mark that rides on the op's own last kernel (gpu/done_mark.h), for the op
+ * about to run on this thread:
+ *   ckc_offer_mark before the op: resolves where the device writes r's
+ *     completion and offers it to the op's launchers (nothing when r is NULL
+ *     or the device can write no word: the separate mark then says why);
+ *   the launcher of the op's last kernel takes it (ckc_gpu_take_done_mark);
+ *   ckc_settle_mark after the op queued its work and r was published: when no
+ *     launcher took the mark (copies, cuBLASLt last, no work, a kernel not
+ *     converted), queues the separate one; either way tells the mirror;
+ *   ckc_drop_mark when the op failed: withdraws the offer. */
+void ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device);
+ckc_status ckc_settle_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err);
+void ckc_drop_mark(void);
+
+/* How many of this module's marks rode on an op's kernel, and how many were
+ * queued separately (tests and benchmarks). */
+void ckc_mark_counts(uint64_t *riding, uint64_t *separate);
 
 #endif /* CKC_DIAG_MARKS_H */

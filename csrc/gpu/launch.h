@@ -6,6 +6,7 @@
 #ifndef CKC_GPU_LAUNCH_H
 #define CKC_GPU_LAUNCH_H
 
+#include "gpu/done_mark.h"
 #include "ops/op.h"
 #include "ops/params.h"
 
@@ -23,8 +24,9 @@ ckc_status ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_ex
  * the cuBLASLt GEMM and the epilogue kernel, per chunk of rows; one row: GEMV. */
 ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_error *err);
 
-/* ---- flight record (kernels/flight.cu; CUDA only) ---- */
-ckc_status ckc_gpu_flight_mark(uint64_t *device_word, uint64_t seq, uintptr_t stream, ckc_error *err);
+/* ---- flight record (kernels/flight.cu) ---- */
+/* A one-thread kernel writing mark m (a null mark: nothing). */
+ckc_status ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err);
 
 #ifdef __cplusplus
 }

@@ -95,6 +95,16 @@ void *ckc_gpu_alloc_mapped_host(size_t bytes);
  * queued before it has completed (CUDA: a one-thread kernel, kernels/flight.cu). */
 ckc_status ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err);
 
+/* For marks that ride on an op's last kernel (gpu/done_mark.h): where device
+ * addresses *word (host memory that ckc_gpu_map_host accepted), NULL when it
+ * cannot; the caller has entered device. */
+uint64_t *ckc_gpu_device_word(uint64_t *word, int device);
+
+/* count arrival counters in device memory of device, zeroed: allocated on the
+ * first call per device (the caller has entered it), never freed; NULL when
+ * the memory cannot be had.  Every call for a device asks the same count. */
+uint32_t *ckc_gpu_mark_arrivals(int device, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -339,15 +339,56 @@ device_view(host_range *h, int device)
     return d;
 }
 
-ckc_status
-ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err)
+uint64_t *
+ckc_gpu_device_word(uint64_t *word, int device)
 {
     host_range *h = find_range(word, sizeof *word);
     char *view = h != NULL && h->mapped ? device_view(h, device) : NULL;
-    if (view == NULL) {
+    return view != NULL ? (uint64_t *)(view + ((char *)word - h->base)) : NULL;
+}
+
+ckc_status
+ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err)
+{
+    uint64_t *device_word = ckc_gpu_device_word(word, device);
+    const ckc_done_mark m = {device_word, value, NULL}; /* one block: no arrival counter */
+    if (device_word == NULL) {
         return CKC_FAIL(err, CKC_ERR_RUNTIME, "device %d cannot write the completion word %p", device, (void *)word);
     }
-    return ckc_gpu_flight_mark((uint64_t *)(view + ((char *)word - h->base)), value, stream, err);
+    return ckc_gpu_flight_mark(&m, stream, err);
+}
+
+/* Per device, published once allocated: every op's lookup takes no lock. */
+static void *volatile arrivals[CKC_MAX_DEVICES];
+
+uint32_t *
+ckc_gpu_mark_arrivals(int device, size_t count)
+{
+    uint32_t *a;
+    if (device < 0 || device >= CKC_MAX_DEVICES) {
+        return NULL;
+    }
+    a = (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]);
+    if (a != NULL) {
+        return a;
+    }
+    ckc_mutex_lock(&ranges_lock);
+    a = (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]);
+    if (a == NULL) {
+        void *p = NULL;
+        /* Synchronous zeroing, once: the counters are 0 before any kernel can use them. */
+        if (cudaMalloc(&p, count * sizeof *a) == cudaSuccess && cudaMemset(p, 0, count * sizeof *a) == cudaSuccess) {
+            a = p;
+            ckc_atomic_store_ptr(&arrivals[device], a);
+        } else {
+            (void)cudaGetLastError(); /* marks fall back to separate kernels; not an error of the next launch */
+            if (p != NULL) {
+                (void)cudaFree(p);
+            }
+        }
+    }
+    ckc_mutex_unlock(&ranges_lock);
+    return a;
 }
 
 #endif /* CKC_WITH_CUDA */

@@ -180,4 +180,18 @@ ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int devi
     return CKC_OK;
 }
 
+uint64_t *
+ckc_gpu_device_word(uint64_t *word, int device)
+{
+    (void)device;
+    return word; /* the emulated device addresses host memory directly */
+}
+
+uint32_t *
+ckc_gpu_mark_arrivals(int device, size_t count)
+{
+    (void)device;
+    return ckc_emu_mark_arrivals(count);
+}
+
 #endif /* CKC_EMULATED */

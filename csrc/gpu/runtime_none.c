@@ -142,4 +142,20 @@ ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int devi
     return CKC_OK;
 }
 
+uint64_t *
+ckc_gpu_device_word(uint64_t *word, int device)
+{
+    (void)word;
+    (void)device;
+    return NULL;
+}
+
+uint32_t *
+ckc_gpu_mark_arrivals(int device, size_t count)
+{
+    (void)device;
+    (void)count;
+    return NULL;
+}
+
 #endif /* !CKC_WITH_GPU */

@@ -127,6 +127,7 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
     ckc_emu::warp_collective(ckc_emu::WarpOp::sync, mask, 0, 0, warpSize);
 }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 /* ---- Warp shuffles (any trivially copyable type of at most 8 bytes) ----------- */
 template <typename T>

@@ -98,6 +98,12 @@ int ckc_emu_map_host(const void *p, size_t bytes);
 /* The device's own host memory (its "pinned" memory), zeroed; NULL when out of memory.  Never freed. */
 void *ckc_emu_alloc_host(size_t bytes);
 
+/* The device's arrival counters of riding completion marks (csrc/gpu/done_mark.h):
+ * count of them, zeroed, allocated on the first call (every call asks the same
+ * count); NULL when out of memory.  A reset zeroes them again, as it drops the
+ * arrivals of work that never completed. */
+uint32_t *ckc_emu_mark_arrivals(size_t count);
+
 /* An event: the queue position of the stream when it was recorded. */
 uint64_t ckc_emu_event_record(uintptr_t stream);
 

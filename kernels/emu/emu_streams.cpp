@@ -7,12 +7,14 @@
  * every OS thread, behind one mutex. */
 #include "emu_api.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -35,6 +37,7 @@ struct Device {
     std::map<uintptr_t, Stream> streams;
     std::vector<Injection> injections;
     std::vector<std::pair<const char *, size_t>> host_allocations; /* ckc_emu_alloc_host's */
+    std::vector<uint32_t> arrivals; /* ckc_emu_mark_arrivals' */
     bool faulted = false; /* the sticky error */
     char error_name[64] = "";
     char error_text[320] = "";
@@ -103,6 +106,7 @@ extern "C" void ckc_emu_reset(void) {
     d.streams.clear();
     d.faulted = false;
     d.error_name[0] = d.error_text[0] = '\0';
+    std::fill(d.arrivals.begin(), d.arrivals.end(), 0u);
 }
 
 extern "C" void ckc_emu_set_op(const char *op) {
@@ -219,6 +223,19 @@ extern "C" void *ckc_emu_alloc_host(size_t bytes) {
     std::lock_guard<std::mutex> guard(d.lock);
     d.host_allocations.emplace_back(static_cast<const char *>(p), bytes);
     return p;
+}
+
+extern "C" uint32_t *ckc_emu_mark_arrivals(size_t count) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    if (d.arrivals.empty()) {
+        try {
+            d.arrivals.assign(count, 0u);
+        } catch (const std::bad_alloc &) {
+            return nullptr;
+        }
+    }
+    return d.arrivals.data();
 }
 
 extern "C" uint64_t ckc_emu_event_record(uintptr_t stream) {
