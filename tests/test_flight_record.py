@@ -78,13 +78,15 @@ def test_cpu_ops_are_not_recorded():
 
 
 def test_bad_arguments_leave_no_record():
+    """The newest sequence number, not the record count: once the ring is full (another test may
+    have filled it) the count stays at its capacity whatever is written."""
     with emulated_device():
         ops.quantize_int8_rowwise(torch.randn(1, 16))
-        n = len(records())
+        newest = flight.load(faults.record_path())["written"]
         with pytest.raises(ckc.ArgumentError):
             ckc.ops._run("int8_rowwise", "quantize_int8_rowwise", torch.device("cpu"),
                          (torch.randn(2, 16), torch.empty(3, 16, dtype=torch.int8), torch.empty(2), None), (0,))
-    assert len(records()) == n
+    assert flight.load(faults.record_path())["written"] == newest
 
 
 def test_ring_wraps_around():
