@@ -376,8 +376,10 @@ ckc_gpu_mark_arrivals(int device, size_t count)
     a = (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]);
     if (a == NULL) {
         void *p = NULL;
-        /* Synchronous zeroing, once: the counters are 0 before any kernel can use them. */
-        if (cudaMalloc(&p, count * sizeof *a) == cudaSuccess && cudaMemset(p, 0, count * sizeof *a) == cudaSuccess) {
+        /* Zeroed once and waited for: cudaMemset runs on the legacy stream, which
+         * does not order a non-blocking stream's kernels (torch's side streams). */
+        if (cudaMalloc(&p, count * sizeof *a) == cudaSuccess && cudaMemset(p, 0, count * sizeof *a) == cudaSuccess &&
+            cudaStreamSynchronize(0) == cudaSuccess) {
             a = p;
             ckc_atomic_store_ptr(&arrivals[device], a);
         } else {
