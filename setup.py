@@ -1,8 +1,8 @@
 """Build of comfy_kitchen_c's extensions: C11 on the CPython limited API (abi3,
 Python >= 3.10), no torch headers or libraries.
 
-  comfy_kitchen_c._C      the kernels users run: CPU kernels (baseline and AVX2
-                          builds), and the CUDA kernels when nvcc is found (CUDA
+  comfy_kitchen_c._C      the kernels users run: CPU kernels (baseline, AVX2 and
+                          AVX-512 builds), and the CUDA kernels when nvcc is found (CUDA
                           runtime linked statically).
   comfy_kitchen_c._C_emu  the same op layer with the GPU kernels (kernels/*.cu,
                           compiled as C++) on the emulated device: the tests run
@@ -27,7 +27,11 @@ ROOT = Path(__file__).parent
 LIMITED_API = "0x030A0000"  # Python 3.10
 
 # Compiled separately with their instruction set's flags.
-ISA_SOURCES = {"csrc/cpu/kernels_avx2.c": {"unix": ["-mavx2"], "msvc": ["/arch:AVX2"]}}
+ISA_SOURCES = {
+    "csrc/cpu/kernels_avx2.c": {"unix": ["-mavx2"], "msvc": ["/arch:AVX2"]},
+    "csrc/cpu/kernels_avx512.c": {"unix": ["-mavx2", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq"],
+                                  "msvc": ["/arch:AVX512"]},
+}
 # Compute capabilities built as real code (SASS): Turing, Ampere (A100, RTX 30),
 # Ada (RTX 40), Hopper, Blackwell (B200, RTX 50).  The newest also ships as PTX,
 # which the driver compiles for GPUs newer than this list.
@@ -166,9 +170,9 @@ def build_inputs() -> list[str]:
 
 
 def extension(name: str, runtime: str | None, macros: list):
-    avx2 = [("CKC_HAVE_AVX2", "1")] if is_x86_64() else []
+    x86 = [("CKC_HAVE_X86_ISAS", "1")] if is_x86_64() else []
     return Extension(name, sources=c_sources(runtime), include_dirs=["csrc", "kernels"], depends=build_inputs(),
-                     define_macros=[("Py_LIMITED_API", LIMITED_API)] + avx2 + macros, py_limited_api=True)
+                     define_macros=[("Py_LIMITED_API", LIMITED_API)] + x86 + macros, py_limited_api=True)
 
 
 def cuda_extension():

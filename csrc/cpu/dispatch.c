@@ -6,12 +6,34 @@
 #include "platform/cpu_features.h"
 
 extern const ckc_cpu_kernels ckc_cpu_kernels_baseline;
-#if defined(CKC_HAVE_AVX2)
+#if defined(CKC_HAVE_X86_ISAS)
 extern const ckc_cpu_kernels ckc_cpu_kernels_avx2;
+extern const ckc_cpu_kernels ckc_cpu_kernels_avx512;
 #endif
 
+typedef struct {
+    const ckc_cpu_kernels *kernels;
+    int (*supported)(void);
+} isa_build;
+
+static int
+always(void)
+{
+    return 1;
+}
+
+/* Best first. */
+static const isa_build builds[] = {
+#if defined(CKC_HAVE_X86_ISAS)
+    {&ckc_cpu_kernels_avx512, ckc_cpu_has_avx512},
+    {&ckc_cpu_kernels_avx2, ckc_cpu_has_avx2},
+#endif
+    {&ckc_cpu_kernels_baseline, always},
+};
+#define N_BUILDS (sizeof(builds) / sizeof(builds[0]))
+
 static const ckc_cpu_kernels *selected = &ckc_cpu_kernels_baseline;
-static const char *available[3];
+static const char *available[N_BUILDS + 1];
 
 const ckc_cpu_kernels *
 ckc_cpu(void)
@@ -22,13 +44,12 @@ ckc_cpu(void)
 const char *const *
 ckc_cpu_available(void)
 {
-    int n = 0;
-#if defined(CKC_HAVE_AVX2)
-    if (ckc_cpu_has_avx2()) {
-        available[n++] = ckc_cpu_kernels_avx2.isa;
+    size_t n = 0;
+    for (size_t i = 0; i < N_BUILDS; i++) {
+        if (builds[i].supported()) {
+            available[n++] = builds[i].kernels->isa;
+        }
     }
-#endif
-    available[n++] = ckc_cpu_kernels_baseline.isa;
     available[n] = NULL;
     return available;
 }
@@ -36,15 +57,11 @@ ckc_cpu_available(void)
 int
 ckc_cpu_select(const char *isa)
 {
-#if defined(CKC_HAVE_AVX2)
-    if (strcmp(isa, ckc_cpu_kernels_avx2.isa) == 0 && ckc_cpu_has_avx2()) {
-        selected = &ckc_cpu_kernels_avx2;
-        return 1;
-    }
-#endif
-    if (strcmp(isa, ckc_cpu_kernels_baseline.isa) == 0) {
-        selected = &ckc_cpu_kernels_baseline;
-        return 1;
+    for (size_t i = 0; i < N_BUILDS; i++) {
+        if (strcmp(isa, builds[i].kernels->isa) == 0 && builds[i].supported()) {
+            selected = builds[i].kernels;
+            return 1;
+        }
     }
     return 0;
 }

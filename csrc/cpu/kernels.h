@@ -1,5 +1,5 @@
 /* CPU kernels (C, multi-threaded), built once per instruction set (baseline,
- * and AVX2 on x86-64) and picked at run time for the CPU in use.  Each takes a
+ * and AVX2 and AVX-512 on x86-64) and picked at run time for the CPU in use.  Each takes a
  * validated parameter block and the thread count, and returns CKC_OK or an
  * error it filled. */
 #ifndef CKC_CPU_KERNELS_H
@@ -30,7 +30,7 @@ const ckc_cpu_kernels *ckc_cpu(void);
  * COMFY_KITCHEN_C_CPU_ISA environment variable. */
 void ckc_cpu_select_default(void);
 
-/* Selects an instruction set by name ("baseline", "avx2"); 0 if unknown or
+/* Selects an instruction set by name ("baseline", "avx2", "avx512"); 0 if unknown or
  * not supported by this CPU or build. */
 int ckc_cpu_select(const char *isa);
 

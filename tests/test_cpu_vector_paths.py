@@ -1,18 +1,20 @@
-"""The AVX2 kernels' special paths for bfloat16 give the baseline build's bits.
+"""The vector builds' special paths for bfloat16 (AVX2, AVX-512) give the baseline build's bits.
 
-The AVX2 build quantizes bfloat16 rows with vector code that skips the NaN mask and the clamp
-when a row's scale comes from its own finite absmax, and rotates whole groups in a permuted
-register layout (strides 16 and 64 fused for 256-groups); rows with inf or NaN fall back to the
-general path. test_cpu_isa covers the common shapes; this covers every group size, lengths that
-leave a 16-value tail, rows on either side of the fallback, and a caller-given tensor-wise scale
-(no bound on the quotients).
+They quantize bfloat16 rows with vector code that skips the NaN mask and the clamp when a row's
+scale comes from its own finite absmax, and rotate whole groups in registers (AVX2: a permuted
+layout with strides 16 and 64 fused for 256-groups; AVX-512: a whole 256-group in registers, two
+16-groups per load with a half load for an odd one); rows with inf or NaN fall back to the general
+path. test_cpu_isa covers the common shapes; this covers every group size, lengths that leave a
+16-value tail, rows on either side of the fallback, and a caller-given tensor-wise scale (no bound
+on the quotients).
 """
 import pytest
 import torch
 
 from comfy_kitchen_c import _C, ops
 
-pytestmark = pytest.mark.skipif("avx2" not in _C.cpu_isas(), reason="needs a CPU and build with AVX2")
+VECTOR_ISAS = [isa for isa in _C.cpu_isas() if isa != "baseline"]
+pytestmark = pytest.mark.skipif(not VECTOR_ISAS, reason="needs a CPU and build with AVX2 or AVX-512")
 
 
 def _rows(m, k, seed):
@@ -49,10 +51,11 @@ def _same_bits(a, b):
     return torch.equal(a, b)
 
 
-@pytest.mark.parametrize("group,k", [(16, 48), (16, 1040), (64, 320), (256, 768), (256, 5376), (1024, 2048),
+@pytest.mark.parametrize("group,k", [(16, 16), (16, 48), (16, 1040), (64, 320), (256, 768), (256, 5376), (1024, 1024), (1024, 2048),
                                      (0, 37), (0, 1000)])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_avx2_bfloat16_paths_match_baseline(group, k, seed):
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_vector_bfloat16_paths_match_baseline(isa, group, k, seed):
     x = _rows(6, k, seed)
     # A given scale small enough that many quotients pass 127 (and some would overflow int32).
     scale = torch.tensor(float(x.float().abs().nan_to_num(0.0, 0.0, 0.0).amax()) / 127 / 1e9)
@@ -60,7 +63,7 @@ def test_avx2_bfloat16_paths_match_baseline(group, k, seed):
     try:
         _C.set_cpu_isa("baseline")
         reference = _results(x, group, scale)
-        _C.set_cpu_isa("avx2")
+        _C.set_cpu_isa(isa)
         mine = _results(x, group, scale)
     finally:
         _C.set_cpu_isa(saved)
@@ -69,8 +72,9 @@ def test_avx2_bfloat16_paths_match_baseline(group, k, seed):
             assert _same_bits(a, b), name
 
 
-def test_avx2_bfloat16_codes_of_every_value_match_baseline():
-    """The AVX2 quantizer rounds x * fl(1/s) to bfloat16 without a ties-to-even term, which is
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_vector_bfloat16_codes_of_every_value_match_baseline(isa):
+    """The vector quantizers rounds x * fl(1/s) to bfloat16 without a ties-to-even term, which is
     exact only because such a quotient is never a bfloat16 tie (int8_avx2.h). Every bfloat16
     value, against scales from the smallest to the largest exponents the reciprocal path takes
     and scales that put quotients around the int8 limits, gives the baseline build's codes."""
@@ -86,7 +90,7 @@ def test_avx2_bfloat16_codes_of_every_value_match_baseline():
             scale = torch.tensor(s)
             _C.set_cpu_isa("baseline")
             reference = ops.quantize_int8_tensorwise(x, scale)[0]
-            _C.set_cpu_isa("avx2")
+            _C.set_cpu_isa(isa)
             mine = ops.quantize_int8_tensorwise(x, scale)[0]
             assert torch.equal(mine, reference), f"scale {s!r}"
     finally:
