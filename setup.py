@@ -36,8 +36,14 @@ ISA_SOURCES = {
 # Ada (RTX 40), Hopper, Blackwell (B200, RTX 50).  The newest also ships as PTX,
 # which the driver compiles for GPUs newer than this list.
 CUDA_ARCHS = "75;80;86;89;90;100;120"
-# Device runtimes: exactly one per extension.
-RUNTIMES = {"csrc/gpu/runtime_cuda.c", "csrc/gpu/runtime_emu.c"}
+# The device layer (runtime seam and GEMM seam): exactly one per extension.  The
+# others are not compiled at all: their #if guards would leave empty translation
+# units, which ISO C forbids (MSVC /W4: C4206).
+DEVICE_SOURCES = {
+    "none": ["csrc/gpu/runtime_none.c"],
+    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c"],
+    "emu": ["csrc/gpu/runtime_emu.c", "csrc/gpu/blas_emu.c"],
+}
 
 
 def rel(p: Path) -> str:
@@ -48,20 +54,22 @@ def is_x86_64() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
-def c_sources(runtime: str | None):
+def c_sources(device: str):
     other_os = "_posix.c" if sys.platform == "win32" else "_win32.c"
+    other_devices = {s for d, sources in DEVICE_SOURCES.items() if d != device for s in sources}
     return sorted(
         rel(p) for p in (ROOT / "csrc").rglob("*.c")
-        if not p.name.endswith(other_os) and rel(p) not in ISA_SOURCES
-        and (rel(p) not in RUNTIMES or rel(p) == runtime)
+        if not p.name.endswith(other_os) and rel(p) not in ISA_SOURCES and rel(p) not in other_devices
     )
 
 
 def find_nvcc() -> str | None:
     if os.environ.get("COMFY_KITCHEN_C_NO_CUDA") == "1":
         return None
-    candidates = [os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"), shutil.which("nvcc"),
-                  "/usr/local/cuda/bin/nvcc"]
+    # CUDA_PATH: what the CUDA installer sets on Windows.
+    nvcc = "nvcc.exe" if sys.platform == "win32" else "nvcc"
+    homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    candidates = [os.path.join(h, "bin", nvcc) for h in homes if h] + [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
     return next((c for c in candidates if c and os.path.isfile(c)), None)
 
 
@@ -96,7 +104,9 @@ class BuildExt(build_ext):
         werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
         self.msvc = self.compiler.compiler_type == "msvc"
         if self.msvc:
-            common = ["/O2", "/W4", "/fp:precise"] + (["/WX"] if werror else [])
+            # _CRT_SECURE_NO_WARNINGS: the UCRT marks standard C functions the code uses on purpose
+            # (getenv) deprecated (C4996), which /WX would make an error.
+            common = ["/O2", "/W4", "/fp:precise", "/D_CRT_SECURE_NO_WARNINGS"] + (["/WX"] if werror else [])
             self.c_flags, self.cxx_flags = ["/std:c11"] + common, ["/std:c++17", "/TP", "/EHsc"] + common
         else:
             # No -ffast-math and no FMA contraction: kernels must round exactly like eager.
@@ -147,7 +157,14 @@ class BuildExt(build_ext):
         (nvcc's defaults but --fmad): the kernels round exactly like the CPU path."""
         werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
         obj = os.path.join(self.build_temp, source.replace("/", "_") + (".obj" if self.msvc else ".o"))
-        host = ["-Xcompiler", "/MD"] if self.msvc else ["-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall,-Wextra"]
+        if self.msvc:
+            # The cl.exe that compiles the C files hosts nvcc too (nvcc finds none itself
+            # unless run from a Visual Studio developer prompt); /MD: the same C runtime.
+            if not self.compiler.initialized:
+                self.compiler.initialize()
+            host = ["-ccbin", self.compiler.cc, "-Xcompiler", "/MD"]
+        else:
+            host = ["-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall,-Wextra"]
         cmd = [NVCC, "-std=c++17", "-O3", "--fmad=false", "-c", source, "-o", obj, "-lineinfo",
                *[f"-I{d}" for d in ext.include_dirs], *[f"-D{k}={v}" for k, v in ext.define_macros],
                *gencode_flags(), *host, *(["-Werror", "all-warnings"] if werror else [])]
@@ -169,17 +186,17 @@ def build_inputs() -> list[str]:
                   if p.suffix in suffixes)
 
 
-def extension(name: str, runtime: str | None, macros: list):
+def extension(name: str, device: str, macros: list):
     x86 = [("CKC_HAVE_X86_ISAS", "1")] if is_x86_64() else []
-    return Extension(name, sources=c_sources(runtime), include_dirs=["csrc", "kernels"], depends=build_inputs(),
+    return Extension(name, sources=c_sources(device), include_dirs=["csrc", "kernels"], depends=build_inputs(),
                      define_macros=[("Py_LIMITED_API", LIMITED_API)] + x86 + macros, py_limited_api=True)
 
 
 def cuda_extension():
     """_C, with the CUDA kernels and the CUDA runtime seam when nvcc is found."""
     if not NVCC:
-        return extension("comfy_kitchen_c._C", None, [])
-    ext = extension("comfy_kitchen_c._C", "csrc/gpu/runtime_cuda.c", [("CKC_WITH_GPU", "1"), ("CKC_WITH_CUDA", "1")])
+        return extension("comfy_kitchen_c._C", "none", [])
+    ext = extension("comfy_kitchen_c._C", "cuda", [("CKC_WITH_GPU", "1"), ("CKC_WITH_CUDA", "1")])
     lib = "lib/x64" if sys.platform == "win32" else "lib64"
     ext.include_dirs.append(os.path.join(CUDA_HOME, "include"))
     ext.library_dirs = [os.path.join(CUDA_HOME, lib)]
@@ -192,7 +209,7 @@ def emulated_extension():
     Windows port needs Fibers), so Windows installs build _C alone."""
     if sys.platform == "win32":
         return []
-    return [extension("comfy_kitchen_c._C_emu", "csrc/gpu/runtime_emu.c",
+    return [extension("comfy_kitchen_c._C_emu", "emu",
                       [("CKC_EMULATED", "1"), ("CKC_WITH_GPU", "1")])]
 
 

@@ -5,6 +5,17 @@
 #define CKC_STATUS_H
 
 #include <stddef.h>
+#include <stdio.h>
+
+/* The formats ckc_error_set's vsnprintf accepts, for the compiler to check.
+ * MinGW's GCC reads `printf` as the formats of the old msvcrt.dll, which lack
+ * %zu; its stdio.h names the archetype of the C runtime it was set up for (the
+ * UCRT of MSVC builds, or MinGW's own ANSI stdio: C99 formats). */
+#if defined(__MINGW32__)
+#define CKC_PRINTF_FORMAT __MINGW_PRINTF_FORMAT
+#else
+#define CKC_PRINTF_FORMAT printf
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,7 +48,7 @@ typedef struct {
 ckc_status ckc_error_set(ckc_error *err, ckc_status status, const char *file, int line,
                          const char *func, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 6, 7)))
+    __attribute__((format(CKC_PRINTF_FORMAT, 6, 7)))
 #endif
     ;
 

@@ -181,7 +181,13 @@ lt_open(const char *path)
 static void *
 lt_symbol(void *lib, const char *name)
 {
-    return (void *)GetProcAddress((HMODULE)lib, name);
+    /* ISO C has no cast from a function pointer (FARPROC) to void * (MSVC /W4: C4152):
+     * copy its bytes, as LT_BIND stores dlsym's answer into a function pointer. */
+    const FARPROC f = GetProcAddress((HMODULE)lib, name);
+    void *p;
+    _Static_assert(sizeof f == sizeof p, "a function pointer fits a void *");
+    memcpy(&p, &f, sizeof p);
+    return p;
 }
 #else
 #define LT_PATH_SEP ':'

@@ -106,14 +106,34 @@ ckc_monotonic_ns(void)
     return (uint64_t)((double)now.QuadPart * 1e9 / (double)frequency.QuadPart);
 }
 
+/* Windows 10 1803+ (synchapi.h of SDK 10.0.17134); older SDKs lack the name. */
+#ifndef CREATE_WAITABLE_TIMER_HIGH_RESOLUTION
+#define CREATE_WAITABLE_TIMER_HIGH_RESOLUTION 0x00000002
+#endif
+
 void
 ckc_sleep_us(unsigned us)
 {
+    HANDLE timer;
+    LARGE_INTEGER due;
     if (us == 0) {
         SwitchToThread();
         return;
     }
-    Sleep(us < 1000 ? 1 : us / 1000);
+    /* Sleep() waits whole periods of the system timer (up to 15.6 ms): the fence
+     * watchdog's 50 us back-off would stretch a fence by milliseconds.  A
+     * high-resolution waitable timer sleeps about the time asked (as Python's
+     * time.sleep does); where Windows has none, Sleep() it is. */
+    timer = CreateWaitableTimerExW(NULL, NULL, CREATE_WAITABLE_TIMER_HIGH_RESOLUTION, TIMER_ALL_ACCESS);
+    if (timer == NULL) {
+        Sleep((us + 999) / 1000);
+        return;
+    }
+    due.QuadPart = -10 * (LONGLONG)us; /* relative, in 100 ns units */
+    if (SetWaitableTimer(timer, &due, 0, NULL, NULL, FALSE)) {
+        (void)WaitForSingleObject(timer, INFINITE);
+    }
+    CloseHandle(timer);
 }
 
 #endif /* _WIN32 */

@@ -17,4 +17,12 @@
 #define CKC_HD static inline
 #endif
 
+/* No FMA contraction in the CPU kernels: they must round exactly like eager (GCC
+ * and clang: -ffp-contract=off in setup.py).  MSVC before Visual Studio 2022 may
+ * fuse a * b + c into a vector FMA under /fp:precise when /arch:AVX2 allows it,
+ * and has no flag to forbid that: only this pragma (which clang-cl does not know). */
+#if defined(_MSC_VER) && !defined(__clang__) && !defined(__CUDACC__)
+#pragma fp_contract(off)
+#endif
+
 #endif /* CKC_INLINE_H */
