@@ -19,7 +19,7 @@ Steps, each timed; a failed step does not stop the next ones:
                when compute-sanitizer is not found (next to nvcc, in the toolkit, or on PATH).
   d. bench     see below; it runs in a subprocess, so that it loads the extension just built and
                a crash in a kernel still leaves the rows measured before it.  It takes the time
-               left less what the steps after it keep (their reserve).
+               left, as every step does, less what the steps after it keep (their reserve).
   e. profile   the kernel breakdown (below), in a subprocess like bench.  It never fails the check:
                a call it could not profile is a note in its section, a worker that stopped early
                makes the step "incomplete", and it is "skipped" when the time budget is used up.
@@ -149,8 +149,8 @@ HOST = "ours_host"  # Row.ms key of our op's host time per call
 
 TIME_BUDGET_S = 570          # the whole check, under 10 minutes
 STEP_CAPS_S = {"build": 300, "tests": 180, "memcheck": 180, "profile": 120, "faults": 120}
-# Kept for the steps after bench while it runs: about what each takes on an H200 (worker start-up
-# and the first profiler session included), so that bench's overrun cannot starve them.
+# Kept for a step while the steps before it run (bench above all, which takes what is left):
+# about what each takes on an H200, worker start-up and the first profiler session included.
 STEP_RESERVES_S = {"profile": 45, "faults": 45}
 REPORT_RESERVE_S = 10        # kept back for writing the report
 MIN_STEP_S = 15              # a step with less time left is not started
@@ -610,8 +610,8 @@ class Step(NamedTuple):
     name: str
     purpose: str
     run: Callable[[Context, float], Outcome]  # (context, seconds it may take)
-    cap_s: float | None                       # None: the rest of the time budget, less the later steps' reserves
-    reserve_s: float = 0                      # kept for this step while an open-ended step before it runs
+    cap_s: float | None                       # None: no cap but the time budget
+    reserve_s: float = 0                      # kept for this step while the steps before it run
     optional: bool = False                    # its problems are reported, never a failure of the check
 
 
@@ -629,12 +629,11 @@ STEPS = [
 
 
 def step_time(step: Step, left: float) -> float:
-    """Seconds step may take when `left` are left: its cap, or for an open-ended step what is left
-    less the reserves of the steps after it (at least MIN_STEP_S)."""
-    if step.cap_s is not None:
-        return min(step.cap_s, left)
-    reserved = sum(later.reserve_s for later in STEPS[STEPS.index(step) + 1:])
-    return max(left - reserved, MIN_STEP_S)
+    """Seconds step may take when `left` are left: what is left less the reserves of the steps
+    after it (at least MIN_STEP_S), within its cap."""
+    reserved = sum(later.reserve_s for later in STEPS if later.key > step.key)  # keys run a, b, c, ...
+    share = max(left - reserved, MIN_STEP_S)
+    return share if step.cap_s is None else min(step.cap_s, share)
 
 
 def run_step(ctx: Context, step: Step) -> StepResult:
@@ -1340,7 +1339,7 @@ def plan(args) -> str:
         "faults": render(faults_command(shown_path(faults_path("<gpu name slug>")))),
     }
     for step in STEPS:
-        limit = f"at most {step.cap_s:.0f} s" if step.cap_s else "the rest, less the reserves of the steps after it"
+        limit = f"at most {step.cap_s:.0f} s" if step.cap_s else "what is left"
         reserve = f"; {step.reserve_s:.0f} s reserved" if step.reserve_s else ""
         lines += [f"{step.key}. {step.name}: {step.purpose} ({limit}{reserve})", f"     {commands[step.name]}"]
     lines += [f"{REPORT_KEY}. report: benchmarks/results/<gpu name slug>.md", "",

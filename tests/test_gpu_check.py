@@ -268,14 +268,18 @@ def test_linear_shapes():
 
 # ---- time budget of the steps ---------------------------------------------------------------------
 
-def test_step_time_keeps_the_later_steps_reserves_from_bench():
-    bench, profile, faults = (next(s for s in G.STEPS if s.name == name) for name in ("bench", "profile", "faults"))
+def test_step_time_keeps_the_later_steps_reserves():
+    build, bench, profile, faults = (next(s for s in G.STEPS if s.name == name)
+                                     for name in ("build", "bench", "profile", "faults"))
     reserved = G.STEP_RESERVES_S["profile"] + G.STEP_RESERVES_S["faults"]
     assert G.step_time(bench, 400) == 400 - reserved
     assert G.step_time(bench, reserved + 1) == G.MIN_STEP_S  # never less than a step's minimum
+    assert G.step_time(build, 1000) == G.STEP_CAPS_S["build"]
+    assert G.step_time(build, 300) == 300 - reserved
     assert G.step_time(profile, 1000) == G.STEP_CAPS_S["profile"]
+    assert G.step_time(profile, 100) == 100 - G.STEP_RESERVES_S["faults"]
     assert G.step_time(faults, 50) == 50
-    assert [s.name for s in G.STEPS][-3:] == ["bench", "profile", "faults"]  # the reserves follow bench
+    assert [s.name for s in G.STEPS][-3:] == ["bench", "profile", "faults"]
 
 
 def fake_step(run, optional):
