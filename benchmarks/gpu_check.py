@@ -1,5 +1,6 @@
 """GPU check of comfy_kitchen_c in one command (under 10 minutes on one GPU): build, CUDA tests,
-memcheck, benchmarks against comfy_kitchen's CUDA and Triton backends, and a Markdown report.
+memcheck, benchmarks against comfy_kitchen's CUDA and Triton backends, a kernel breakdown of a few
+calls, the fault checks' cost, and a Markdown report.
 
     python benchmarks/gpu_check.py            # everything; --quick: fewer benchmark shapes
     python benchmarks/gpu_check.py --dry-run  # the plan: steps, commands, ops and shapes
@@ -17,9 +18,16 @@ Steps, each timed; a failed step does not stop the next ones:
                every tensor is its own allocation and a read past its end is caught.  Skipped
                when compute-sanitizer is not found (next to nvcc, in the toolkit, or on PATH).
   d. bench     see below; it runs in a subprocess, so that it loads the extension just built and
-               a crash in a kernel still leaves the rows measured before it.
-  e. report    benchmarks/results/<gpu name>.md: GPU, driver and runtime versions, the command,
-               every step's status and time, the tables, and the targets.
+               a crash in a kernel still leaves the rows measured before it.  It takes the time
+               left, as every step does, less what the steps after it keep (their reserve).
+  e. profile   the kernel breakdown (below), in a subprocess like bench.  It never fails the check:
+               a call it could not profile is a note in its section, a worker that stopped early
+               makes the step "incomplete", and it is "skipped" when the time budget is used up.
+  f. faults    ``benchmarks/bench_faults.py --out benchmarks/results/faults_<gpu name>.md``: what
+               the fault checks (flight record, completion marks, fences) cost the host per op on
+               this GPU; the step's detail gives the flight record's cost in launch mode.
+  g. report    benchmarks/results/<gpu name>.md: GPU, driver and runtime versions, the command,
+               every step's status and time, the tables, the targets and the kernel breakdown.
 
 What the benchmark measures, and why.  For each op and each DiT shape (activations of M rows by K
 columns, bfloat16, group size 256):
@@ -58,6 +66,18 @@ and triton backends (the same arguments: ConvRot G = 256, per-channel float32 we
 bfloat16 bias), with each one's peak extra device memory per call (torch.cuda.max_memory_allocated
 beyond the allocations before the call and the output).
 
+The kernel breakdown (step e): where a call's time goes.  For each of BREAKDOWN_CALLS (the shapes
+furthest from their targets, and M = 1 for the per-call floor; scaled_mm_nvfp4 on compute
+capability 10.0+ only), each implementation (ours, comfy_kitchen's cuda and triton where they
+take the call) makes ``--warmup`` calls, then BREAKDOWN_CALLS_PER_PROFILE calls under
+``torch.profiler`` (CPU and CUDA activities), each inside a ``record_function`` range.  Per call:
+every GPU kernel, memcpy and memset (names shortened; the full ones are listed below the tables)
+with its count and GPU microseconds, and their total; the host time of the whole call (the
+range: the Python wrapper and everything under it), and of the CUDA runtime and driver API calls
+and the torch ops inside it, as the profiler reports them.  The profiler adds its own cost to
+every host event, so compare the host times with each other and with "ours host ms", not as
+absolute figures.
+
 Exit status: 0 when no step failed, 1 when one did, 2 without a CUDA GPU (nothing is run).
 """
 from __future__ import annotations
@@ -83,6 +103,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import torch
+from torch.autograd import DeviceType
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -107,6 +128,19 @@ FP4_GEMM_MIN_CC = (10, 0)
 # Our ops that no comfy_kitchen backend has, each timed against one of theirs: {ours: theirs}.
 COMPARED_OPS = {"quantize_and_rotate_nvfp4": "quantize_nvfp4"}
 NVFP4_ROTATE_GROUP = 16
+# The kernel breakdown's calls: (op, shape), a shape being (M, K) for a quantizer and (M, K, N) for
+# a linear op.  The large shapes are those furthest from their targets in the first H200 run; the
+# M = 1 ones show the per-call floor.
+BREAKDOWN_CALLS = (("quantize_and_rotate_rowwise", (1, 3072)), ("quantize_and_rotate_rowwise", (4096, 3072)),
+                   ("quantize_and_rotate_rowwise", (4096, 14336)), ("quantize_nvfp4", (4096, 3072)),
+                   ("int8_linear", (1, 3072, 3072)), ("int8_linear", (4096, 5120, 14336)),
+                   ("scaled_mm_nvfp4", (4096, 5120, 14336)))
+BREAKDOWN_CALLS_PER_PROFILE = 5
+CALL_LABEL = "gpu_check::call"  # the profiler range around each profiled call
+KERNEL_NAME_CHARS = 64          # longer kernel names are cut in the middle in the table
+# CUDA runtime and driver API calls as the profiler names them: cudaLaunchKernel, cuLaunchKernel,
+# cudaMemcpyAsync, cublasLtMatmul (the libraries' calls appear only where they are traced).
+RUNTIME_API = re.compile(r"cu(da|blas|blasLt)?[A-Z]")
 
 BANDWIDTH_TARGET = 0.80
 BANDWIDTH_TARGET_MIN_M = 4096
@@ -114,12 +148,17 @@ SPEEDUP_TARGET = 1.0
 HOST = "ours_host"  # Row.ms key of our op's host time per call
 
 TIME_BUDGET_S = 570          # the whole check, under 10 minutes
-STEP_CAPS_S = {"build": 300, "tests": 180, "memcheck": 180}
+STEP_CAPS_S = {"build": 300, "tests": 180, "memcheck": 180, "profile": 120, "faults": 120}
+# Kept for a step while the steps before it run (bench above all, which takes what is left):
+# about what each takes on an H200, worker start-up and the first profiler session included.
+STEP_RESERVES_S = {"profile": 45, "faults": 45}
 REPORT_RESERVE_S = 10        # kept back for writing the report
 MIN_STEP_S = 15              # a step with less time left is not started
 WORKER_GRACE_S = 30          # the benchmark stops itself at its budget; killed this much later
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+INCOMPLETE = "incomplete"  # an optional step that stopped early: not a failure of the check
+REPORT_KEY = "g"           # the report's step, after STEPS
 
 
 # ---- benchmark data and the numbers derived from it ------------------------------------------
@@ -278,7 +317,7 @@ def step_logs(results: list[StepResult]) -> str:
     for r in results:
         if r.command:
             parts.append(f"- {r.key}. {r.name}: `{r.command}`\n")
-        if r.status == FAILED and r.log_tail:
+        if r.log_tail:  # only a step with problems keeps its output
             parts.append(f"\n<details><summary>{r.key}. {r.name}: end of output</summary>\n\n```\n"
                          f"{r.log_tail}\n```\n</details>\n\n")
     return "".join(parts)
@@ -326,6 +365,19 @@ def bench_command(out: str, args, budget_s: str) -> list[str]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--bench-worker", out, "--repeats", str(args.repeats),
            "--warmup", str(args.warmup), "--budget", budget_s]
     return cmd + (["--quick"] if args.quick else [])
+
+
+def profile_command(out: str, args, budget_s: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--profile-worker", out, "--warmup", str(args.warmup),
+            "--budget", budget_s]
+
+
+def faults_command(out: str) -> list[str]:
+    return [sys.executable, str(ROOT / "benchmarks" / "bench_faults.py"), "--out", out]
+
+
+def faults_path(gpu_slug: str) -> Path:
+    return RESULTS_DIR / f"faults_{gpu_slug}.md"
 
 
 EXE = ".exe" if sys.platform == "win32" else ""
@@ -404,6 +456,7 @@ class Context:
     rows: list[Row] = field(default_factory=list)
     backends: dict = field(default_factory=dict)
     linear_rows: list[LinearRow] = field(default_factory=list)
+    breakdowns: list[Breakdown] = field(default_factory=list)
 
     def time_left(self) -> float:
         return self.deadline - time.monotonic() - REPORT_RESERVE_S
@@ -450,17 +503,26 @@ def step_memcheck(ctx: Context, timeout: float) -> Outcome:
     return command_outcome(memcheck_command(sanitizer), timeout, MEMCHECK_ENV, expect="passed")
 
 
-def step_bench(ctx: Context, timeout: float) -> Outcome:
+def run_worker(make_command: Callable[[str, str], list[str]], read: Callable[[str], object],
+               timeout: float) -> tuple[list[str], int | None, str, object]:
+    """Runs a worker (make_command(its output file, its budget in seconds)) that writes JSON lines
+    and stops itself at its budget, timeout less WORKER_GRACE_S; it is killed at timeout.
+    (its command, its exit status or None when killed, its output, read(its output file))."""
     budget = max(timeout - WORKER_GRACE_S, MIN_STEP_S)
     fd, path = tempfile.mkstemp(prefix="gpu_check_", suffix=".jsonl")
     os.close(fd)
     try:
-        cmd = bench_command(path, ctx.args, f"{budget:.0f}")
+        cmd = make_command(path, f"{budget:.0f}")
         rc, output = run_command(cmd, budget + WORKER_GRACE_S)
-        ctx.backends, ctx.rows = read_bench(path)
-        ctx.linear_rows = read_linear_rows(path)
+        return cmd, rc, output, read(path)
     finally:
         os.unlink(path)
+
+
+def step_bench(ctx: Context, timeout: float) -> Outcome:
+    cmd, rc, output, ((ctx.backends, ctx.rows), ctx.linear_rows) = run_worker(
+        lambda path, budget: bench_command(path, ctx.args, budget),
+        lambda path: (read_bench(path), read_linear_rows(path)), timeout)
     problems = bench_problems(rc, ctx.rows, len(shapes(ctx.args.quick)) * (len(BENCH_OPS) + len(COMPARED_OPS)))
     status = FAILED if problems else PASSED
     detail = "; ".join(problems) or f"{len(ctx.rows)} rows"
@@ -506,12 +568,51 @@ def read_bench(path: str) -> tuple[dict, list[Row]]:
     return backends, rows
 
 
+def step_profile(ctx: Context, timeout: float) -> Outcome:
+    cmd, rc, output, items = run_worker(lambda path, budget: profile_command(path, ctx.args, budget),
+                                        read_breakdowns, timeout)
+    ctx.breakdowns = items + unprofiled(items)
+    profiled = len({b.call for b in items if b.calls})
+    notes = sum(1 for b in ctx.breakdowns if b.note)
+    detail = f"{profiled} of {len(BREAKDOWN_CALLS)} calls profiled" + (
+        f"; {notes} notes (see Kernel breakdown)" if notes else "")
+    if rc == 0:
+        return Outcome(PASSED, detail, render(cmd))
+    stop = "killed at the time limit" if rc is None else f"exit status {rc}"
+    return Outcome(INCOMPLETE, f"{stop}; {detail}", render(cmd), tail(output))
+
+
+def step_faults(ctx: Context, timeout: float) -> Outcome:
+    path = faults_path(slug(torch.cuda.get_device_name()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outcome = command_outcome(faults_command(str(path)), timeout)
+    if outcome.status == PASSED:
+        outcome.detail = f"{shown_path(path)}; {faults_summary(path.read_text())}"
+    return outcome
+
+
+# A row of bench_faults' last table: | device | completion words | on ns | off ns | record cost ns | target ns |
+FAULTS_COST_ROW = re.compile(r"\| (?P<device>[^|]+?) \| (?P<words>[^|]+?) \| -?\d+ \| -?\d+ \| (?P<cost>-?\d+) \| "
+                             r"(?P<target>\d+ \((within|OVER)\)) \|")
+
+
+def faults_summary(report_text: str) -> str:
+    """The flight record's host cost per op on each GPU in bench_faults' report (its emulated
+    device rows are measured on the development machine already)."""
+    costs = [f"flight record on {m['device']} ({m['words']} words): {m['cost']} ns per op in launch mode, "
+             f"target {m['target']}" for m in map(FAULTS_COST_ROW.fullmatch, report_text.splitlines())
+             if m and m["device"] != "emulated"]
+    return "; ".join(costs) or "no GPU row in its flight record cost table"
+
+
 class Step(NamedTuple):
     key: str
     name: str
     purpose: str
     run: Callable[[Context, float], Outcome]  # (context, seconds it may take)
-    cap_s: float | None                       # None: the rest of the time budget
+    cap_s: float | None                       # None: no cap but the time budget
+    reserve_s: float = 0                      # kept for this step while the steps before it run
+    optional: bool = False                    # its problems are reported, never a failure of the check
 
 
 STEPS = [
@@ -520,7 +621,19 @@ STEPS = [
     Step("c", "memcheck", "compute-sanitizer memcheck on the small-shape tests", step_memcheck,
          STEP_CAPS_S["memcheck"]),
     Step("d", "bench", "benchmarks against comfy_kitchen cuda, triton and a device copy", step_bench, None),
+    Step("e", "profile", "kernel breakdown of a few calls under torch.profiler, ours and comfy_kitchen's",
+         step_profile, STEP_CAPS_S["profile"], STEP_RESERVES_S["profile"], optional=True),
+    Step("f", "faults", "bench_faults.py: the fault checks' host cost per op on this GPU", step_faults,
+         STEP_CAPS_S["faults"], STEP_RESERVES_S["faults"]),
 ]
+
+
+def step_time(step: Step, left: float) -> float:
+    """Seconds step may take when `left` are left: what is left less the reserves of the steps
+    after it (at least MIN_STEP_S), within its cap."""
+    reserved = sum(later.reserve_s for later in STEPS if later.key > step.key)  # keys run a, b, c, ...
+    share = max(left - reserved, MIN_STEP_S)
+    return share if step.cap_s is None else min(step.cap_s, share)
 
 
 def run_step(ctx: Context, step: Step) -> StepResult:
@@ -528,16 +641,17 @@ def run_step(ctx: Context, step: Step) -> StepResult:
     start = time.monotonic()
     left = ctx.time_left()
     if left < MIN_STEP_S:
-        outcome = Outcome(FAILED, f"not run: the {ctx.args.budget:.0f} s time budget is used up")
+        outcome = Outcome(SKIPPED if step.optional else FAILED,
+                          f"not run: the {ctx.args.budget:.0f} s time budget is used up")
     else:
         try:
-            outcome = step.run(ctx, min(step.cap_s, left) if step.cap_s else left)
+            outcome = step.run(ctx, step_time(step, left))
         except Exception as exc:  # a bug of this script must not hide the other steps' results
-            outcome = Outcome(FAILED, f"{type(exc).__name__}: {exc}")
+            outcome = Outcome(INCOMPLETE if step.optional else FAILED, f"{type(exc).__name__}: {exc}")
     result = StepResult(step.key, step.name, outcome.status, time.monotonic() - start, outcome.detail,
                         outcome.command, outcome.log_tail)
     print(f"[{result.key}] {result.name}: {result.status} ({result.seconds:.1f} s) {result.detail}", flush=True)
-    if result.status == FAILED and result.log_tail:
+    if result.log_tail:
         print("    " + result.log_tail.replace("\n", "\n    "), flush=True)
     return result
 
@@ -701,20 +815,34 @@ def measure(op: str, x: torch.Tensor, ours, make_args: Callable, backends: dict,
     return row
 
 
-def bench_worker(args) -> int:
-    """Measures every (shape, op), appending one JSON line per row to args.bench_worker; stops
-    when args.budget seconds are up."""
+def cuda_ops():
+    """comfy_kitchen_c.ops, or None (saying why) when the extension was built without CUDA."""
     import comfy_kitchen_c
     from comfy_kitchen_c import _C
 
     if not _C.HAS_CUDA:
         print(f"comfy_kitchen_c at {comfy_kitchen_c.__file__} was built without CUDA", file=sys.stderr)
+        return None
+    return comfy_kitchen_c.ops
+
+
+def write_record(out, kind: str, record: dict) -> None:
+    """One JSON line of a worker's output, flushed: a crash after it keeps it."""
+    out.write(json.dumps({"kind": kind, **record}) + "\n")
+    out.flush()
+
+
+def bench_worker(args) -> int:
+    """Measures every (shape, op), appending one JSON line per row to args.bench_worker; stops
+    when args.budget seconds are up."""
+    ours = cuda_ops()
+    if ours is None:
         return 1
     deadline = time.monotonic() + args.budget
-    ours, backends = comfy_kitchen_c.ops, backend_status()
+    backends = backend_status()
     arguments = op_arguments(ours)
     with open(args.bench_worker, "a") as out:
-        out.write(json.dumps({"kind": "backends", "backends": backends}) + "\n")
+        write_record(out, "backends", {"backends": backends})
         for m, k in shapes(args.quick):
             torch.manual_seed(0)
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -723,8 +851,7 @@ def bench_worker(args) -> int:
                     print(f"time budget of {args.budget:.0f} s used up", file=sys.stderr)
                     return 0
                 row = measure(op, x, ours, arguments[op], backends, args, COMPARED_OPS.get(op))
-                out.write(json.dumps({"kind": "row", **dataclasses.asdict(row)}) + "\n")
-                out.flush()
+                write_record(out, "row", dataclasses.asdict(row))
                 print(f"  {op} {m}x{k}: ours {fmt_ms(row.ms['ours'])} ms", file=sys.stderr, flush=True)
             del x
             torch.cuda.empty_cache()
@@ -857,11 +984,248 @@ def bench_linear(out, ours, backends: dict, cfg, deadline: float) -> bool:
             row = measure_linear(op, m, k, n, ours, backends, cfg)
             if row is None:
                 continue
-            out.write(json.dumps({"kind": "linear", **dataclasses.asdict(row)}) + "\n")
-            out.flush()
+            write_record(out, "linear", dataclasses.asdict(row))
             print(f"  {op} {row.shape}: ours {fmt_ms(row.ms['ours'])} ms", file=sys.stderr, flush=True)
             torch.cuda.empty_cache()
     return True
+
+
+# ---- kernel breakdown: step e and its worker -----------------------------------------------
+
+@dataclass
+class Breakdown:
+    """One implementation ("ours", "cuda", "triton") of one call under the profiler, summed over
+    `calls` calls: the GPU work as [name, count, us] per kernel, memcpy or memset name; the host
+    work inside the calls as [kind, name, count, us], kind "runtime" (CUDA runtime and driver API
+    calls) or "torch" (the torch ops it calls, each with the runtime calls it makes); and the host
+    time of the calls themselves.  calls = 0 when it was not profiled, with the reason in note
+    (impl "" when no implementation was)."""
+    call: str
+    impl: str
+    calls: int = 0
+    gpu: list = field(default_factory=list)
+    host: list = field(default_factory=list)
+    wrapper_us: float = 0.0
+    note: str = ""
+
+
+def call_name(op: str, shape: tuple[int, ...]) -> str:
+    return f"{op} {'x'.join(map(str, shape))}"
+
+
+def duration_us(event) -> float:
+    return event.time_range.end - event.time_range.start
+
+
+def within(outer, event) -> bool:
+    return outer.time_range.start <= event.time_range.start and event.time_range.end <= outer.time_range.end
+
+
+def outermost(events: list) -> list:
+    """The events not nested in another of them (one thread's ranges nest or are disjoint), so
+    that a call made inside another (cuLaunchKernel under cudaLaunchKernel, aten::empty under
+    aten::zeros) is not counted twice."""
+    kept = []
+    for e in sorted(events, key=lambda e: (e.time_range.start, -e.time_range.end)):
+        if not kept or e.time_range.end > kept[-1].time_range.end:
+            kept.append(e)
+    return kept
+
+
+def tally(events: list) -> list[list]:
+    """[name, count, total us] per event name, the most time first."""
+    totals: dict[str, list] = {}
+    for e in events:
+        entry = totals.setdefault(e.name, [e.name, 0, 0.0])
+        entry[1] += 1
+        entry[2] += duration_us(e)
+    return sorted(totals.values(), key=lambda entry: -entry[2])
+
+
+def summarize_profile(events: list, call: str, impl: str, calls: int) -> Breakdown:
+    """A Breakdown from the profiler's events (FunctionEvents: name, device_type, time_range) of
+    `calls` calls, each inside a CALL_LABEL range, made after the GPU was synchronized: every GPU
+    event is the calls' work."""
+    cpu = [e for e in events if e.device_type == DeviceType.CPU]
+    ranges = [e for e in cpu if e.name == CALL_LABEL]
+    inside = [e for e in cpu if e.name != CALL_LABEL and any(within(r, e) for r in ranges)]
+    # The profiler shows each record_function range (ours, and any the implementation opens) on the
+    # GPU's timeline too, as a user annotation spanning the range's kernels: not work of its own.
+    gpu = [e for e in events if e.device_type != DeviceType.CPU and e.name != CALL_LABEL
+           and not getattr(e, "is_user_annotation", False)]
+    runtime = outermost([e for e in inside if RUNTIME_API.match(e.name)])
+    torch_ops = outermost([e for e in inside if e.name.startswith("aten::")])
+    host = [["runtime", *entry] for entry in tally(runtime)] + [["torch", *entry] for entry in tally(torch_ops)]
+    return Breakdown(call, impl, calls, tally(gpu), host, sum(map(duration_us, ranges)))
+
+
+def argument_list_start(name: str) -> int:
+    """Where the parenthesized group that ends name (ending with ")") opens; -1 when it never does."""
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return i
+    return -1
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without its return type, argument list and namespaces, cut in the middle
+    when still longer than KERNEL_NAME_CHARS (cuBLASLt's and CUTLASS's run to hundreds of
+    characters).  Memcpy and memset names ("Memcpy DtoD (Device -> Device)") keep their
+    parenthesized part, which follows a space where an argument list does not."""
+    short = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    start = argument_list_start(short) if short.endswith(")") else -1
+    if start > 0 and short[start - 1] != " ":
+        short = short[:start]
+    short = re.sub(r"\b[A-Za-z_]\w*::", "", short)
+    if len(short) > KERNEL_NAME_CHARS:
+        head = KERNEL_NAME_CHARS * 2 // 3
+        short = short[:head] + "..." + short[len(short) - (KERNEL_NAME_CHARS - head - 3):]
+    return short
+
+
+def fmt_count(v: float) -> str:
+    return f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+def code_cell(text: str) -> str:
+    """text as code in a Markdown table cell: kernel names hold <...> and __, which Markdown would
+    take for HTML and emphasis."""
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+def breakdown_rows(b: Breakdown) -> list[list[str]]:
+    """One implementation's rows, per call: its GPU work, the GPU total, the host time of the
+    whole call and the host work inside it."""
+    def per_call(count: float, us: float) -> list[str]:
+        return [fmt_count(count / b.calls), f"{us / b.calls:.1f}"]
+
+    rows = [[b.impl, "GPU", code_cell(short_kernel_name(name)), *per_call(count, us)] for name, count, us in b.gpu]
+    rows.append([b.impl, "GPU", "**total**", *per_call(sum(e[1] for e in b.gpu), sum(e[2] for e in b.gpu))])
+    rows.append([b.impl, "host", "whole call", *per_call(b.calls, b.wrapper_us)])
+    rows += [[b.impl, "host", f"{kind}: {code_cell(name)}", *per_call(count, us)] for kind, name, count, us in b.host]
+    return rows
+
+
+BREAKDOWN_NOTE = (f"Each implementation: {BREAKDOWN_CALLS_PER_PROFILE} calls under torch.profiler after the "
+                  "warm-up calls; counts and microseconds per call.  GPU: each kernel, memcpy and memset (names "
+                  "shortened; the full ones below) and their sum, the GPU's busy time.  host: the whole call "
+                  "(Python wrapper included), and inside it the CUDA runtime/driver API calls and torch ops the "
+                  "profiler reports (a torch op's time includes its runtime calls).  The profiler adds to every "
+                  "host event: compare host times with each other and with \"ours host ms\", not as absolute "
+                  "figures.\n")
+
+
+def breakdown_section(items: list[Breakdown]) -> str:
+    """One table per call, ours first, then the backends, kernel by kernel; the reasons for what
+    was not profiled; and the full names of the shortened kernels."""
+    if not items:
+        return "No call was profiled (see step e under Steps).\n"
+    parts = [BREAKDOWN_NOTE]
+    for call in dict.fromkeys(b.call for b in items):
+        mine = [b for b in items if b.call == call]
+        rows = [row for b in mine if b.calls for row in breakdown_rows(b)]
+        parts.append(f"\n#### {call}\n\n")
+        if rows:
+            parts.append(table(["impl", "side", "name", "count/call", "us/call"], rows, "lllrr"))
+        notes = [f"- {b.impl + ': ' if b.impl else ''}{b.note}\n" for b in mine if b.note]
+        parts += ["\n" if rows and notes else "", *notes]
+    full = dict.fromkeys(name for b in items for name, _, _ in b.gpu if short_kernel_name(name) != name)
+    if full:
+        parts += ["\n<details><summary>Full kernel names</summary>\n\n",
+                  *(f"- `{short_kernel_name(name)}`: `{name}`\n" for name in full), "</details>\n"]
+    return "".join(parts)
+
+
+def unprofiled(items: list[Breakdown]) -> list[Breakdown]:
+    """A note for each call the worker wrote nothing about: it ran out of time or stopped."""
+    seen = {b.call for b in items}
+    return [Breakdown(name, "", note="not profiled: the worker ran out of time or stopped first")
+            for name in (call_name(op, shape) for op, shape in BREAKDOWN_CALLS) if name not in seen]
+
+
+def read_breakdowns(path: str) -> list[Breakdown]:
+    return [Breakdown(**record) for record in read_records(path) if record.pop("kind") == "breakdown"]
+
+
+def profile_events(fn: Callable, args: tuple, warmup: int, calls: int) -> list:
+    """The profiler's events of `calls` calls, each in a CALL_LABEL range, after `warmup` calls
+    (lazy initialization and Triton's compilation stay out of the profile)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    for _ in range(warmup):
+        fn(*args)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            with record_function(CALL_LABEL):
+                fn(*args)
+        torch.cuda.synchronize()
+    return list(prof.events())
+
+
+def profile_one(call: str, impl: str, fn: Callable, args: tuple, warmup: int) -> Breakdown:
+    try:
+        events = profile_events(fn, args, warmup, BREAKDOWN_CALLS_PER_PROFILE)
+        return summarize_profile(events, call, impl, BREAKDOWN_CALLS_PER_PROFILE)
+    except Exception as exc:  # out of memory, a backend that fails: a note, then the next one
+        torch.cuda.empty_cache()
+        return Breakdown(call, impl, note=one_line(exc))
+
+
+def breakdown_arguments(op: str, shape: tuple[int, ...], ours) -> tuple[tuple, tuple] | None:
+    """(our arguments, theirs) as the benchmarks make them; None where the op cannot run here."""
+    if op in LINEAR_OPS:
+        args = linear_arguments(op, *shape, ours)
+        return None if args is None else (args, args)
+    torch.manual_seed(0)
+    return op_arguments(ours)[op](torch.randn(*shape, device="cuda", dtype=torch.bfloat16))
+
+
+def profile_call(op: str, shape: tuple[int, ...], ours, backends: dict, warmup: int) -> list[Breakdown]:
+    """Ours and each backend's implementation of one call; a note for each that cannot be profiled."""
+    call = call_name(op, shape)
+    try:
+        arguments = breakdown_arguments(op, shape, ours)
+    except Exception as exc:
+        return [Breakdown(call, "", note=f"no arguments: {one_line(exc)}")]
+    if arguments is None:
+        return [Breakdown(call, "", note=f"not on this GPU: needs compute capability "
+                                         f"{FP4_GEMM_MIN_CC[0]}.{FP4_GEMM_MIN_CC[1]}+")]
+    our_args, their_args = arguments
+    items = [profile_one(call, "ours", getattr(ours, op), our_args, warmup)]
+    for b in BACKENDS:
+        try:
+            impl, note = their_implementation(backends, b, op, their_args)
+        except Exception as exc:
+            impl, note = None, one_line(exc)
+        items.append(profile_one(call, b, impl, their_args, warmup) if impl else
+                     Breakdown(call, b, note=note or f"comfy_kitchen {b} is unavailable: {backends[b]['reason']}"))
+    return items
+
+
+def profile_worker(args) -> int:
+    """Profiles BREAKDOWN_CALLS, appending one JSON line per Breakdown to args.profile_worker;
+    stops when args.budget seconds are up."""
+    ours = cuda_ops()
+    if ours is None:
+        return 1
+    deadline = time.monotonic() + args.budget
+    try:
+        backends = backend_status()
+    except Exception as exc:  # comfy_kitchen missing: ours are still profiled
+        backends = {b: {"available": False, "reason": one_line(exc), "ops": []} for b in BACKENDS}
+    with open(args.profile_worker, "a") as out:
+        for op, shape in BREAKDOWN_CALLS:
+            if time.monotonic() > deadline:
+                print(f"time budget of {args.budget:.0f} s used up", file=sys.stderr)
+                return 0
+            for item in profile_call(op, shape, ours, backends, args.warmup):
+                write_record(out, "breakdown", dataclasses.asdict(item))
+            print(f"  profiled {call_name(op, shape)}", file=sys.stderr, flush=True)
+            torch.cuda.empty_cache()
+    return 0
 
 
 # ---- environment and report ----------------------------------------------------------------
@@ -907,10 +1271,13 @@ def gpu_info() -> dict[str, str]:
     }
 
 
+def shown_path(path: Path) -> str:
+    """path relative to the repository when it is inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def command_line(argv: list[str]) -> str:
-    script = Path(__file__).resolve()
-    shown = str(script.relative_to(ROOT)) if script.is_relative_to(ROOT) else str(script)
-    return shlex.join(["python", shown, *argv])
+    return shlex.join(["python", shown_path(Path(__file__).resolve()), *argv])
 
 
 def backends_list(backends: dict) -> str:
@@ -922,7 +1289,7 @@ def backends_list(backends: dict) -> str:
 
 
 def report(info: dict[str, str], command: str, args, results: list[StepResult], rows: list[Row],
-           backends: dict, linear_rows: list | None = None) -> str:
+           backends: dict, linear_rows: list | None = None, breakdowns: list | None = None) -> str:
     linear_rows = linear_rows or []
     name = info["GPU"].split(",")[0]
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -941,7 +1308,8 @@ def report(info: dict[str, str], command: str, args, results: list[StepResult], 
     notes = notes_list(rows)
     if notes:
         parts += ["\nWhy cells are empty:\n\n", notes]
-    parts += ["\n### Targets (computed, not asserted)\n\n", targets_table(targets(rows) + linear_targets(linear_rows))]
+    parts += ["\n### Targets (computed, not asserted)\n\n", targets_table(targets(rows) + linear_targets(linear_rows)),
+              "\n### Kernel breakdown (torch.profiler)\n\n", breakdown_section(breakdowns or [])]
     return "".join(parts)
 
 
@@ -967,10 +1335,14 @@ def plan(args) -> str:
         "memcheck": render(memcheck_command(sanitizer or "compute-sanitizer"), MEMCHECK_ENV)
         + ("" if sanitizer else "  [compute-sanitizer not found here: the step would be skipped]"),
         "bench": render(bench_command("<rows.jsonl>", args, "<seconds left>")),
+        "profile": render(profile_command("<breakdowns.jsonl>", args, "<seconds left>")),
+        "faults": render(faults_command(shown_path(faults_path("<gpu name slug>")))),
     }
     for step in STEPS:
-        lines += [f"{step.key}. {step.name}: {step.purpose}", f"     {commands[step.name]}"]
-    lines += ["e. report: benchmarks/results/<gpu name slug>.md", "",
+        limit = f"at most {step.cap_s:.0f} s" if step.cap_s else "what is left"
+        reserve = f"; {step.reserve_s:.0f} s reserved" if step.reserve_s else ""
+        lines += [f"{step.key}. {step.name}: {step.purpose} ({limit}{reserve})", f"     {commands[step.name]}"]
+    lines += [f"{REPORT_KEY}. report: benchmarks/results/<gpu name slug>.md", "",
               f"benchmark ops: {', '.join(BENCH_OPS)}",
               *(f"compared op: {op} (G = {NVFP4_ROTATE_GROUP}) against their {theirs}"
                 for op, theirs in COMPARED_OPS.items()),
@@ -981,6 +1353,9 @@ def plan(args) -> str:
               f"linear ops: {', '.join(LINEAR_OPS)} (scaled_mm_nvfp4 on compute capability "
               f"{FP4_GEMM_MIN_CC[0]}.{FP4_GEMM_MIN_CC[1]}+), with the peak extra device memory per call",
               f"linear shapes (M x K x N): {', '.join(f'{m}x{k}x{n}' for m, k, n in linear_shapes(args.quick))}",
+              f"kernel breakdown ({BREAKDOWN_CALLS_PER_PROFILE} calls each after {args.warmup} warm-up calls, ours and "
+              f"comfy_kitchen's; scaled_mm_nvfp4 on compute capability {FP4_GEMM_MIN_CC[0]}.{FP4_GEMM_MIN_CC[1]}+): "
+              f"{', '.join(call_name(op, shape) for op, shape in BREAKDOWN_CALLS)}",
               "", "targets:"]
     lines += [f"  {t.label} ({t.op})" for t in targets([]) + linear_targets([])]
     return "\n".join(lines)
@@ -997,6 +1372,7 @@ def parse_args(argv=None):
     p.add_argument("--budget", type=float, default=TIME_BUDGET_S,
                    help="seconds for the whole check (default %(default)s)")
     p.add_argument("--bench-worker", metavar="JSONL", help=argparse.SUPPRESS)
+    p.add_argument("--profile-worker", metavar="JSONL", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -1005,6 +1381,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.bench_worker:
         return bench_worker(args)
+    if args.profile_worker:
+        return profile_worker(args)
     if args.dry_run:
         print(plan(args))
         return 0
@@ -1021,17 +1399,17 @@ def main(argv=None) -> int:
 
 
 def report_step(ctx: Context, info: dict[str, str], command: str, results: list[StepResult]) -> StepResult:
-    """Step e: writes the report (or, if that fails, prints it)."""
+    """Step g: writes the report (or, if that fails, prints it)."""
     start = time.monotonic()
-    text = report(info, command, ctx.args, results, ctx.rows, ctx.backends, ctx.linear_rows)
+    text = report(info, command, ctx.args, results, ctx.rows, ctx.backends, ctx.linear_rows, ctx.breakdowns)
     try:
         path = write_report(text, torch.cuda.get_device_name())
         status, detail = PASSED, str(path)
     except OSError as exc:
         print(text)
         status, detail = FAILED, f"could not write the report (printed above): {exc}"
-    print(f"[e] report: {status}: {detail}", flush=True)
-    return StepResult("e", "report", status, time.monotonic() - start, detail)
+    print(f"[{REPORT_KEY}] report: {status}: {detail}", flush=True)
+    return StepResult(REPORT_KEY, "report", status, time.monotonic() - start, detail)
 
 
 if __name__ == "__main__":
