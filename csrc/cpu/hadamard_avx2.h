@@ -140,17 +140,25 @@ ckc_avx2_round_bf16_track(__m256 x, __m256i *absmax)
     return _mm256_castsi256_ps(_mm256_and_si256(ckc_avx2_bf16_round_bits(u), _mm256_set1_epi32((int)0xFFFF0000u)));
 }
 
+/* The largest of n lanes of magnitude bits, rounded to a bfloat16 value: the
+ * row's absmax from a vector of per-lane maxima (once per row). */
+static inline float
+ckc_lanes_absmax_bf16(const uint32_t *lanes, int n)
+{
+    uint32_t top = 0;
+    for (int k = 0; k < n; k++) {
+        top = lanes[k] > top ? lanes[k] : top;
+    }
+    return ckc_round_to_kind(ckc_f32_from_bits(top), CKC_BF16);
+}
+
 /* The absmax tracked by ckc_avx2_round_bf16_track, as the rounded float. */
 static inline float
 ckc_avx2_absmax_finish(__m256i absmax)
 {
     uint32_t lanes[8];
-    uint32_t top = 0;
     _mm256_storeu_si256((__m256i *)lanes, absmax);
-    for (int k = 0; k < 8; k++) {
-        top = lanes[k] > top ? lanes[k] : top;
-    }
-    return ckc_round_to_kind(ckc_f32_from_bits(top), CKC_BF16);
+    return ckc_lanes_absmax_bf16(lanes, 8);
 }
 
 /* y = H4 (x0..x3) on 8 lanes at once: ckc_h4_butterfly's sums in its order. */

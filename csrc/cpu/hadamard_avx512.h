@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 
+#include "hadamard_avx2.h" /* every AVX-512 CPU has AVX2: its helpers apply */
 #include "math/float_bits.h"
 #include "math/hadamard.h"
 
@@ -91,7 +92,9 @@ ckc_avx512_round_bf16_track(__m512 x, __m512i *absmax)
 static inline float
 ckc_avx512_absmax_finish(__m512i absmax)
 {
-    return ckc_round_to_kind(ckc_f32_from_bits((uint32_t)_mm512_reduce_max_epu32(absmax)), CKC_BF16);
+    uint32_t lanes[16];
+    _mm512_storeu_si512((void *)lanes, absmax);
+    return ckc_lanes_absmax_bf16(lanes, 16);
 }
 
 /* Rotates one piece of n bfloat16 values (n = 16, 32, 64 or 256, a whole number
