@@ -249,6 +249,21 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+# CPU features that make eager's bfloat16 matmul (its rotation) fast: with them torch runs it in
+# oneDNN's AMX or AVX512-BF16 kernels, without them in a slow fallback, and eager's rotating ops
+# take 200x longer (benchmarks/README.md), which moves every "speedup vs eager" of those ops.
+BF16_MATMUL_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def bf16_matmul_units() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return ", ".join(u for u in BF16_MATMUL_FLAGS if u in flags) or "none"
+
+
 class OtherLoad:
     """CPU time that other processes used while we ran, as a share of all cores (Linux only).
 
@@ -301,8 +316,10 @@ def build_info() -> str:
 
 
 def header(args, other_load: str) -> str:
-    return (f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores\n"
-            f"- comfy_kitchen_c: {build_info()}\n"
+    return (f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores; bfloat16 matmul units for eager: "
+            f"{bf16_matmul_units()}\n"
+            f"- comfy_kitchen_c: {build_info()}; CPU kernels {C._C.cpu_isa()} (of {', '.join(C._C.cpu_isas())}: "
+            f"COMFY_KITCHEN_C_CPU_ISA)\n"
             f"- torch threads: {torch.get_num_threads()} (torch {torch.__version__})\n"
             f"- M = {args.m}, K in {list(args.k)}, bfloat16 inputs, group_size {GROUP}, "
             f"median of {args.repeats} runs after 1 warm-up (ours and the copies: of {ROUNDS} alternating blocks "
