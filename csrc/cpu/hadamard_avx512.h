@@ -72,9 +72,17 @@ ckc_avx512_h4(__m512 *x0, __m512 *x1, __m512 *x2, __m512 *x3)
     *x3 = _mm512_sub_ps(q, m);
 }
 
-/* x rounded to a bfloat16 value (ckc_f32_to_bf16's add of half an ulp plus the
- * ties-to-even bit, valid for all but NaN), and *absmax raised to its magnitude
- * bits before rounding (NaN above infinity, as in torch's amax).  Rounding is
+/* Float bits rounded to nearest even at bfloat16 precision, low 16 bits left
+ * to the caller: ckc_f32_to_bf16's add, valid for all but NaN. */
+static inline __m512i
+ckc_avx512_bf16_round_bits(__m512i u)
+{
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
+}
+
+/* x rounded to a bfloat16 value, and *absmax raised to its magnitude bits
+ * before rounding (NaN above infinity, as in torch's amax).  Rounding is
  * monotone, so the largest magnitude before rounding, rounded, is the largest
  * after.  A NaN x gives an arbitrary value: a row with a NaN absmax does not
  * use its values. */
@@ -82,10 +90,18 @@ static inline __m512
 ckc_avx512_round_bf16_track(__m512 x, __m512i *absmax)
 {
     const __m512i u = _mm512_castps_si512(x);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
     *absmax = _mm512_max_epu32(*absmax, _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)));
-    return _mm512_castsi512_ps(_mm512_and_si512(rounded, _mm512_set1_epi32((int)0xFFFF0000u)));
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(ckc_avx512_bf16_round_bits(u), _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* bfloat16 bits of 16 floats, as ckc_f32_to_bf16 (every NaN the canonical 0x7FC0). */
+static inline __m256i
+ckc_avx512_to_bf16(__m512 x)
+{
+    const __m512i bits = _mm512_srli_epi32(ckc_avx512_bf16_round_bits(_mm512_castps_si512(x)), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(bits, nan, _mm512_set1_epi32(0x7FC0)));
 }
 
 /* The absmax tracked by ckc_avx512_round_bf16_track, as the rounded float. */
@@ -97,16 +113,33 @@ ckc_avx512_absmax_finish(__m512i absmax)
     return ckc_lanes_absmax_bf16(lanes, 16);
 }
 
+/* What a rotated row becomes: floats rounded to bfloat16 with their absmax
+ * tracked (for the int8 quantizer's second pass), or bfloat16 (the rotation
+ * alone). */
+typedef enum { CKC_ROTATED_ROUNDED_F32, CKC_ROTATED_BF16 } ckc_rotated_out;
+
+/* Stores `blocks` rotated blocks at element `at` of dst, in the form `out`. */
+CKC_HD void
+ckc_avx512_store_blocks(const __m512 *w, int blocks, ckc_rotated_out out, void *dst, int64_t at, __m512i *absmax)
+{
+    CKC_CPU_UNROLL
+    for (int i = 0; i < blocks; i++) {
+        if (out == CKC_ROTATED_BF16) {
+            _mm256_storeu_si256((__m256i *)((uint16_t *)dst + at + 16 * i), ckc_avx512_to_bf16(w[i]));
+        } else {
+            _mm512_storeu_ps((float *)dst + at + 16 * i, ckc_avx512_round_bf16_track(w[i], absmax));
+        }
+    }
+}
+
 /* Rotates one piece of n bfloat16 values (n = 16, 32, 64 or 256, a whole number
  * of groups, or a quarter of a 1024-group) by every stage of stride below
- * min(group, 256), in registers, into dst.  With absmax given (group <= 256:
- * the piece is then fully rotated) the results are rounded to bfloat16 and
- * tracked in it.  Always inlined into callers that pass constant n and group,
- * so that the loops unroll and the register array stays in registers. */
+ * min(group, 256), in registers: block b into w[b].  Always inlined into callers
+ * that pass constant n and group, so that the loops unroll and w stays in
+ * registers. */
 CKC_HD void
-ckc_avx512_rotate_piece_bf16(const uint16_t *src, int n, int64_t group, __m512 norm, float *dst, __m512i *absmax)
+ckc_avx512_rotate_piece_bf16(const uint16_t *src, int n, int64_t group, __m512 norm, __m512 *w)
 {
-    __m512 w[16]; /* w[b]: block b of the piece */
     const int blocks = n / 16;
     int i;
     CKC_CPU_UNROLL
@@ -125,16 +158,24 @@ ckc_avx512_rotate_piece_bf16(const uint16_t *src, int n, int64_t group, __m512 n
             ckc_avx512_h4(&w[i], &w[i + 4], &w[i + 8], &w[i + 12]);
         }
     }
-    CKC_CPU_UNROLL
-    for (i = 0; i < blocks; i++) {
-        _mm512_storeu_ps(dst + 16 * i, absmax != NULL ? ckc_avx512_round_bf16_track(w[i], absmax) : w[i]);
-    }
+}
+
+/* A piece of n values at element g, rotated and stored in the form `out`. */
+CKC_HD void
+ckc_avx512_rotate_store_piece(const uint16_t *src, int64_t g, int n, int64_t group, __m512 norm, ckc_rotated_out out,
+                              void *dst, __m512i *absmax)
+{
+    __m512 w[16];
+    ckc_avx512_rotate_piece_bf16(src + g, n, group, norm, w);
+    ckc_avx512_store_blocks(w, n / 16, out, dst, g, absmax);
 }
 
 /* A bfloat16 row of k values (a multiple of group >= 16) rotated in groups
- * into dst, rounded to bfloat16, its magnitude bits tracked in *absmax. */
+ * into dst in the form `out` (with the absmax in *absmax for rounded floats).
+ * work: 1024 floats apart from dst, for 1024-groups. */
 static inline void
-ckc_avx512_rotate_row_bf16(const uint16_t *src, int64_t k, int64_t group, float *dst, __m512i *absmax)
+ckc_avx512_rotate_row_bf16(const uint16_t *src, int64_t k, int64_t group, ckc_rotated_out out, void *dst,
+                           float *work, __m512i *absmax)
 {
     const __m512 norm = _mm512_set1_ps(ckc_hadamard_norm(ckc_hadamard_log4(group)));
     int64_t g;
@@ -142,37 +183,43 @@ ckc_avx512_rotate_row_bf16(const uint16_t *src, int64_t k, int64_t group, float 
     case 16:
         /* Two groups per piece; a row of an odd number of groups ends with one. */
         for (g = 0; g + 32 <= k; g += 32) {
-            ckc_avx512_rotate_piece_bf16(src + g, 32, 16, norm, dst + g, absmax);
+            ckc_avx512_rotate_store_piece(src, g, 32, 16, norm, out, dst, absmax);
         }
         if (g < k) {
-            ckc_avx512_rotate_piece_bf16(src + g, 16, 16, norm, dst + g, absmax);
+            ckc_avx512_rotate_store_piece(src, g, 16, 16, norm, out, dst, absmax);
         }
         break;
     case 64:
         for (g = 0; g < k; g += 64) {
-            ckc_avx512_rotate_piece_bf16(src + g, 64, 64, norm, dst + g, absmax);
+            ckc_avx512_rotate_store_piece(src, g, 64, 64, norm, out, dst, absmax);
         }
         break;
     case 256:
         for (g = 0; g < k; g += 256) {
-            ckc_avx512_rotate_piece_bf16(src + g, 256, 256, norm, dst + g, absmax);
+            ckc_avx512_rotate_store_piece(src, g, 256, 256, norm, out, dst, absmax);
         }
         break;
-    default: /* 1024: four 256-pieces, then stride 256 in L1, where the rounding rides */
+    default: /* 1024: four 256-pieces into work, then stride 256 from there */
         for (g = 0; g < k; g += 1024) {
             int64_t j;
             for (j = 0; j < 1024; j += 256) {
-                ckc_avx512_rotate_piece_bf16(src + g + j, 256, 1024, norm, dst + g + j, NULL);
+                __m512 w[16];
+                ckc_avx512_rotate_piece_bf16(src + g + j, 256, 1024, norm, w);
+                CKC_CPU_UNROLL
+                for (int i = 0; i < 16; i++) {
+                    _mm512_storeu_ps(work + j + 16 * i, w[i]);
+                }
             }
             for (j = 0; j < 256; j += 16) {
-                float *v = dst + g + j;
-                __m512 x0 = _mm512_loadu_ps(v), x1 = _mm512_loadu_ps(v + 256);
-                __m512 x2 = _mm512_loadu_ps(v + 512), x3 = _mm512_loadu_ps(v + 768);
-                ckc_avx512_h4(&x0, &x1, &x2, &x3);
-                _mm512_storeu_ps(v, ckc_avx512_round_bf16_track(x0, absmax));
-                _mm512_storeu_ps(v + 256, ckc_avx512_round_bf16_track(x1, absmax));
-                _mm512_storeu_ps(v + 512, ckc_avx512_round_bf16_track(x2, absmax));
-                _mm512_storeu_ps(v + 768, ckc_avx512_round_bf16_track(x3, absmax));
+                __m512 x[4];
+                int i;
+                for (i = 0; i < 4; i++) {
+                    x[i] = _mm512_loadu_ps(work + j + 256 * i);
+                }
+                ckc_avx512_h4(&x[0], &x[1], &x[2], &x[3]);
+                for (i = 0; i < 4; i++) {
+                    ckc_avx512_store_blocks(&x[i], 1, out, dst, g + j + 256 * i, absmax);
+                }
             }
         }
         break;

@@ -9,9 +9,7 @@
 #include "hadamard_avx2.h"
 #include "int8_avx2.h"
 #endif
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#define CKC_CPU_AVX512 1
-#include "hadamard_avx512.h"
+#if defined(CKC_CPU_AVX512) /* rows.h */
 #include "int8_avx512.h"
 #endif
 
@@ -103,20 +101,21 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
 /* A bfloat16 row rotated and quantized with the vector forms of this build:
  * v receives the rotated row rounded to bfloat16 (in the split layout of
  * hadamard_avx2.h, or in order with AVX-512), and the same pass gives its
- * absmax.  Returns 0, having written nothing, for a row whose absmax is inf or
+ * absmax; work: k more floats (AVX-512's 1024-groups pass through it).  Returns 0, having written nothing, for a row whose absmax is inf or
  * NaN or whose scale is outside the reciprocal's range: the general path does
  * those rows. */
 static int
-rotated_row_bf16_vector(const uint16_t *row, int64_t k, int64_t group, float *v, int8_t *q, float *scale)
+rotated_row_bf16_vector(const uint16_t *row, int64_t k, int64_t group, float *v, float *work, int8_t *q, float *scale)
 {
     float absmax, row_scale, math_scale;
 #if defined(CKC_CPU_AVX512)
     __m512i absmax_bits = _mm512_setzero_si512();
-    ckc_avx512_rotate_row_bf16(row, k, group, v, &absmax_bits);
+    ckc_avx512_rotate_row_bf16(row, k, group, CKC_ROTATED_ROUNDED_F32, v, work, &absmax_bits);
     absmax = ckc_avx512_absmax_finish(absmax_bits);
 #else
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(group));
     __m256i absmax_bits = _mm256_setzero_si256();
+    (void)work;
     for (int64_t g = 0; g < k; g += group) {
         ckc_avx2_rotate_group_bf16_split(row + g, group, norm, v + g, &absmax_bits);
     }
@@ -160,7 +159,7 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
         if (p->group > 0) {
 #if defined(__AVX2__)
             if (p->kind == CKC_BF16 && p->group >= 16 && p->noise == NULL &&
-                rotated_row_bf16_vector((const uint16_t *)row, k, p->group, v, p->q + r * k, &p->scale[r])) {
+                rotated_row_bf16_vector((const uint16_t *)row, k, p->group, v, noise, p->q + r * k, &p->scale[r])) {
                 continue;
             }
 #endif

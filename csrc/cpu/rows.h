@@ -113,6 +113,10 @@ ckc_row_stage_block(float *restrict a, float *restrict b, float *restrict c, flo
     }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define CKC_CPU_AVX512 1
+#include "hadamard_avx512.h"
+#endif
 #if defined(__AVX2__)
 #include "hadamard_avx2.h"
 #else
@@ -198,7 +202,12 @@ ckc_row_rotate_bf16_avx2(const uint16_t *src, int64_t n, int64_t group, float *w
 static inline void
 ckc_row_rotate_to_kind(const void *src, ckc_float_kind kind, int64_t n, int64_t group, float *work, void *dst)
 {
-#if defined(__AVX2__)
+#if defined(CKC_CPU_AVX512)
+    if (kind == CKC_BF16 && group >= 16) {
+        ckc_avx512_rotate_row_bf16((const uint16_t *)src, n, group, CKC_ROTATED_BF16, dst, work, NULL);
+        return;
+    }
+#elif defined(__AVX2__)
     if (kind == CKC_BF16 && group >= 16) {
         ckc_row_rotate_bf16_avx2((const uint16_t *)src, n, group, work, (uint16_t *)dst);
         return;
