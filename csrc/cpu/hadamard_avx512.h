@@ -1,8 +1,9 @@
 /* AVX-512 form of the fused rotation of bfloat16 rows, for the AVX-512 build of
  * the CPU kernels.  A 16-value block (ckc_hadamard_rows' strides 1 and 4) fills
  * one 16-lane register, so a whole 256-group is 16 registers: every stage of
- * it, and the rounding to bfloat16, happen in registers, with one store of the
- * rotated group to L1 for the quantizing pass that needs the row's scale.
+ * it, and the rounding to bfloat16, happen in registers.  The int8 quantizer
+ * then stores the group to L1 for its second pass (which needs the row's
+ * scale); the plain rotation stores bfloat16 straight from the registers.
  * Every sum and difference is the one of ckc_h4_butterfly, so results match
  * the portable build bit for bit. */
 #ifndef CKC_CPU_HADAMARD_AVX512_H
