@@ -8,6 +8,8 @@ path. test_cpu_isa covers the common shapes; this covers every group size, lengt
 16-value tail, rows on either side of the fallback, and a caller-given tensor-wise scale (no bound
 on the quotients).
 """
+import contextlib
+
 import pytest
 import torch
 
@@ -15,6 +17,17 @@ from comfy_kitchen_c import _C, ops
 
 VECTOR_ISAS = [isa for isa in _C.cpu_isas() if isa != "baseline"]
 pytestmark = pytest.mark.skipif(not VECTOR_ISAS, reason="needs a CPU and build with AVX2 or AVX-512")
+
+
+@contextlib.contextmanager
+def _cpu_isa(name):
+    """The CPU kernels of build `name` inside the block, the previous ones after it."""
+    saved = _C.cpu_isa()
+    _C.set_cpu_isa(name)
+    try:
+        yield
+    finally:
+        _C.set_cpu_isa(saved)
 
 
 def _rows(m, k, seed):
@@ -51,22 +64,18 @@ def _same_bits(a, b):
     return torch.equal(a, b)
 
 
-@pytest.mark.parametrize("group,k", [(16, 16), (16, 48), (16, 1040), (64, 320), (256, 768), (256, 5376), (1024, 1024), (1024, 2048),
-                                     (0, 37), (0, 1000)])
+@pytest.mark.parametrize("group,k", [(16, 16), (16, 48), (16, 1040), (64, 320), (256, 768), (256, 5376),
+                                     (1024, 1024), (1024, 2048), (0, 37), (0, 1000)])
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("isa", VECTOR_ISAS)
 def test_vector_bfloat16_paths_match_baseline(isa, group, k, seed):
     x = _rows(6, k, seed)
     # A given scale small enough that many quotients pass 127 (and some would overflow int32).
     scale = torch.tensor(float(x.float().abs().nan_to_num(0.0, 0.0, 0.0).amax()) / 127 / 1e9)
-    saved = _C.cpu_isa()
-    try:
-        _C.set_cpu_isa("baseline")
+    with _cpu_isa("baseline"):
         reference = _results(x, group, scale)
-        _C.set_cpu_isa(isa)
+    with _cpu_isa(isa):
         mine = _results(x, group, scale)
-    finally:
-        _C.set_cpu_isa(saved)
     for name, values in mine.items():
         for a, b in zip(values, reference[name]):
             assert _same_bits(a, b), name
@@ -74,7 +83,7 @@ def test_vector_bfloat16_paths_match_baseline(isa, group, k, seed):
 
 @pytest.mark.parametrize("isa", VECTOR_ISAS)
 def test_vector_bfloat16_codes_of_every_value_match_baseline(isa):
-    """The vector quantizers rounds x * fl(1/s) to bfloat16 without a ties-to-even term, which is
+    """The vector quantizers round x * fl(1/s) to bfloat16 without a ties-to-even term, which is
     exact only because such a quotient is never a bfloat16 tie (int8_avx2.h). Every bfloat16
     value, against scales from the smallest to the largest exponents the reciprocal path takes
     and scales that put quotients around the int8 limits, gives the baseline build's codes."""
@@ -84,14 +93,10 @@ def test_vector_bfloat16_codes_of_every_value_match_baseline(isa):
     exponents = torch.randint(-120, 120, (24,), generator=g).float()
     scales = [float(s) for s in (mantissas * torch.exp2(exponents)).to(torch.bfloat16).float()]
     scales += [float(m) / 127 for m in (1.0, 3.0, 1e-30, 3e38)]
-    saved = _C.cpu_isa()
-    try:
-        for s in scales:
-            scale = torch.tensor(s)
-            _C.set_cpu_isa("baseline")
+    for s in scales:
+        scale = torch.tensor(s)
+        with _cpu_isa("baseline"):
             reference = ops.quantize_int8_tensorwise(x, scale)[0]
-            _C.set_cpu_isa(isa)
+        with _cpu_isa(isa):
             mine = ops.quantize_int8_tensorwise(x, scale)[0]
-            assert torch.equal(mine, reference), f"scale {s!r}"
-    finally:
-        _C.set_cpu_isa(saved)
+        assert torch.equal(mine, reference), f"scale {s!r}"

@@ -9,7 +9,7 @@
 #include "hadamard_avx2.h"
 #include "int8_avx2.h"
 #endif
-#if defined(CKC_CPU_AVX512) /* rows.h */
+#if defined(CKC_CPU_AVX512) /* set by rows.h for AVX-512 builds */
 #include "int8_avx512.h"
 #endif
 
@@ -101,9 +101,10 @@ quantize_src(const void *src, int8_t *q, int64_t n, float math_scale, ckc_float_
 /* A bfloat16 row rotated and quantized with the vector forms of this build:
  * v receives the rotated row rounded to bfloat16 (in the split layout of
  * hadamard_avx2.h, or in order with AVX-512), and the same pass gives its
- * absmax; work: k more floats (AVX-512's 1024-groups pass through it).  Returns 0, having written nothing, for a row whose absmax is inf or
- * NaN or whose scale is outside the reciprocal's range: the general path does
- * those rows. */
+ * absmax; work: k more floats (AVX-512's 1024-groups pass through it).
+ * Returns 0, having written nothing, for a row whose absmax is inf or NaN or
+ * whose scale is outside the reciprocal's range: the general path does those
+ * rows. */
 static int
 rotated_row_bf16_vector(const uint16_t *row, int64_t k, int64_t group, float *v, float *work, int8_t *q, float *scale)
 {
