@@ -11,6 +11,7 @@ import contextvars
 import os
 
 import torch
+import torch.utils.dlpack
 
 from . import _C
 from . import _checks as check
@@ -23,13 +24,22 @@ _SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = 0, 1, 2
 
 # ---- plumbing -------------------------------------------------------------------------------
 
+# torch's DLPack export without the Python layer of Tensor.__dlpack__, which costs ~4 us per
+# tensor (an op passes up to 7): that layer only adds checks that cannot fail here (gradient,
+# conjugate, layout), the producer-stream synchronisation our calls skip anyway (CUDA work is
+# ordered by the stream we pass), and a refusal of tensors on another device than the current
+# one, which would break ops on a second GPU (the C side sets the device from the capsule).
+_to_dlpack = torch.utils.dlpack.to_dlpack
+
+
 def _capsule(t: torch.Tensor | None):
-    if t is None:
-        return None
-    if t.requires_grad:
-        t = t.detach()
-    # CUDA work is ordered by the stream we pass, so the producer must not sync (-1).
-    return t.__dlpack__(stream=-1) if t.is_cuda else t.__dlpack__()
+    return None if t is None else _to_dlpack(t)
+
+
+# The caller's current CUDA stream of a device index, as an int: torch's raw getter (the one
+# Triton and torch's own generated code call) where it exists, else the public API.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream)
 
 
 # The extension module that runs the kernels: _C, or _C_emu inside
@@ -38,9 +48,17 @@ KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
 
 
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    stream = _raw_stream(device.index) if device.type == "cuda" else 0
     getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
                                    faults.CHECK.get())
+
+
+def _as_rows(x: torch.Tensor) -> torch.Tensor:
+    """x as the contiguous [rows, K] the row kernels take: x itself when it already is one (a
+    reshape and a view back cost a few microseconds per call)."""
+    if x.dim() == 2 and x.is_contiguous():
+        return x
+    return x.reshape(-1, x.shape[-1] if x.dim() else 1).contiguous()
 
 
 def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
@@ -64,14 +82,15 @@ def _out_dtype(op: str, code) -> torch.dtype:
 
 def _quantize_rows(op: str, x: torch.Tensor, group: int, seed: int):
     """Row-wise quantization of x viewed as [-1, K], rotated first when group > 0."""
-    k = x.shape[-1]
-    x2 = x.reshape(-1, k).contiguous()
+    x2 = _as_rows(x)
     q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
     scale = torch.empty((x2.shape[0], 1), dtype=torch.float32, device=x.device)
     noise = _noise(x, seed)
     if noise is not None:
         noise = noise.reshape(x2.shape)
     _run("int8_rowwise", op, x.device, (x2, q, scale, noise), (group,))
+    if x2 is x:
+        return q, scale
     return q.view(x.shape), scale.view(*x.shape[:-1], 1)
 
 
@@ -181,11 +200,9 @@ def rotate_int8_convrot_weight(weight, group_size):
 
 def _scale_mode(op: str, q: torch.Tensor, scale: torch.Tensor) -> int:
     """How eager's ``q.float() * scale`` broadcast maps scale onto q viewed as [rows, K]."""
-    try:
-        shape = torch.broadcast_shapes(q.shape, scale.shape)
-    except RuntimeError:
-        shape = None
-    if shape != q.shape:
+    # scale broadcasts to q exactly when, aligned from the right, each of its sizes is 1 or q's
+    # (torch.broadcast_shapes decides the same but costs ~20 us per call)
+    if scale.dim() > q.dim() or any(s != 1 and s != n for s, n in zip(reversed(scale.shape), reversed(q.shape))):
         raise ArgumentError(f"{op}: argument 'scale': shape {list(scale.shape)} does not broadcast to "
                             f"q's shape {list(q.shape)}")
     if scale.numel() == 1:
@@ -196,72 +213,72 @@ def _scale_mode(op: str, q: torch.Tensor, scale: torch.Tensor) -> int:
     return _SCALE_FULL
 
 
-def _check_dequant(op, q, scale, ndim=None):
+def _check_dequant(op, q, scale, ndim=None) -> int:
+    """The scale mode (_scale_mode) of a valid call."""
     check.tensor(op, "q", q, (torch.int8,), ndim=ndim)
     check.rows_of(op, "q", q)
     check.tensor(op, "scale", scale, check.FLOAT_DTYPES)
     check.same_device(op, q=q, scale=scale)
-    _scale_mode(op, q, scale)
+    return _scale_mode(op, q, scale)
 
 
-def _dequantize(op: str, q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype, group: int):
-    mode = _scale_mode(op, q, scale)
+def _dequantize(op: str, q: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype, group: int):
     s = scale.to(dtype=torch.float32)  # exact: scale values are float16/bfloat16/float32
     s = s.expand(q.shape).contiguous() if mode == _SCALE_FULL else s.contiguous()
-    k = q.shape[-1] if q.dim() else 1
-    q2 = q.reshape(-1, k).contiguous()
+    q2 = _as_rows(q)
     out = torch.empty(q2.shape, dtype=out_dtype, device=q.device)
     _run("int8_dequant", op, q.device, (q2, s, out), (mode, group))
-    return out.view(q.shape)
+    return out if q2 is q else out.view(q.shape)
 
 
 def check_dequantize_int8_simple(q, scale):
-    _check_dequant("dequantize_int8_simple", q, scale)
+    return _check_dequant("dequantize_int8_simple", q, scale)
 
 
 def dequantize_int8_simple(q, scale):
     """float32 q * scale (scale: scalar, per row, or any shape broadcasting to q)."""
-    check_dequantize_int8_simple(q, scale)
-    return _dequantize("dequantize_int8_simple", q, scale, torch.float32, 0)
+    mode = check_dequantize_int8_simple(q, scale)
+    return _dequantize("dequantize_int8_simple", q, scale, mode, torch.float32, 0)
 
 
 def check_dequantize_int8_simple_dtype(q, scale, output_dtype_code=0):
     op = "dequantize_int8_simple_dtype"
-    _check_dequant(op, q, scale)
-    _out_dtype(op, output_dtype_code)
+    mode = _check_dequant(op, q, scale)
+    return mode, _out_dtype(op, output_dtype_code)
 
 
 def dequantize_int8_simple_dtype(q, scale, output_dtype_code):
     """q * scale rounded to the dtype of output_dtype_code (0 float32, 1 float16, 2 bfloat16)."""
     op = "dequantize_int8_simple_dtype"
-    check_dequantize_int8_simple_dtype(q, scale, output_dtype_code)
-    return _dequantize(op, q, scale, _out_dtype(op, output_dtype_code), 0)
+    mode, out_dtype = check_dequantize_int8_simple_dtype(q, scale, output_dtype_code)
+    return _dequantize(op, q, scale, mode, out_dtype, 0)
 
 
 def check_dequantize_int8_convrot_weight(q, scale, group_size=256):
     op = "dequantize_int8_convrot_weight"
-    _check_dequant(op, q, scale, ndim=2)
+    mode = _check_dequant(op, q, scale, ndim=2)
     check.group_size(op, group_size, q.shape[-1])
+    return mode
 
 
 def dequantize_int8_convrot_weight(q, scale, group_size):
     """float32 (q * scale) rotated back group-wise: the ConvRot weight in its original basis."""
-    check_dequantize_int8_convrot_weight(q, scale, group_size)
-    return _dequantize("dequantize_int8_convrot_weight", q, scale, torch.float32, group_size)
+    mode = check_dequantize_int8_convrot_weight(q, scale, group_size)
+    return _dequantize("dequantize_int8_convrot_weight", q, scale, mode, torch.float32, group_size)
 
 
 def check_dequantize_int8_convrot_weight_dtype(q, scale, group_size=256, output_dtype_code=0):
     op = "dequantize_int8_convrot_weight_dtype"
-    _check_dequant(op, q, scale, ndim=2)
+    mode = _check_dequant(op, q, scale, ndim=2)
     check.group_size(op, group_size, q.shape[-1])
-    _out_dtype(op, output_dtype_code)
+    return mode, _out_dtype(op, output_dtype_code)
 
 
 def dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code):
     """dequantize_int8_convrot_weight rounded to the dtype of output_dtype_code."""
     op = "dequantize_int8_convrot_weight_dtype"
-    check_dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code)
-    return _dequantize(op, q, scale, _out_dtype(op, output_dtype_code), group_size)
+    mode, out_dtype = check_dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code)
+    return _dequantize(op, q, scale, mode, out_dtype, group_size)
 
 
 # ---- NVFP4 ----------------------------------------------------------------------------------

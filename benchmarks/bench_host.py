@@ -1,0 +1,100 @@
+"""Host time per call on tiny inputs: what each op costs the calling thread apart from its kernel.
+
+On a GPU a call's kernels run asynchronously, and a DiT-sized quantization kernel takes about
+10 us on an H200 (4096 x 3072 bfloat16 is 38 MB of traffic at ~4 TB/s).  When the Python wrapper
+and the C launcher take longer than that, back-to-back calls leave the GPU waiting, and CUDA
+events around a call measure the host time instead of the kernel.  This benchmark measures that
+host time where it can be measured without a GPU: each op on a tiny CPU tensor ([4, 256]
+bfloat16, and [1, 4, 256] for the ops that take activations, as ComfyUI passes them), whose
+kernel takes well under a microsecond, so the time per call is the argument checks, the output
+allocations, the DLPack capsules, the flight record and the call into C.  The GPU path runs the
+same Python and the same C entry, plus the device guard and the launches.
+
+Columns: ours (``comfy_kitchen_c.ops.<op>``), eager (comfy_kitchen's eager backend, called
+directly) and, for context, one ``torch.empty`` (the cost of allocating one output).  Each value is
+the fastest of ``--blocks`` blocks of ``--calls`` consecutive calls, in microseconds per call: the
+cost itself, since other load on the machine only ever adds to a block's time (on the 2-core
+development VM, block medians moved by up to 50% between runs; the fastest block by a few %).
+
+    python benchmarks/bench_host.py [--out benchmarks/results/host_cpu.md]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+from comfy_kitchen.backends.eager import quantization as E  # noqa: E402
+
+import comfy_kitchen_c.ops as C  # noqa: E402
+from bench_cpu import OPS  # noqa: E402
+
+ROWS, K, N = 4, 256, 256
+
+
+def us_per_call(fn: Callable, args: tuple, calls: int, blocks: int) -> float:
+    for _ in range(calls // 10 + 1):
+        fn(*args)
+    samples = []
+    for _ in range(blocks):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return min(samples)
+
+
+def cases() -> list[tuple[str, Callable, Callable, tuple]]:
+    """(label, ours, eager, args): every op of the CPU benchmark on [ROWS, K], the activation ops
+    also on [1, ROWS, K], and int8_linear."""
+    torch.manual_seed(0)
+    x = torch.randn(ROWS, K, dtype=torch.bfloat16)
+    out = [(op.name, op.ours, op.eager, op.make_args(x)) for op in OPS]
+    x3 = x.view(1, ROWS, K)
+    for name in ("quantize_int8_rowwise", "quantize_and_rotate_rowwise"):
+        op = next(o for o in OPS if o.name == name)
+        out.append((f"{name} (3-D x)", op.ours, op.eager, op.make_args(x3)))
+    weight, weight_scale = C.quantize_int8_rowwise(torch.randn(N, K, dtype=torch.bfloat16))
+    bias = torch.randn(N, dtype=torch.bfloat16)
+    out.append(("int8_linear (3-D x, bias)", C.int8_linear, E.int8_linear, (x3, weight, weight_scale, bias)))
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--blocks", type=int, default=7)
+    parser.add_argument("--out", type=Path, help="also write the table to this markdown file")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # tiny inputs: no worker wake-ups in either implementation
+
+    empty_us = us_per_call(lambda: torch.empty((ROWS, K), dtype=torch.int8), (), args.calls, args.blocks)
+    lines = ["| op | ours us | eager us | eager / ours |", "|---|---:|---:|---:|"]
+    for label, ours, eager, op_args in cases():
+        ours_us = us_per_call(ours, op_args, args.calls, args.blocks)
+        eager_us = us_per_call(eager, op_args, args.calls, args.blocks)
+        lines.append(f"| {label} | {ours_us:.1f} | {eager_us:.1f} | {eager_us / ours_us:.2f} |")
+        print(lines[-1], flush=True)
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=Path(__file__).parent).stdout.strip()
+    report = "\n".join([
+        f"Host time per call on [{ROWS}, {K}] bfloat16 CPU tensors (`python benchmarks/bench_host.py`), "
+        f"git {git}, Python {platform.python_version()}, torch {torch.__version__}, 1 torch thread, "
+        f"fastest of {args.blocks} blocks of {args.calls} calls.  One `torch.empty` costs {empty_us:.1f} us here.",
+        "", *lines, ""])
+    print(report)
+    if args.out:
+        args.out.write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
