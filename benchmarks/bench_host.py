@@ -11,8 +11,9 @@ allocations, the DLPack capsules, the flight record and the call into C.  The GP
 same Python and the same C entry, plus the device guard and the launches.
 
 Columns: ours (``comfy_kitchen_c.ops.<op>``), eager (comfy_kitchen's eager backend, called
-directly) and, for context, one ``torch.empty`` (the cost of allocating one output).  Each value is
-the fastest of ``--blocks`` blocks of ``--calls`` consecutive calls, in microseconds per call: the
+directly) and ours in units of one ``torch.empty`` (allocating one output: a yardstick of this
+machine's speed at torch calls, stable where absolute times drift).  Blocks of the three alternate,
+and each value is the fastest of ``--blocks`` blocks of ``--calls`` consecutive calls, in microseconds per call: the
 cost itself, since other load on the machine only ever adds to a block's time (on the 2-core
 development VM, block medians moved by up to 50% between runs; the fastest block by a few %).
 
@@ -40,16 +41,23 @@ from bench_cpu import OPS  # noqa: E402
 ROWS, K, N = 4, 256, 256
 
 
-def us_per_call(fn: Callable, args: tuple, calls: int, blocks: int) -> float:
-    for _ in range(calls // 10 + 1):
+def block_us(fn: Callable, args: tuple, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
         fn(*args)
-    samples = []
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def us_per_call(calls_to_time: dict[str, tuple[Callable, tuple]], calls: int, blocks: int) -> dict[str, float]:
+    """{name: us per call}: blocks of the named calls alternate, so that each ratio compares
+    timings taken side by side (the VM's speed drifts between runs)."""
+    for fn, args in calls_to_time.values():
+        block_us(fn, args, calls // 10 + 1)
+    samples: dict[str, list[float]] = {name: [] for name in calls_to_time}
     for _ in range(blocks):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn(*args)
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return min(samples)
+        for name, (fn, args) in calls_to_time.items():
+            samples[name].append(block_us(fn, args, calls))
+    return {name: min(values) for name, values in samples.items()}
 
 
 def cases() -> list[tuple[str, Callable, Callable, tuple]]:
@@ -76,19 +84,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # tiny inputs: no worker wake-ups in either implementation
 
-    empty_us = us_per_call(lambda: torch.empty((ROWS, K), dtype=torch.int8), (), args.calls, args.blocks)
-    lines = ["| op | ours us | eager us | eager / ours |", "|---|---:|---:|---:|"]
+    empty = (lambda: torch.empty((ROWS, K), dtype=torch.int8), ())
+    lines = ["| op | ours us | eager us | eager / ours | ours / one torch.empty |", "|---|---:|---:|---:|---:|"]
     for label, ours, eager, op_args in cases():
-        ours_us = us_per_call(ours, op_args, args.calls, args.blocks)
-        eager_us = us_per_call(eager, op_args, args.calls, args.blocks)
-        lines.append(f"| {label} | {ours_us:.1f} | {eager_us:.1f} | {eager_us / ours_us:.2f} |")
+        us = us_per_call({"ours": (ours, op_args), "eager": (eager, op_args), "empty": empty}, args.calls,
+                         args.blocks)
+        lines.append(f"| {label} | {us['ours']:.1f} | {us['eager']:.1f} | {us['eager'] / us['ours']:.2f} | "
+                     f"{us['ours'] / us['empty']:.1f} |")
         print(lines[-1], flush=True)
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=Path(__file__).parent).stdout.strip()
     report = "\n".join([
         f"Host time per call on [{ROWS}, {K}] bfloat16 CPU tensors (`python benchmarks/bench_host.py`), "
         f"git {git}, Python {platform.python_version()}, torch {torch.__version__}, 1 torch thread, "
-        f"fastest of {args.blocks} blocks of {args.calls} calls.  One `torch.empty` costs {empty_us:.1f} us here.",
+        f"fastest of {args.blocks} blocks of {args.calls} calls (blocks of ours, eager and one `torch.empty` "
+        "alternating).",
         "", *lines, ""])
     print(report)
     if args.out:

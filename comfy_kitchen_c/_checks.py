@@ -25,7 +25,7 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
     if value.dtype not in dtypes:
         raise ArgumentTypeError(
             f"{op}: argument '{name}': expected dtype {_names(dtypes)}, got {_names([value.dtype])}")
-    if value.device.type not in ("cpu", "cuda"):
+    if not (value.is_cpu or value.is_cuda):  # a third of the cost of comparing value.device.type
         raise ArgumentTypeError(f"{op}: argument '{name}': unsupported device {value.device} (cpu or cuda)")
     if ndim is not None and value.dim() != ndim:
         raise ArgumentError(f"{op}: argument '{name}': expected {ndim} dimensions, got shape {list(value.shape)}")
@@ -47,14 +47,16 @@ def rows_of(op: str, name: str, value: torch.Tensor) -> tuple[int, int]:
     return rows, k
 
 
-def same_device(op: str, **tensors) -> torch.device:
-    named = [(n, t) for n, t in tensors.items() if isinstance(t, torch.Tensor)]
-    first_name, first = named[0]
-    for n, t in named[1:]:
-        if t.device != first.device:
-            raise ArgumentTypeError(
-                f"{op}: argument '{n}' is on {t.device} but '{first_name}' is on {first.device}")
-    return first.device
+def same_device(op: str, **tensors) -> None:
+    """All tensors among the arguments (None and numbers are skipped) on one device."""
+    first_name, device = None, None
+    for n, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            continue
+        if device is None:
+            first_name, device = n, t.device
+        elif t.device != device:
+            raise ArgumentTypeError(f"{op}: argument '{n}' is on {t.device} but '{first_name}' is on {device}")
 
 
 def integer(op: str, name: str, value) -> int:

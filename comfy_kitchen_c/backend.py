@@ -34,8 +34,8 @@ def unsupported_gpu(kwargs, minimum=MIN_COMPUTE_CAPABILITY) -> str | None:
     check looks only at the current device, and would reject CPU-only machines)."""
     for name, value in kwargs.items():
         if isinstance(value, torch.Tensor) and value.is_cuda:
-            cc = torch.cuda.get_device_capability(value.device)
-            if tuple(cc) < minimum:
+            cc = ops.compute_capability(value.device.index)
+            if cc < minimum:
                 return (f"argument '{name}' is on {value.device} with compute capability {cc[0]}.{cc[1]}; "
                         f"the CUDA kernels need {minimum[0]}.{minimum[1]}+")
     return None

@@ -8,6 +8,7 @@ contiguous tensor first; outputs are always new tensors.
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 
 import torch
@@ -440,11 +441,17 @@ def _blas_search_dirs() -> None:
     _blas_dirs_set = True
 
 
+@functools.lru_cache(maxsize=None)
+def compute_capability(index: int) -> tuple[int, int]:
+    """Compute capability of a CUDA device (fixed for the process; torch's query costs ~2 us)."""
+    return tuple(torch.cuda.get_device_capability(index))
+
+
 def _gemm_alignment(device: torch.device) -> tuple[int, int]:
     """(k, n) multiples the GPU GEMM is given: cuBLASLt's int8 IMMA needs k and n multiples of 4;
     16 keeps rows 16-byte aligned, and Turing rejects some n not a multiple of 32 (comfy_kitchen
     pads to 32 there for the same reason)."""
-    if device.type == "cuda" and tuple(torch.cuda.get_device_capability(device)) == (7, 5):
+    if device.type == "cuda" and compute_capability(device.index) == (7, 5):
         return 16, 32
     return 16, 16
 
@@ -577,7 +584,7 @@ def _cublaslt_fp4(device: torch.device, out_dtype: torch.dtype, n: int, k: int) 
     The emulated device runs its C reference of that GEMM for every shape."""
     if device.type != "cuda":
         return KERNELS.get() is not _C
-    return (tuple(torch.cuda.get_device_capability(device)) >= (10, 0) and k % 32 == 0 and n % 8 == 0
+    return (compute_capability(device.index) >= (10, 0) and k % 32 == 0 and n % 8 == 0
             and out_dtype in (torch.float16, torch.bfloat16))
 
 

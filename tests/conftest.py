@@ -30,6 +30,17 @@ def eager():
 
 
 @pytest.fixture
+def fresh_capabilities():
+    """comfy_kitchen_c's per-process cache of compute capabilities emptied before and after the
+    test, for tests that monkeypatch torch.cuda.get_device_capability."""
+    from comfy_kitchen_c import ops
+
+    ops.compute_capability.cache_clear()
+    yield
+    ops.compute_capability.cache_clear()
+
+
+@pytest.fixture
 def activated():
     """comfy_kitchen_c activated (first in comfy_kitchen's registry) for one test; the priority
     before it is restored afterwards."""

@@ -130,12 +130,14 @@ class _OnCuda1(FakeCudaTensor):
 
 
 @pytest.mark.parametrize("cc,served", [((7, 0), False), ((7, 5), True), ((12, 0), True)])
-def test_gpus_below_the_built_architectures_fall_through(monkeypatch, cc, served):
+def test_gpus_below_the_built_architectures_fall_through(monkeypatch, fresh_capabilities, cc, served):
     asked = []
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: asked.append(d) or cc)
     x = torch.randn(4, 64).as_subclass(_OnCuda1)
     reason = comfy_kitchen_c.backend.unsupported_gpu({"x": x, "stochastic_rounding": 0})
-    assert asked == [torch.device("cuda", 1)]  # the tensor's own device, not the current one
+    assert asked == [1]  # the tensor's own device, not the current one
+    comfy_kitchen_c.backend.unsupported_gpu({"x": x})
+    assert asked == [1]  # asked once per device and process
     assert (reason is None) == served
     if not served:
         assert "argument 'x' is on cuda:1 with compute capability 7.0" in reason

@@ -151,7 +151,7 @@ def test_unservable_linear_calls_fall_through(activated):
 
 @pytest.mark.parametrize("cc,int8_served,fp4_served", [((7, 0), False, False), ((8, 9), True, False),
                                                        ((10, 0), True, True)])
-def test_minimum_compute_capabilities(monkeypatch, cc, int8_served, fp4_served):
+def test_minimum_compute_capabilities(monkeypatch, fresh_capabilities, cc, int8_served, fp4_served):
     """IMMA needs 7.5, the block-scaled FP4 GEMM 10.0: on an older GPU the call rule fails with a
     hardware reason (before any argument check), so comfy_kitchen picks another backend."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: cc)
