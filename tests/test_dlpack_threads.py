@@ -98,3 +98,20 @@ def test_requires_grad_inputs_are_accepted():
     x = torch.randn(8, 64, requires_grad=True)
     q, s = ops.quantize_int8_rowwise(x)
     assert q.dtype == torch.int8 and not s.requires_grad
+
+
+def test_capsules_of_tensors_on_another_gpu_than_the_current_one():
+    """torch's Tensor.__dlpack__ refuses a CUDA tensor that is not on the current device
+    (BufferError), which broke every op on a second GPU; ops export through
+    torch.utils.dlpack.to_dlpack, and the C side sets the device from the capsule.  Here a
+    CPU tensor claims cuda:1 (no GPU needed): __dlpack__ fails on it before exporting, ours
+    exports the tensor's data."""
+    from inputs import FakeCudaTensor
+
+    class OnCuda1(FakeCudaTensor):
+        fake_device_index = 1
+
+    x = torch.arange(6, dtype=torch.float32).view(2, 3).as_subclass(OnCuda1)
+    with pytest.raises((BufferError, RuntimeError, AssertionError)):
+        x.__dlpack__(stream=-1)
+    assert torch.equal(torch.utils.dlpack.from_dlpack(ops._capsule(x)), torch.arange(6.0).view(2, 3))
