@@ -95,10 +95,9 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, boo
 
     /* Pass 1: the quantizer's values and their absmax. */
     for (int s = 0; s < segments; s++) {
+        ckc_rotated_segment<KIND, ACT, CHUNKS>(row, s * segment, k, vec, (int)p.group, t, exchange, v);
         CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
-            const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
-            ckc_rotated_chunk<KIND, ACT>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
             CKC_UNROLL
             for (int e = 0; e < CKC_CHUNK; e++) {
                 const uint32_t b = ckc_f32_bits(v[c][e]) & 0x7FFFFFFFu;
@@ -116,13 +115,13 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, boo
      * segment); the padding columns k .. q_stride - 1, all inside the chunk
      * holding column k - 1, get zeros. */
     for (int s = 0; s < segments; s++) {
+        if (segments > 1) {
+            ckc_rotated_segment<KIND, ACT, CHUNKS>(row, s * segment, k, vec, (int)p.group, t, exchange, v);
+        }
         CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s * segment + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
             float noise[CKC_CHUNK];
-            if (segments > 1) {
-                ckc_rotated_chunk<KIND, ACT>(row, start, k, vec, (int)p.group, t, exchange, v[c]);
-            }
             if (p.noise != NULL) {
                 ckc_load_chunk<KIND>((const char *)p.noise + r * k * elem, start, k, vec, noise);
             }
@@ -222,13 +221,14 @@ hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_don
     const int64_t k = p.cols;
     const int64_t elem = ckc_kind_size(KIND);
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
+    float v[CHUNKS][CKC_CHUNK];
     for (int64_t s = 0; s < k; s += segment) {
+        ckc_rotated_segment<KIND, CKC_ACT_NONE, CHUNKS>((const char *)p.x + r * k * elem, s, k, vec, (int)p.group, t,
+                                                        exchange, v);
         CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
             const int64_t start = s + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
-            float v[CKC_CHUNK];
-            ckc_rotated_chunk<KIND>((const char *)p.x + r * k * elem, start, k, vec, (int)p.group, t, exchange, v);
-            ckc_store_chunk<KIND>((char *)p.out + r * k * elem, start, k, out_vec, v);
+            ckc_store_chunk<KIND>((char *)p.out + r * k * elem, start, k, out_vec, v[c]);
         }
     }
     ckc_done_mark_arrive(done);

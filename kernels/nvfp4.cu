@@ -85,7 +85,8 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark
     const void *row = in_x ? (const void *)((const char *)p.x + r * p.cols * elem) : p.x;
     float v[CKC_NVFP4_BLOCK];
     /* Rows past x (pad_16x) read as zeros: limit 0.  G <= 256 never needs `exchange`. */
-    ckc_rotated_chunk<KIND>(row, c * CKC_NVFP4_BLOCK, in_x ? p.cols : 0, vec, (int)p.group, t, NULL, v);
+    ckc_load_chunk<KIND>(row, c * CKC_NVFP4_BLOCK, in_x ? p.cols : 0, vec, v);
+    ckc_transform_chunk<KIND, CKC_ACT_NONE>(v, NULL, (int)p.group, t, NULL);
     if (active) {
         const float pts = *p.per_tensor_scale;
         uint32_t bits = 0;

@@ -234,24 +234,18 @@ ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
     }
 }
 
-/* A chunk loaded, activated (int8_linear's input_act: for swiglu the row is
- * [gate | up], up at column k; the activated value rounded to the element type
- * as eager's activation returns it) and, for group > 0, scaled by 1/sqrt(G),
- * rotated and rounded to the element type (as eager rounds its matmul): what
- * the int8 quantizer sees, what the plain rotation stores, and what the NVFP4
- * quantizer sees in quantize_and_rotate_nvfp4.  `exchange` is only touched for
- * group 1024 (ckc_rotation_exchange_bytes). */
-template <ckc_float_kind KIND, int ACT = CKC_ACT_NONE>
+/* A loaded chunk activated (int8_linear's input_act: for swiglu the row is
+ * [gate | up], `up` the chunk's up values; the activated value rounded to the
+ * element type as eager's activation returns it) and, for group > 0, scaled by
+ * 1/sqrt(G), rotated and rounded to the element type (as eager rounds its
+ * matmul): what the int8 quantizer sees, what the plain rotation stores, and
+ * what the NVFP4 quantizer sees in quantize_and_rotate_nvfp4.  `exchange` is
+ * only touched for group 1024 (ckc_rotation_exchange_bytes). */
+template <ckc_float_kind KIND, int ACT>
 __device__ __forceinline__ void
-ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group, int t, float *exchange,
-                    float v[CKC_CHUNK])
+ckc_transform_chunk(float v[CKC_CHUNK], const float up[CKC_CHUNK], int group, int t, float *exchange)
 {
-    ckc_load_chunk<KIND>(row, start, k, vec, v);
     if (ACT != CKC_ACT_NONE) {
-        float up[CKC_CHUNK];
-        if (ACT == CKC_ACT_SWIGLU) {
-            ckc_load_chunk<KIND>((const char *)row + k * ckc_kind_size(KIND), start, k, vec, up);
-        }
         CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
             v[e] = ckc_act_apply(ACT, v[e], ACT == CKC_ACT_SWIGLU ? up[e] : 0.0f, KIND);
@@ -268,6 +262,33 @@ ckc_rotated_chunk(const void *row, int64_t start, int64_t k, bool vec, int group
         for (int e = 0; e < CKC_CHUNK; e++) {
             v[e] = ckc_round_to_kind(v[e], KIND);
         }
+    }
+}
+
+/* The chunks of one segment of a row (segment start s, chunk c at
+ * s + (c * CKC_ROW_THREADS + t) * CKC_CHUNK), loaded and transformed
+ * (ckc_transform_chunk).  Every load of the segment is issued before the first
+ * transform: the rotation's shuffles and barriers keep the compiler from
+ * hoisting a later chunk's loads above an earlier chunk's rotation, and one
+ * chunk at a time leaves a thread only 32 bytes in flight, which at the row
+ * kernels' occupancy cannot cover DRAM latency. */
+template <ckc_float_kind KIND, int ACT, int CHUNKS>
+__device__ __forceinline__ void
+ckc_rotated_segment(const void *row, int64_t s, int64_t k, bool vec, int group, int t, float *exchange,
+                    float v[CHUNKS][CKC_CHUNK])
+{
+    float up[ACT == CKC_ACT_SWIGLU ? CHUNKS : 1][CKC_CHUNK];
+    CKC_UNROLL
+    for (int c = 0; c < CHUNKS; c++) {
+        const int64_t start = s + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
+        ckc_load_chunk<KIND>(row, start, k, vec, v[c]);
+        if (ACT == CKC_ACT_SWIGLU) {
+            ckc_load_chunk<KIND>((const char *)row + k * ckc_kind_size(KIND), start, k, vec, up[c]);
+        }
+    }
+    CKC_UNROLL
+    for (int c = 0; c < CHUNKS; c++) {
+        ckc_transform_chunk<KIND, ACT>(v[c], up[ACT == CKC_ACT_SWIGLU ? c : 0], group, t, exchange);
     }
 }
 

@@ -30,9 +30,10 @@ def on_both(fn, *args, **kwargs):
     return cpu, gpu
 
 
-# (rows, K): one row, K equal to the group, K not a multiple of 16, a row longer
-# than one segment of registers (the two-pass path), and a typical shape.
-ROW_SHAPES = [(1, 256), (5, 1024), (3, 100), (2, 20480), (40, 3072)]
+# (rows, K): one row, K equal to the group, K not a multiple of 16, a row of two
+# chunks per thread, a row longer than one segment of registers (the two-pass
+# path), and a typical shape.
+ROW_SHAPES = [(1, 256), (5, 1024), (3, 100), (2, 5120), (2, 20480), (40, 3072)]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
@@ -48,7 +49,7 @@ def test_rowwise_quantization(dtype, case, rows, k):
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("group", [4, 16, 64, 256, 1024])
 def test_rotated_quantization(eager, dtype, case, group):
-    for rows, k in [(3, 2048), (1, group), (2, 20480)]:
+    for rows, k in [(3, 2048), (1, group), (2, 5120), (2, 20480)]:
         x = CASES[case](rows, k, dtype)
         cpu, gpu = on_both(ops.quantize_int8_convrot_weight, x, group)
         assert_same(cpu, gpu, f"convrot G={group} ({rows}, {k})")

@@ -117,21 +117,38 @@ def access_width(instruction: str) -> str:
     return "32"
 
 
+@functools.lru_cache(maxsize=None)
+def machine_code(source: Path) -> dict[tuple[str, str], list[str]]:
+    """{(mangled kernel name, arch): its lines of machine code (cuobjdump -sass)}, one entry per
+    template instance."""
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(compile_kernels(source)[1])],
+                          capture_output=True, text=True, check=True).stdout
+    functions, arch, current = {}, None, None
+    for line in sass.splitlines():
+        if m := re.search(r"code for (sm_\d+)", line):
+            arch = m.group(1)
+        elif m := re.search(r"Function : (_Z\w+)", line):
+            current = functions.setdefault((m.group(1), arch), [])
+        elif current is not None:
+            current.append(line)
+    return functions
+
+
+def kernel_name(mangled: str) -> str:
+    m = re.match(r"_Z(\d+)(\w+)", mangled)
+    return m.group(2)[: int(m.group(1))]
+
+
 def memory_accesses(source: Path) -> dict[tuple[str, str], Counter]:
     """{(kernel, arch): Counter of "LDG 128", "STG 8", "STL 32", ...}: the memory instructions in
     each kernel's machine code (static counts, the instances of a template summed, scalar
     fallback paths included)."""
-    sass = subprocess.run([CUOBJDUMP, "-sass", str(compile_kernels(source)[1])],
-                          capture_output=True, text=True, check=True).stdout
-    counts, arch, kernel = {}, None, None
-    for line in sass.splitlines():
-        if m := re.search(r"code for (sm_\d+)", line):
-            arch = m.group(1)
-        elif m := re.search(r"Function : _Z(\d+)(\w+)", line):
-            kernel = m.group(2)[: int(m.group(1))]
-            counts.setdefault((kernel, arch), Counter())
-        elif kernel and (m := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?((LDG|STG|LDL|STL)[A-Z0-9_.]*)", line)):
-            counts[(kernel, arch)][f"{m.group(2)} {access_width(m.group(1))}"] += 1
+    counts = {}
+    for (mangled, arch), lines in machine_code(source).items():
+        c = counts.setdefault((kernel_name(mangled), arch), Counter())
+        for line in lines:
+            if m := re.search(r"\*/\s+(?:@!?U?P\w+\s+)?((LDG|STG|LDL|STL)[A-Z0-9_.]*)", line):
+                c[f"{m.group(2)} {access_width(m.group(1))}"] += 1
     return counts
 
 
@@ -156,6 +173,30 @@ def test_machine_code_accesses(source):
         assert not local, f"{kernel} on {arch}: local memory {local}"
         for access in VECTOR_ACCESSES.get(kernel, []):
             assert c[access], f"{kernel} on {arch}: no {access}-bit access in {dict(c)}"
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found (nor triton's copy)")
+def test_row_kernels_issue_a_segments_loads_before_rotating():
+    """A row kernel thread loads up to four chunks of 16 values; issued one chunk at a time
+    (each rotated before the next is loaded) a thread has only 32 bytes in flight, too little
+    to cover DRAM latency at the row kernels' occupancy (kernels/row_tile.cuh,
+    ckc_rotated_segment).  In every instance of the two row kernels, the 16-byte loads of all
+    its chunks come before the first warp shuffle."""
+    pattern = re.compile(r"_Z\d+(int8_rowwise_kernel|hadamard_rows_kernel)IL14ckc_float_kind(\d)ELi(\d)E")
+    seen = 0
+    for (mangled, arch), lines in machine_code(ROOT / "kernels" / "int8.cu").items():
+        m = pattern.match(mangled)
+        if m is None:
+            continue
+        kind, chunks = int(m.group(2)), int(m.group(3))
+        wanted = chunks * (4 if kind == 0 else 2)  # 16 floats: four 16-byte loads; 16-bit values: two
+        first_shuffle = next(i for i, line in enumerate(lines) if "SHFL" in line)
+        early = sum("LDG.E.128" in line for line in lines[:first_shuffle])
+        assert early >= wanted, f"{m.group(1)} (kind {kind}, {chunks} chunks) on {arch}: {early} of {wanted} loads " \
+                                "before the first shuffle"
+        seen += 1
+    assert seen >= 2 * 3 * 3, f"only {seen} row kernel instances found"
 
 
 def resource_table() -> str:
