@@ -1,5 +1,8 @@
 """Parity of the NVFP4 ops with comfy_kitchen's eager backend, on CPU: codes,
 block scales (and their swizzled layout) and dequantized values bit for bit."""
+import contextlib
+import sys
+
 import pytest
 import torch
 
@@ -87,6 +90,51 @@ def test_scale_layout_is_cublas_swizzle():
     # padding scales (rows past 300, columns past 9) stay zero
     padded = _bytes(from_blocked(sx, 384, 12))
     assert bool((padded[rows:] == 0).all()) and bool((padded[:, cols // 16:] == 0).all())
+
+
+# (rows, cols, pad_16x, group): scale buffers padded in rows and columns (33 x 65 -> 48 x 80:
+# 5 scale columns of 8, 48 rows of 128), in columns within one row (1 x 48: 3 of 4), in rows
+# past a second swizzle tile (130 x 32: 256 rows), and rotated: G = 16 with padded columns,
+# G = 64 and 256 (whole groups of 4 or 16 scale columns, rows padded; 33 rows pad_16x).
+PADDED_SCALE_SHAPES = [(33, 65, True, 0), (1, 48, False, 0), (130, 32, False, 0), (1, 48, True, 16),
+                       (130, 32, False, 16), (33, 64, True, 64), (5, 256, False, 256)]
+
+
+def _quant_kernel_into(scales, x, pts, out_shape, group):
+    """The nvfp4_quant kernel called directly, writing block scales into the given buffer;
+    returns the codes."""
+    qx = torch.empty((out_shape[0], out_shape[1] // 2), dtype=torch.uint8)
+    ops._run("nvfp4_quant", "quantize_nvfp4", x.device, (x, pts.reshape(1), qx, scales), (1, group))
+    return qx
+
+
+def _kernels(device):
+    if device == "cpu":
+        return contextlib.nullcontext()
+    if sys.platform == "win32":
+        pytest.skip("the emulated device is not built on Windows yet")
+    from comfy_kitchen_c.testing import emulated_device
+    return emulated_device()
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+@pytest.mark.parametrize("rows,cols,pad,group", PADDED_SCALE_SHAPES)
+def test_quantizer_writes_the_scale_buffers_padding(device, rows, cols, pad, group):
+    """The op allocates the swizzled scale buffer uninitialized: the kernel itself must write
+    its padding entries (rows up to 128, scale columns up to 4) as scale 0, so a buffer full
+    of 0xFF ends up as the zero-filled one does, codes unchanged."""
+    x = CASES["normal"](rows, cols, torch.bfloat16)
+    pts = _pts(x) * (group**0.5 if group else 1.0)
+    out_shape = (ops._round_up(rows, 16), ops._round_up(cols, 16)) if pad else (rows, cols)
+    shape = ops._scale_shape(*out_shape)
+    assert shape[0] * shape[1] > out_shape[0] * out_shape[1] // 16, "the buffer must have padding"
+    with _kernels(device):
+        ours = torch.full(shape, 0xFF, dtype=torch.uint8)
+        qx = _quant_kernel_into(ours, x, pts, out_shape, group)
+        ref = torch.zeros(shape, dtype=torch.uint8)
+        qx_ref = _quant_kernel_into(ref, x, pts, out_shape, group)
+    assert_bitwise_equal(ours, ref, "block scales, padding included")
+    assert_bitwise_equal(qx, qx_ref, "codes")
 
 
 def test_e4m3_scale_rounding_over_the_whole_range(eager):

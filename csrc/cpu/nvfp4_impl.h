@@ -2,7 +2,10 @@
  * pad_16x zeros appended; for quantize_and_rotate_nvfp4 rotated group-wise and
  * rounded to x's type on the way, exactly as rotate_int8_convrot_weight stores
  * it), then each block of 16 gets its e4m3 scale, codes and packed bytes;
- * scales go straight to their swizzled offsets.
+ * scales go straight to their swizzled offsets.  The padding of the swizzled
+ * scale buffer gets scale 0 too (the op allocates it uninitialized): a row's
+ * padding columns by the worker of that row, the padding rows before the
+ * parallel part, so no two threads write the same bytes.
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/nvfp4.h"
 
@@ -18,6 +21,16 @@ static int64_t
 nvfp4_scratch_floats(int64_t out_cols)
 {
     return 2 * out_cols + out_cols / 4 + 1;
+}
+
+/* Scale 0 in row r's entries of the swizzled buffer from column c0 to the
+ * buffer's padded width. */
+static void
+nvfp4_zero_scales(uint8_t *scales, int64_t r, int64_t c0, int64_t scale_cols)
+{
+    for (int64_t c = c0; c < ckc_nvfp4_scale_cols(scale_cols); c++) {
+        scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] = 0;
+    }
 }
 
 static void
@@ -56,6 +69,7 @@ nvfp4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
                 total[c * CKC_NVFP4_BLOCK + j] = t;
             }
         }
+        nvfp4_zero_scales(p->scales, r, scale_cols, scale_cols);
         /* Whole-row loops over plain arrays: each vectorizes. */
         for (i = 0; i < out_cols; i++) {
             codes[i] = ckc_nvfp4_code(v[i], total[i]);
@@ -70,6 +84,9 @@ static ckc_status
 cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err)
 {
     nvfp4_quant_job job;
+    for (int64_t r = p->out_rows; r < ckc_nvfp4_scale_rows(p->out_rows); r++) {
+        nvfp4_zero_scales(p->scales, r, 0, p->out_cols / CKC_NVFP4_BLOCK);
+    }
     job.p = p;
     job.per_tensor_scale = *p->per_tensor_scale;
     return ckc_parallel_rows(p->out_rows, p->out_cols, nthreads, nvfp4_scratch_floats(p->out_cols),

@@ -91,9 +91,9 @@ const ckc_op_spec ckc_op_nvfp4_quant = {
     "nvfp4_quant",
     "nvfp4_quant(op, x, per_tensor_scale, qx, scales, hi_first, group, stream, nthreads)\n--\n\n"
     "NVFP4 codes of x[rows, cols] into qx[R, C/2] (R, C = rows, cols, or both padded\n"
-    "to 16) and e4m3 block scales into the pre-zeroed swizzled buffer scales; with\n"
-    "group 16, 64 or 256, each group of columns is rotated by the regular Hadamard\n"
-    "matrix and rounded to x's dtype first.",
+    "to 16) and e4m3 block scales into the swizzled buffer scales, whose padding\n"
+    "entries get scale 0; with group 16, 64 or 256, each group of columns is rotated\n"
+    "by the regular Hadamard matrix and rounded to x's dtype first.",
     4,
     {{"x", CKC_FLOATS, 0},
      {"per_tensor_scale", F32, 0},

@@ -75,7 +75,7 @@ typedef struct {
     int64_t group;       /* 0: no rotation; else 16, 64 or 256 */
     const float *per_tensor_scale;
     uint8_t *qx;
-    uint8_t *scales;     /* pre-zeroed, [roundup(out_rows,128), roundup(out_cols/16,4)] */
+    uint8_t *scales;     /* [roundup(out_rows,128), roundup(out_cols/16,4)], all written (padding: 0) */
     int hi_first;
 } ckc_nvfp4_quant_params;
 
