@@ -505,8 +505,10 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     xc = x.contiguous()
     m = xc.numel() // xc.shape[-1]
     w_scale = weight_scale.to(dtype=torch.float32).reshape(-1).contiguous()
-    # eager adds bias.to(out_dtype): the same rounded values, added here in float32
-    b = None if bias is None else bias.to(out_dtype).to(torch.float32).reshape(-1).expand(n).contiguous()
+    # The bias goes in its own dtype: the epilogue rounds it to out_dtype, as eager's
+    # bias.to(out_dtype), and adds it in float32 (kernels/math/linear.h).
+    if bias is not None:
+        bias = bias.contiguous() if bias.numel() == n else bias.reshape(1).expand(n).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
@@ -527,7 +529,7 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     out = torch.empty((*xc.shape[:-1], n), dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
-    _run("int8_linear", op, device, (xc, w, w_scale, b, out, scratch),
+    _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch),
          (act, convrot_groupsize if convrot else 0, k_align, n_align))
     return out
 

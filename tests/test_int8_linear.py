@@ -103,6 +103,35 @@ def test_any_rank_x_gives_the_rows_of_its_matrix(device):
         assert_bitwise_equal(y, matrix.reshape(y.shape), f"{tuple(rows.shape)} {device}")
 
 
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+@pytest.mark.parametrize("bias_dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES, ids=["bf16", "f16", "f32"])
+def test_bias_is_rounded_to_the_output_dtype_then_added_in_float32(device, out_dtype, bias_dtype):
+    """The bias comes in its own dtype and the epilogue gives round_out(p + float(round_out(bias)))
+    with p = float(acc) * (x_scale * w_scale), which is exactly the float32 output without a bias.
+    Where rounding the bias to out_dtype changes it (a float32 bias, a float16 one for bfloat16),
+    skipping that rounding changes outputs too: checked, so that this test can fail."""
+    run = run_on(device)
+    for m in (1, 6):  # the GPU path's GEMV (epilogue fused) and GEMM + epilogue kernel
+        x, w, ws, _ = make(m, 64, 40, torch.bfloat16, "channel", seed=m)
+        bias = (torch.randn(40, generator=torch.Generator().manual_seed(m)) * 4).to(bias_dtype)
+        product = run(x, w, ws, None, torch.float32)
+        want = (product + bias.to(out_dtype).float()).to(out_dtype)
+        assert_bitwise_equal(run(x, w, ws, bias, out_dtype), want, f"m={m} {device}")
+        if not torch.equal(bias.to(out_dtype).to(bias_dtype), bias):
+            unrounded = (product + bias.float()).to(out_dtype)
+            assert not torch.equal(unrounded, want), f"m={m}: the bias's rounding is not observable"
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_one_value_bias_is_broadcast(device):
+    run = run_on(device)
+    x, w, ws, _ = make(5, 64, 24, torch.bfloat16)
+    for bias in (torch.tensor([1.5]), torch.tensor(-0.25, dtype=torch.float16)):
+        assert_bitwise_equal(run(x, w, ws, bias, torch.float16), run(x, w, ws, bias.expand(24), torch.float16),
+                             f"{bias} {device}")
+
+
 def eager_codes(x, act, group):
     """Eager's activated, rotated and quantized rows (int8_linear's steps 1-5)."""
     xa = apply_input_act(x, act)

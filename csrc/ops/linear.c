@@ -24,12 +24,13 @@ round_up(int64_t v, int64_t m)
  *
  * x is [..., x_stride] with x_stride = k * width(act), taken as its rows of
  * x_stride (ckc_check_rows: ComfyUI's [B, T, C] passes without a reshape); out
- * is [..., n] with x's leading dimensions.  On the
- * GPU the quantized rows and the accumulator are padded to k_pad = roundup(k,
- * k_align) and n_pad = roundup(n, n_align) columns for cuBLASLt, and the weight
- * is [n, k] when no padding is needed, else a zero-padded [n_pad, k_pad] copy;
- * the CPU passes alignments of 1.  The GPU's single-row path (GEMV) reads the
- * weight as [n, k] and needs no accumulator.
+ * is [..., n] with x's leading dimensions; the bias, n values of any float
+ * type, is rounded to out's type in the epilogue (kernels/math/linear.h).  On
+ * the GPU the quantized rows and the accumulator are padded to k_pad =
+ * roundup(k, k_align) and n_pad = roundup(n, n_align) columns for cuBLASLt,
+ * and the weight is [n, k] when no padding is needed, else a zero-padded
+ * [n_pad, k_pad] copy; the CPU passes alignments of 1.  The GPU's single-row
+ * path (GEMV) reads the weight as [n, k] and needs no accumulator.
  *
  * Scratch layout per chunk of c rows, each region 256-byte aligned:
  *   q [c, k_pad] int8 | x_scale [c] f32 | acc [c, n_pad] i32 (unless GEMV)
@@ -156,7 +157,8 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
     if (a->present[LN_BIAS]) {
         CKC_TRY(ckc_check_numel(a, LN_BIAS, p.n, err));
     }
-    p.bias = a->present[LN_BIAS] ? (const float *)a->t[LN_BIAS].data : NULL;
+    p.bias = a->present[LN_BIAS] ? a->t[LN_BIAS].data : NULL;
+    p.bias_kind = a->present[LN_BIAS] ? ckc_float_kind_of(a->t[LN_BIAS].dtype) : CKC_F32;
     p.out = out->data;
     p.out_kind = ckc_float_kind_of(out->dtype);
     CKC_TRY(carve_scratch(a, &l, &p, err));
@@ -175,14 +177,14 @@ const ckc_op_spec ckc_op_int8_linear = {
     "int8_linear",
     "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act, group, k_align, n_align, stream, nthreads)\n"
     "--\n\n"
-    "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, rounded once;\n"
-    "x [..., K] and out [..., n] by rows of their last dimension, in chunks through scratch (see\n"
-    "csrc/ops/linear.c for its layout).",
+    "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, rounded once\n"
+    "(the bias first rounded to out's type); x [..., K] and out [..., n] by rows of their last\n"
+    "dimension, in chunks through scratch (see csrc/ops/linear.c for its layout).",
     6,
     {{"x", CKC_FLOATS, 0},
      {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
      {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
-     {"bias", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OPTIONAL},
+     {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
      {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
      {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT}},
     4,
