@@ -82,17 +82,13 @@ def _out_dtype(op: str, code) -> torch.dtype:
 # ---- int8: quantization ---------------------------------------------------------------------
 
 def _quantize_rows(op: str, x: torch.Tensor, group: int, seed: int):
-    """Row-wise quantization of x viewed as [-1, K], rotated first when group > 0."""
-    x2 = _as_rows(x)
-    q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
-    scale = torch.empty((x2.shape[0], 1), dtype=torch.float32, device=x.device)
-    noise = _noise(x, seed)
-    if noise is not None:
-        noise = noise.reshape(x2.shape)
-    _run("int8_rowwise", op, x.device, (x2, q, scale, noise), (group,))
-    if x2 is x:
-        return q, scale
-    return q.view(x.shape), scale.view(*x.shape[:-1], 1)
+    """Row-wise quantization of x viewed as [-1, K], rotated first when group > 0.  The C op takes
+    x of any rank as its rows of K, so q and scale are allocated in their final shapes."""
+    xc = x.contiguous()
+    q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
+    scale = torch.empty((*xc.shape[:-1], 1), dtype=torch.float32, device=x.device)
+    _run("int8_rowwise", op, x.device, (xc, q, scale, _noise(xc, seed)), (group,))
+    return q, scale
 
 
 def check_quantize_int8_rowwise(x, stochastic_rounding=0):
@@ -513,11 +509,14 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
                                   input_act_weight, input_act_eps, residual, residual_scale)
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     device = x.device
-    x2 = x.reshape(-1, x.shape[-1]).contiguous()
-    m = x2.shape[0]
+    # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
+    xc = x.contiguous()
+    m = xc.numel() // xc.shape[-1]
     w_scale = weight_scale.to(dtype=torch.float32).reshape(-1).contiguous()
-    # eager adds bias.to(out_dtype): the same rounded values, added here in float32
-    b = None if bias is None else bias.to(out_dtype).to(torch.float32).reshape(-1).expand(n).contiguous()
+    # The bias goes in its own dtype: the epilogue rounds it to out_dtype, as eager's
+    # bias.to(out_dtype), and adds it in float32 (kernels/math/linear.h).
+    if bias is not None:
+        bias = bias.contiguous() if bias.numel() == n else bias.reshape(1).expand(n).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
@@ -535,12 +534,12 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     budget = max(_linear_memory_limit - fixed, block * per_row + _SCRATCH_SLACK)
     scratch = torch.empty(min(_round_up(m, block) * per_row + _SCRATCH_SLACK, budget), dtype=torch.uint8,
                           device=device)
-    out = torch.empty((m, n), dtype=out_dtype, device=device)
+    out = torch.empty((*xc.shape[:-1], n), dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
-    _run("int8_linear", op, device, (x2, w, w_scale, b, out, scratch),
+    _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch),
          (act, convrot_groupsize if convrot else 0, k_align, n_align))
-    return out.view(*x.shape[:-1], n)
+    return out
 
 
 def check_scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias=None,

@@ -45,7 +45,8 @@ int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
         }
         if (lane == 0) {
             ckc_store_value(p.out, p.out_kind, j,
-                            ckc_linear_value(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.bias, j));
+                            ckc_linear_value_of(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.bias,
+                                                p.bias_kind, p.out_kind, j));
         }
     }
     ckc_done_mark_arrive(done);
@@ -62,7 +63,8 @@ linear_epilogue_kernel(ckc_linear_epilogue_params e, ckc_done_mark done)
         for (int64_t j = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; j < e.n;
              j += (int64_t)gridDim.x * CKC_ROW_THREADS) {
             ckc_store_value(e.out, e.out_kind, r * e.n + j,
-                            ckc_linear_value(acc[j], sx, e.w_scale[e.w_per_channel ? j : 0], e.bias, j));
+                            ckc_linear_value_of(acc[j], sx, e.w_scale[e.w_per_channel ? j : 0], e.bias,
+                                                e.bias_kind, e.out_kind, j));
         }
     }
     ckc_done_mark_arrive(done);

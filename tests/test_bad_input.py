@@ -108,6 +108,12 @@ def _c_rowwise(x, q, scale, group=0):
 
 C_CASES = [
     ("q shape", lambda: _c_rowwise(X, Q[:2], S), ckc.ArgumentError, "'q'"),
+    # x of any rank is its rows of the last dimension; q must have x's own shape.
+    ("q not x's shape", lambda: _c_rowwise(X.view(2, 2, 64), Q, S), ckc.ArgumentError, "'q'"),
+    ("0-dim x", lambda: _c_rowwise(X[0, 0], Q, S), ckc.ArgumentError, "'x': expected at least 1 dimension"),
+    # 2^31 rows of 1 from two leading dimensions (torch.empty does not touch the 4 GiB).
+    ("3-D rows 2^31", lambda: _c_rowwise(torch.empty(2**16, 2**15, 1, dtype=BF), Q, S), ckc.ArgumentError,
+     "'x': 2147483648 rows of 1"),
     ("scale count", lambda: _c_rowwise(X, Q, S[:2]), ckc.ArgumentError, "'scale'"),
     ("x dtype", lambda: _c_rowwise(X.int(), Q, S), ckc.ArgumentTypeError, "'x'"),
     ("non-contiguous", lambda: _c_rowwise(torch.randn(64, 4).t(), Q, S), ckc.ArgumentError, "contiguous"),
@@ -119,6 +125,16 @@ C_CASES = [
     ("missing tensor", lambda: _C.int8_rowwise("op", X.__dlpack__(), None, S.__dlpack__(), None, 0, 0, 1),
      ckc.ArgumentTypeError, "'q'"),
 ]
+
+
+def test_c_layer_takes_rows_of_any_rank():
+    for shape in ((2, 2, 64), (1, 4, 1, 64)):
+        q, s = torch.empty(shape, dtype=torch.int8), torch.empty(4)
+        _c_rowwise(X.view(shape), q, s)
+        assert torch.equal(q.view(4, 64), Q) and torch.equal(s, S.view(4)), shape
+    q, s = torch.empty(64, dtype=torch.int8), torch.empty(1)
+    _c_rowwise(X[1], q, s)
+    assert torch.equal(q, Q[1]) and torch.equal(s, S[1]), "1-D"
 
 
 @pytest.mark.parametrize("call,exc,fragment", [c[1:] for c in C_CASES], ids=[c[0] for c in C_CASES])

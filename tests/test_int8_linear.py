@@ -90,6 +90,48 @@ def test_leading_dimensions_and_one_dimensional_x():
     assert_bitwise_equal(y1, y[0, 0], "1-D x")
 
 
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_any_rank_x_gives_the_rows_of_its_matrix(device):
+    """x [..., K] goes to the C op as it is (its rows of K), out comes back [..., N]: every rank,
+    a non-contiguous x and a bias give the outputs of the same rows passed as a matrix."""
+    run = run_on(device)
+    x, w, ws, b = make(0, 64, 24, torch.float16, bias=True, lead=(3, 2, 5))
+    for rows in (x, x[0], x[0, 0], x[0, 0, 0], x.transpose(0, 1)):
+        y = run(rows, w, ws, b, torch.bfloat16)
+        matrix = run(rows.reshape(-1, 64), w, ws, b, torch.bfloat16)
+        assert y.shape == (*rows.shape[:-1], 24), rows.shape
+        assert_bitwise_equal(y, matrix.reshape(y.shape), f"{tuple(rows.shape)} {device}")
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+@pytest.mark.parametrize("bias_dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES, ids=["bf16", "f16", "f32"])
+def test_bias_is_rounded_to_the_output_dtype_then_added_in_float32(device, out_dtype, bias_dtype):
+    """The bias comes in its own dtype and the epilogue gives round_out(p + float(round_out(bias)))
+    with p = float(acc) * (x_scale * w_scale), which is exactly the float32 output without a bias.
+    Where rounding the bias to out_dtype changes it (a float32 bias, a float16 one for bfloat16),
+    skipping that rounding changes outputs too: checked, so that this test can fail."""
+    run = run_on(device)
+    for m in (1, 6):  # the GPU path's GEMV (epilogue fused) and GEMM + epilogue kernel
+        x, w, ws, _ = make(m, 64, 40, torch.bfloat16, "channel", seed=m)
+        bias = (torch.randn(40, generator=torch.Generator().manual_seed(m)) * 4).to(bias_dtype)
+        product = run(x, w, ws, None, torch.float32)
+        want = (product + bias.to(out_dtype).float()).to(out_dtype)
+        assert_bitwise_equal(run(x, w, ws, bias, out_dtype), want, f"m={m} {device}")
+        if not torch.equal(bias.to(out_dtype).to(bias_dtype), bias):
+            unrounded = (product + bias.float()).to(out_dtype)
+            assert not torch.equal(unrounded, want), f"m={m}: the bias's rounding is not observable"
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_one_value_bias_is_broadcast(device):
+    run = run_on(device)
+    x, w, ws, _ = make(5, 64, 24, torch.bfloat16)
+    for bias in (torch.tensor([1.5]), torch.tensor(-0.25, dtype=torch.float16)):
+        assert_bitwise_equal(run(x, w, ws, bias, torch.float16), run(x, w, ws, bias.expand(24), torch.float16),
+                             f"{bias} {device}")
+
+
 def eager_codes(x, act, group):
     """Eager's activated, rotated and quantized rows (int8_linear's steps 1-5)."""
     xa = apply_input_act(x, act)
@@ -277,20 +319,31 @@ def test_every_cpu_isa_gives_the_same_bits(isa):
 
 def test_the_kernel_checks_its_own_arguments():
     """The C op (what ops.int8_linear calls) rejects what the Python layer would never pass:
-    a scratch too small for one row, a weight of the wrong shape, an unknown activation."""
+    a scratch too small for one row, a weight of the wrong shape, an unknown activation, an
+    output without x's leading dimensions, a bias of the wrong length."""
     x, w, ws, _ = make(4, 64, 8, torch.bfloat16)
     out = torch.empty(4, 8, dtype=torch.bfloat16)
 
-    def call(weight=w, scratch_bytes=4096, act=0):
+    def call(x=x, weight=w, bias=None, out=out, scratch_bytes=4096, act=0):
         scratch = torch.empty(scratch_bytes, dtype=torch.uint8)
-        comfy_kitchen_c._C.int8_linear("int8_linear", x.__dlpack__(), weight.__dlpack__(), ws.__dlpack__(), None,
-                                       out.__dlpack__(), scratch.__dlpack__(), act, 0, 1, 1, 0, 1)
+        comfy_kitchen_c._C.int8_linear("int8_linear", x.__dlpack__(), weight.__dlpack__(), ws.__dlpack__(),
+                                       None if bias is None else bias.__dlpack__(), out.__dlpack__(),
+                                       scratch.__dlpack__(), act, 0, 1, 1, 0, 1)
 
     call()
     assert_bitwise_equal(out, E.int8_linear(x, w, ws, None, torch.bfloat16), "direct call")
+    out3 = torch.empty(2, 2, 8, dtype=torch.bfloat16)
+    call(x=x.view(2, 2, 64), out=out3)
+    assert_bitwise_equal(out3, out.view(2, 2, 8), "3-D direct call")
     with pytest.raises(ArgumentError, match="int8_linear: argument 'scratch'"):
         call(scratch_bytes=64)
     with pytest.raises(ArgumentError, match="int8_linear: argument 'weight'"):
         call(weight=w[:7])
     with pytest.raises(ArgumentError, match="int8_linear: argument 'input_act'"):
         call(act=5)
+    with pytest.raises(ArgumentError, match=r"int8_linear: argument 'out': expected shape \(2, 2, 8\)"):
+        call(x=x.view(2, 2, 64))
+    with pytest.raises(ArgumentError, match="int8_linear: argument 'out'"):
+        call(out=torch.empty(4, 0, dtype=torch.bfloat16))
+    with pytest.raises(ArgumentError, match="int8_linear: argument 'bias'"):
+        call(bias=torch.ones(9))

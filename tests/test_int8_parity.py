@@ -27,6 +27,18 @@ def test_quantize_rowwise_bit_exact(eager, dtype, case, shape):
     assert_bitwise_equal(q, q_ref, "codes")
 
 
+def test_quantize_rowwise_any_rank_bit_exact(eager):
+    """x of any rank goes to the C op in its own shape (a non-contiguous one copied first); q
+    and scale come back as eager's, stochastic noise included."""
+    x = CASES["normal"](2 * 3 * 5, 96, torch.bfloat16).reshape(2, 3, 5, 96)
+    for rows in (x, x[0], x[0, 0], x[0, 0, 0], x.transpose(1, 2)):
+        for seed in (0, 7):
+            q, s = ops.quantize_int8_rowwise(rows, seed)
+            q_ref, s_ref = eager.quantize_int8_rowwise(rows, seed)
+            assert_bitwise_equal(s, s_ref, f"scale {tuple(rows.shape)} seed {seed}")
+            assert_bitwise_equal(q, q_ref, f"codes {tuple(rows.shape)} seed {seed}")
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("case", CASES)
 def test_quantize_tensorwise_bit_exact(eager, dtype, case):

@@ -134,6 +134,7 @@ cpu_int8_gemm(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err)
 
 typedef struct {
     const ckc_linear_epilogue_params *p;
+    const float *bias_terms; /* n values (ckc_linear_bias), or NULL without a bias */
     ckc_scratch scratch;
 } epilogue_job;
 
@@ -142,6 +143,8 @@ epilogue_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const epilogue_job *job = (const epilogue_job *)ctx;
     const ckc_linear_epilogue_params *p = job->p;
+    const float *b = job->bias_terms;
+    const int has_bias = b != NULL;
     const int64_t out_row = p->n * ckc_kind_size(p->out_kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
@@ -149,11 +152,11 @@ epilogue_range(void *ctx, int64_t r0, int64_t r1, int worker)
         const float sx = p->x_scale[r];
         if (p->w_per_channel) {
             for (int64_t j = 0; j < p->n; j++) {
-                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[j], p->bias, j);
+                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[j], has_bias, has_bias ? b[j] : 0.0f);
             }
         } else {
             for (int64_t j = 0; j < p->n; j++) {
-                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[0], p->bias, j);
+                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[0], has_bias, has_bias ? b[j] : 0.0f);
             }
         }
         ckc_row_store(v, p->out_kind, p->n, (char *)p->out + r * out_row);
@@ -164,8 +167,25 @@ static ckc_status
 cpu_linear_epilogue(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err)
 {
     epilogue_job job;
+    ckc_scratch terms = {NULL, 0}; /* stays empty without a bias */
+    ckc_status status;
     job.p = p;
-    return ckc_parallel_rows(p->rows, p->n, nthreads, p->n, &job.scratch, epilogue_range, &job, err);
+    job.bias_terms = NULL;
+    if (p->bias != NULL) {
+        /* The bias terms are computed once per chunk, so that the per-row loops
+         * above read a float row (and vectorize) instead of converting the bias
+         * per element. */
+        float *t;
+        CKC_TRY(ckc_scratch_alloc(&terms, 1, p->n, err));
+        t = ckc_scratch_row(&terms, 0);
+        for (int64_t j = 0; j < p->n; j++) {
+            t[j] = ckc_linear_bias(p->bias, p->bias_kind, p->out_kind, j);
+        }
+        job.bias_terms = t;
+    }
+    status = ckc_parallel_rows(p->rows, p->n, nthreads, p->n, &job.scratch, epilogue_range, &job, err);
+    ckc_scratch_free(&terms);
+    return status;
 }
 
 /* ---- input activation: dst[r, :k] = act(src[r, :]) in the element type ---- */

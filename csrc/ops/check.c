@@ -73,6 +73,26 @@ ckc_check_extent(const ckc_op_args *a, int idx, int64_t rows, int64_t cols, ckc_
 }
 
 ckc_status
+ckc_check_rows(const ckc_op_args *a, int idx, int64_t *rows, int64_t *cols, ckc_error *err)
+{
+    const ckc_tensor *t = &a->t[idx];
+    int64_t r = 1;
+    if (t->ndim < 1) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': expected at least 1 dimension, got 0",
+                        a->spec->tensors[idx].name);
+    }
+    /* The product of the leading dimensions rather than numel / cols, which an
+     * empty row length would divide by zero.  It cannot overflow: its partial
+     * products are the ones dlpack.c checked while computing numel. */
+    for (int d = 0; d + 1 < t->ndim; d++) {
+        r *= t->shape[d];
+    }
+    *rows = r;
+    *cols = t->shape[t->ndim - 1];
+    return ckc_check_extent(a, idx, r, *cols, err);
+}
+
+ckc_status
 ckc_check_group(const char *arg, int64_t group, int64_t cols, ckc_error *err)
 {
     if (ckc_hadamard_log4(group) < 0) {

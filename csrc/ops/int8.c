@@ -1,5 +1,7 @@
 /* Host logic of the int8 family: argument shapes, then the device's kernel.
- * Row ops receive 2-D views [rows, K] (the Python layer flattens leading dims). */
+ * The row quantizer takes x of any rank >= 1 as the matrix [numel / K, K] of
+ * its last dimension K (ckc_check_rows), so the Python layer passes ComfyUI's
+ * [B, T, C] activations as they are, without a reshape and views back. */
 #include "cpu/kernels.h"
 #include "gpu/launch.h"
 #include "op.h"
@@ -15,23 +17,18 @@ run_int8_rowwise(const ckc_op_args *a, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[RW_X];
     ckc_int8_rowwise_params p;
-    if (x->ndim != 2) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': expected 2 dimensions, got %d", (int)x->ndim);
-    }
-    CKC_TRY(ckc_check_extent(a, RW_X, x->shape[0], x->shape[1], err));
-    CKC_TRY(ckc_check_shape(a, RW_Q, 2, x->shape, err));
-    CKC_TRY(ckc_check_numel(a, RW_SCALE, x->shape[0], err));
+    CKC_TRY(ckc_check_rows(a, RW_X, &p.rows, &p.cols, err));
+    CKC_TRY(ckc_check_shape(a, RW_Q, x->ndim, x->shape, err));
+    CKC_TRY(ckc_check_numel(a, RW_SCALE, p.rows, err));
     if (a->present[RW_NOISE]) {
         CKC_TRY(ckc_check_same_dtype(a, RW_NOISE, RW_X, err));
-        CKC_TRY(ckc_check_shape(a, RW_NOISE, 2, x->shape, err));
+        CKC_TRY(ckc_check_shape(a, RW_NOISE, x->ndim, x->shape, err));
     }
     if (a->i[0] != 0) {
-        CKC_TRY(ckc_check_group("group_size", a->i[0], x->shape[1], err));
+        CKC_TRY(ckc_check_group("group_size", a->i[0], p.cols, err));
     }
     p.x = x->data;
     p.kind = ckc_float_kind_of(x->dtype);
-    p.rows = x->shape[0];
-    p.cols = x->shape[1];
     p.group = a->i[0];
     p.noise = a->present[RW_NOISE] ? a->t[RW_NOISE].data : NULL;
     p.q = (int8_t *)a->t[RW_Q].data;
@@ -50,8 +47,9 @@ run_int8_rowwise(const ckc_op_args *a, ckc_error *err)
 const ckc_op_spec ckc_op_int8_rowwise = {
     "int8_rowwise",
     "int8_rowwise(op, x, q, scale, noise, group, stream, nthreads)\n--\n\n"
-    "Row-wise int8 quantization of x[rows, K] into q and scale[rows]; rotates each\n"
-    "group of K first when group > 0; noise (or None) selects stochastic rounding.",
+    "Row-wise int8 quantization of x[..., K] into q (x's shape) and one scale per row\n"
+    "of K; rotates each group of K first when group > 0; noise (x's shape, or None)\n"
+    "selects stochastic rounding.",
     4,
     {{"x", CKC_FLOATS, 0},
      {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},

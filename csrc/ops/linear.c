@@ -2,6 +2,8 @@
  * under scaled_mm_nvfp4 (GPU; the CPU path is a dequantize-and-matmul in
  * Python).  Shapes are checked, the caller's scratch is carved into the chunk
  * buffers, and the device's implementation runs. */
+#include <string.h>
+
 #include "cpu/kernels.h"
 #include "gpu/blas.h"
 #include "gpu/launch.h"
@@ -20,12 +22,15 @@ round_up(int64_t v, int64_t m)
 
 /* ---- int8_linear(x, weight, weight_scale, bias, out, scratch; act, group, k_align, n_align) ----
  *
- * x is [rows, x_stride] with x_stride = k * width(act); out is [rows, n].  On the
- * GPU the quantized rows and the accumulator are padded to k_pad = roundup(k,
- * k_align) and n_pad = roundup(n, n_align) columns for cuBLASLt, and the weight
- * is [n, k] when no padding is needed, else a zero-padded [n_pad, k_pad] copy;
- * the CPU passes alignments of 1.  The GPU's single-row path (GEMV) reads the
- * weight as [n, k] and needs no accumulator.
+ * x is [..., x_stride] with x_stride = k * width(act), taken as its rows of
+ * x_stride (ckc_check_rows: ComfyUI's [B, T, C] passes without a reshape); out
+ * is [..., n] with x's leading dimensions; the bias, n values of any float
+ * type, is rounded to out's type in the epilogue (kernels/math/linear.h).  On
+ * the GPU the quantized rows and the accumulator are padded to k_pad =
+ * roundup(k, k_align) and n_pad = roundup(n, n_align) columns for cuBLASLt,
+ * and the weight is [n, k] when no padding is needed, else a zero-padded
+ * [n_pad, k_pad] copy; the CPU passes alignments of 1.  The GPU's single-row
+ * path (GEMV) reads the weight as [n, k] and needs no accumulator.
  *
  * Scratch layout per chunk of c rows, each region 256-byte aligned:
  *   q [c, k_pad] int8 | x_scale [c] f32 | acc [c, n_pad] i32 (unless GEMV)
@@ -95,6 +100,8 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
     ckc_int8_linear_params p;
     linear_layout l;
     int64_t width;
+    int64_t x_cols;
+    int64_t out_shape[CKC_MAX_DIMS];
     if (act < CKC_ACT_NONE || act > CKC_ACT_SWIGLU) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'input_act': unknown activation code %lld", (long long)act);
     }
@@ -102,28 +109,27 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align'/'n_align': expected 1..256, got %lld, %lld",
                         (long long)k_align, (long long)n_align);
     }
-    if (x->ndim != 2 || out->ndim != 2 || w->ndim != 2) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "arguments 'x', 'weight', 'out': expected 2 dimensions each");
+    if (w->ndim != 2) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': expected 2 dimensions, got %d", (int)w->ndim);
     }
-    CKC_TRY(ckc_check_extent(a, LN_X, x->shape[0], x->shape[1], err));
+    CKC_TRY(ckc_check_rows(a, LN_X, &p.rows, &x_cols, err));
     width = ckc_act_width((int)act);
-    if (x->shape[1] % width != 0) {
+    if (x_cols % width != 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': swiglu needs an even row length, got %lld",
-                        (long long)x->shape[1]);
+                        (long long)x_cols);
     }
     p.x = x->data;
     p.kind = ckc_float_kind_of(x->dtype);
-    p.x_stride = x->shape[1];
+    p.x_stride = x_cols;
     p.act = (int)act;
     p.group = a->i[1];
-    p.rows = x->shape[0];
-    p.k = x->shape[1] / width;
-    p.n = out->shape[1];
-    CKC_TRY(ckc_check_extent(a, LN_OUT, out->shape[0], out->shape[1], err));
-    if (out->shape[0] != p.rows) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'out': expected %lld rows, got %lld", (long long)p.rows,
-                        (long long)out->shape[0]);
-    }
+    p.k = x_cols / width;
+    /* n is out's last dimension (the weight may be padded); the others must be x's. */
+    p.n = out->ndim > 0 ? out->shape[out->ndim - 1] : 0;
+    memcpy(out_shape, x->shape, (size_t)x->ndim * sizeof out_shape[0]);
+    out_shape[x->ndim - 1] = p.n;
+    CKC_TRY(ckc_check_shape(a, LN_OUT, x->ndim, out_shape, err));
+    CKC_TRY(ckc_check_extent(a, LN_OUT, p.rows, p.n, err));
     if (p.group != 0) {
         CKC_TRY(ckc_check_group("convrot_groupsize", p.group, p.k, err));
     }
@@ -151,7 +157,8 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
     if (a->present[LN_BIAS]) {
         CKC_TRY(ckc_check_numel(a, LN_BIAS, p.n, err));
     }
-    p.bias = a->present[LN_BIAS] ? (const float *)a->t[LN_BIAS].data : NULL;
+    p.bias = a->present[LN_BIAS] ? a->t[LN_BIAS].data : NULL;
+    p.bias_kind = a->present[LN_BIAS] ? ckc_float_kind_of(a->t[LN_BIAS].dtype) : CKC_F32;
     p.out = out->data;
     p.out_kind = ckc_float_kind_of(out->dtype);
     CKC_TRY(carve_scratch(a, &l, &p, err));
@@ -170,13 +177,14 @@ const ckc_op_spec ckc_op_int8_linear = {
     "int8_linear",
     "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act, group, k_align, n_align, stream, nthreads)\n"
     "--\n\n"
-    "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, rounded once;\n"
-    "rows in chunks through scratch (see csrc/ops/linear.c for its layout).",
+    "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, rounded once\n"
+    "(the bias first rounded to out's type); x [..., K] and out [..., n] by rows of their last\n"
+    "dimension, in chunks through scratch (see csrc/ops/linear.c for its layout).",
     6,
     {{"x", CKC_FLOATS, 0},
      {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
      {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
-     {"bias", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OPTIONAL},
+     {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
      {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
      {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT}},
     4,

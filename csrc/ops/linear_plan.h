@@ -69,6 +69,7 @@ ckc_linear_epilogue_for(const ckc_int8_linear_params *p, int64_t r0, int64_t row
     e.w_scale = p->w_scale;
     e.w_per_channel = p->w_per_channel;
     e.bias = p->bias;
+    e.bias_kind = p->bias_kind;
     e.out = (char *)p->out + r0 * p->n * ckc_kind_size(p->out_kind);
     e.out_kind = p->out_kind;
     e.rows = rows;

@@ -68,6 +68,9 @@ ckc_status ckc_check_shape(const ckc_op_args *a, int idx, int ndim, const int64_
 ckc_status ckc_check_numel(const ckc_op_args *a, int idx, int64_t numel, ckc_error *err);
 ckc_status ckc_check_same_dtype(const ckc_op_args *a, int idx, int like, ckc_error *err);
 ckc_status ckc_check_extent(const ckc_op_args *a, int idx, int64_t rows, int64_t cols, ckc_error *err);
+/* The tensor seen as [rows, cols] = [numel / shape[-1], shape[-1]] (a compact
+ * row-major tensor of any rank >= 1 is that matrix), within ckc_check_extent. */
+ckc_status ckc_check_rows(const ckc_op_args *a, int idx, int64_t *rows, int64_t *cols, ckc_error *err);
 ckc_status ckc_check_group(const char *arg, int64_t group, int64_t cols, ckc_error *err);
 ckc_status ckc_unsupported_device(const ckc_op_args *a, ckc_error *err);
 

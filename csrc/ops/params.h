@@ -110,7 +110,7 @@ typedef struct {
     int64_t k;
 } ckc_int8_gemm_params;
 
-/* out[r, j] = round_out(float(acc[r, j]) * (x_scale[r] * w_scale[j or 0]) + bias[j]),
+/* out[r, j] = round_out(float(acc[r, j]) * (x_scale[r] * w_scale[j or 0]) + float(round_out(bias[j]))),
  * for rows r of one chunk (kernels/math/linear.h). */
 typedef struct {
     const int32_t *acc;
@@ -118,7 +118,8 @@ typedef struct {
     const float *x_scale;
     const float *w_scale;
     int w_per_channel;       /* w_scale holds n values, else one */
-    const float *bias;       /* n float32 values, or NULL */
+    const void *bias;        /* n values of bias_kind, or NULL */
+    ckc_float_kind bias_kind;
     void *out;               /* the chunk's first output row; row stride n */
     ckc_float_kind out_kind;
     int64_t rows;
@@ -141,7 +142,8 @@ typedef struct {
     int64_t ldw;
     const float *w_scale;
     int w_per_channel;
-    const float *bias;       /* float32, or NULL */
+    const void *bias;        /* n values of bias_kind, or NULL */
+    ckc_float_kind bias_kind;
     void *out;               /* [rows, n] */
     ckc_float_kind out_kind;
     /* scratch: chunk_rows rows of each (on the GPU GEMM path, room for chunk_rows
