@@ -55,7 +55,7 @@ def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
 
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:
-    """x as the contiguous [rows, K] the row kernels take: x itself when it already is one (a
+    """x as the contiguous [rows, K] the dequantizers take: x itself when it already is one (a
     reshape and a view back cost a few microseconds per call)."""
     if x.dim() == 2 and x.is_contiguous():
         return x
