@@ -512,7 +512,8 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
     xc = x.contiguous()
     m = xc.numel() // xc.shape[-1]
-    w_scale = weight_scale.to(dtype=torch.float32).reshape(-1).contiguous()
+    # any shape with 1 or n values: the C op reads it as a flat array
+    w_scale = weight_scale.to(dtype=torch.float32).contiguous()
     # The bias goes in its own dtype: the epilogue rounds it to out_dtype, as eager's
     # bias.to(out_dtype), and adds it in float32 (kernels/math/linear.h).
     if bias is not None:
