@@ -37,6 +37,13 @@ def _mode_from_env() -> int:
     return MODES[name]
 
 
+# The caller's current CUDA stream of a device index, as the int the C side takes (ops and
+# staged copies run on it): torch's raw getter (the one Triton and torch's generated code call)
+# where it exists (it builds no torch.cuda.Stream object), else the public API.
+current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream)
+
+
 # The mode every op passes to C (ops._run).
 CHECK = contextvars.ContextVar("comfy_kitchen_c_check", default=_mode_from_env())
 
@@ -122,7 +129,8 @@ def stage(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = True) -> st
         raise ArgumentTypeError(f"{op}: argument 'dst': expected a tensor, got {type(dst).__name__}")
     kernels = _kernels()
     if dst.is_cuda and kernels is _C:
-        device, stream = dst.device.index, torch.cuda.current_stream(dst.device).cuda_stream
+        device = dst.device.index
+        stream = current_stream(device)
     elif dst.device.type == "cpu" and kernels is not _C:
         device, stream = 0, 0  # the emulated device's memory is host memory, its stream 0
     else:
@@ -148,4 +156,4 @@ def check_host_copy(what: str, device: torch.device) -> None:
     """In modes boundary and op, fences the stream after a host-to-device copy that an op
     made itself (a scale given as a number), so that a failed copy is reported there."""
     if CHECK.get() != MODES["launch"] and device.type == "cuda":
-        _kernels().fence_stream(what, device.index, torch.cuda.current_stream(device).cuda_stream)
+        _kernels().fence_stream(what, device.index, current_stream(device.index))

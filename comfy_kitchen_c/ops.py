@@ -37,19 +37,13 @@ def _capsule(t: torch.Tensor | None):
     return None if t is None else _to_dlpack(t)
 
 
-# The caller's current CUDA stream of a device index, as an int: torch's raw getter (the one
-# Triton and torch's own generated code call) where it exists, else the public API.
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-    lambda index: torch.cuda.current_stream(index).cuda_stream)
-
-
 # The extension module that runs the kernels: _C, or _C_emu inside
 # comfy_kitchen_c.testing.emulated_device().
 KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
 
 
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
-    stream = _raw_stream(device.index) if device.type == "cuda" else 0
+    stream = faults.current_stream(device.index) if device.type == "cuda" else 0
     getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
                                    faults.CHECK.get())
 
