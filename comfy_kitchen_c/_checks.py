@@ -18,8 +18,9 @@ def _names(dtypes) -> str:
     return ", ".join(str(d).replace("torch.", "") for d in dtypes)
 
 
-def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim: int = 0):
-    """A tensor of one of ``dtypes`` with ``ndim`` (or at least ``min_ndim``) dims."""
+def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim: int = 0, empty: bool = False):
+    """A tensor of one of ``dtypes`` with ``ndim`` (or at least ``min_ndim``) dims; with no
+    elements only where ``empty`` (the op's own rules then say which empty shapes it serves)."""
     if not isinstance(value, torch.Tensor):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a torch.Tensor, got {type(value).__name__}")
     if value.dtype not in dtypes:
@@ -32,7 +33,7 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
     if value.dim() < min_ndim:
         raise ArgumentError(
             f"{op}: argument '{name}': expected at least {min_ndim} dimensions, got shape {list(value.shape)}")
-    if value.numel() == 0:
+    if not empty and value.numel() == 0:
         raise ArgumentError(f"{op}: argument '{name}': empty tensor of shape {list(value.shape)}")
     return value
 
@@ -40,7 +41,9 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
 def rows_of(op: str, name: str, value: torch.Tensor) -> tuple[int, int]:
     """(rows, row length) of a tensor seen as [-1, shape[-1]], within the kernels' limits."""
     k = value.shape[-1] if value.dim() else 1
-    rows = value.numel() // k
+    rows = 1
+    for n in value.shape[:-1]:  # not numel // k, which a row length of 0 would divide by zero
+        rows *= n
     if rows > MAX_EXTENT or k > MAX_EXTENT:
         raise ArgumentError(
             f"{op}: argument '{name}': {rows} rows of {k} elements; rows and row length must each be below 2^31")
@@ -65,11 +68,31 @@ def integer(op: str, name: str, value) -> int:
     return value
 
 
+def boolean(op: str, name: str, value) -> bool:
+    """A flag: True or False only (comfy_kitchen's constraints say bool; "no" or 2 is a mistake)."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected a bool, got {value!r}")
+    return value
+
+
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range (the noise eager draws)
+
+
 def seed(op: str, value) -> int:
     """stochastic_rounding: None or <= 0 disables it, else it is the seed."""
     if value is None:
         return 0
-    return max(integer(op, "stochastic_rounding", value), 0)
+    value = integer(op, "stochastic_rounding", value)
+    if value > MAX_SEED:
+        raise ArgumentError(f"{op}: argument 'stochastic_rounding': seed {value} is above 2^64 - 1")
+    return max(value, 0)
+
+
+def row_length(op: str, name: str, k: int) -> None:
+    """Row-wise quantization of rows of length 0: each row's scale would be the maximum of no
+    values.  Eager fails there too (amax of an empty dim); zero rows of any length are fine."""
+    if k == 0:
+        raise ArgumentError(f"{op}: argument '{name}': rows of length 0 have no scale")
 
 
 def group_size(op: str, group: int, k: int, name: str = "group_size") -> int:

@@ -34,7 +34,13 @@ _to_dlpack = torch.utils.dlpack.to_dlpack
 
 
 def _capsule(t: torch.Tensor | None):
-    return None if t is None else _to_dlpack(t)
+    if t is None:
+        return None
+    # A view with the negation bit (torch._neg_view, the imaginary part of a conjugate) shares
+    # its base's memory and negates on read: DLPack has no such bit, so export would hand C the
+    # raw, un-negated values.  Materialise it (a copy, only for such views).  The conjugate
+    # bit exists only on complex tensors, which every op refuses by dtype before export.
+    return _to_dlpack(t.resolve_neg() if t.is_neg() else t)
 
 
 # The extension module that runs the kernels: _C, or _C_emu inside
@@ -43,6 +49,10 @@ KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
 
 
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
+    if tensors[0].numel() == 0:
+        # An empty input the op serves (see the checks): its outputs are empty too (or, for a
+        # given tensorwise scale, not written), so there is nothing to launch.
+        return
     stream = faults.current_stream(device.index) if device.type == "cuda" else 0
     getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
                                    faults.CHECK.get())
@@ -87,7 +97,8 @@ def _quantize_rows(op: str, x: torch.Tensor, group: int, seed: int):
 
 def check_quantize_int8_rowwise(x, stochastic_rounding=0):
     op = "quantize_int8_rowwise"
-    check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1, empty=True))
+    check.row_length(op, "x", k)
     return check.seed(op, stochastic_rounding)
 
 
@@ -99,7 +110,8 @@ def quantize_int8_rowwise(x, stochastic_rounding=0):
 
 def check_quantize_and_rotate_rowwise(x, h=None, group_size=256, stochastic_rounding=0):
     op = "quantize_and_rotate_rowwise"
-    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1, empty=True))
+    check.row_length(op, "x", k)
     check.group_size(op, group_size, k)
     if h is not None:
         # h is comfy_kitchen's prebuilt H_G; the kernels compute the same rotation directly.
@@ -118,7 +130,8 @@ def quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding=0):
 
 def check_quantize_int8_convrot_weight(weight, group_size=256, stochastic_rounding=0):
     op = "quantize_int8_convrot_weight"
-    _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2))
+    _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2, empty=True))
+    check.row_length(op, "weight", k)
     check.group_size(op, group_size, k)
     return check.seed(op, stochastic_rounding)
 
@@ -155,8 +168,12 @@ def _tensorwise_scale(x: torch.Tensor, scale):
 
 def check_quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
     op = "quantize_int8_tensorwise"
-    check.tensor(op, "x", x, check.FLOAT_DTYPES)
+    check.tensor(op, "x", x, check.FLOAT_DTYPES, empty=True)
     _check_tensorwise_scale(op, scale)
+    if x.numel() == 0 and (scale is None or isinstance(scale, str)):
+        # eager fails the same way (max() of an empty tensor)
+        raise ArgumentError(f"{op}: argument 'x': an empty tensor has no maximum to take the scale from; "
+                            "pass a scale")
     return check.seed(op, stochastic_rounding)
 
 
@@ -173,7 +190,7 @@ def quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
 
 def check_rotate_int8_convrot_weight(weight, group_size=256):
     op = "rotate_int8_convrot_weight"
-    _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2))
+    _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2, empty=True))
     check.group_size(op, group_size, k)
 
 
@@ -206,14 +223,16 @@ def _scale_mode(op: str, q: torch.Tensor, scale: torch.Tensor) -> int:
 
 def _check_dequant(op, q, scale, ndim=None) -> int:
     """The scale mode (_scale_mode) of a valid call."""
-    check.tensor(op, "q", q, (torch.int8,), ndim=ndim)
+    check.tensor(op, "q", q, (torch.int8,), ndim=ndim, empty=True)
     check.rows_of(op, "q", q)
-    check.tensor(op, "scale", scale, check.FLOAT_DTYPES)
+    check.tensor(op, "scale", scale, check.FLOAT_DTYPES, empty=q.numel() == 0)
     check.same_device(op, q=q, scale=scale)
     return _scale_mode(op, q, scale)
 
 
 def _dequantize(op: str, q: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype, group: int):
+    if q.numel() == 0:  # as eager: an empty result of q's shape (no rows to view q as)
+        return torch.empty(q.shape, dtype=out_dtype, device=q.device)
     s = scale.to(dtype=torch.float32)  # exact: scale values are float16/bfloat16/float32
     s = s.expand(q.shape).contiguous() if mode == _SCALE_FULL else s.contiguous()
     q2 = _as_rows(q)
@@ -309,11 +328,25 @@ def _per_tensor_scale(value, device) -> torch.Tensor:
     return value.reshape(1)
 
 
+def _check_nvfp4_input(op: str, x) -> None:
+    """x of the NVFP4 quantizers: 2-D, any number of columns (0 too), at least one row (eager's
+    quantize_nvfp4 fails on zero rows: it reshapes x to [rows, -1, 16])."""
+    check.tensor(op, "x", x, check.FLOAT_DTYPES, ndim=2, empty=True)
+    check.rows_of(op, "x", x)
+    if x.shape[0] == 0:
+        raise ArgumentError(f"{op}: argument 'x': 0 rows (shape {list(x.shape)}): nothing to quantize")
+
+
+def _check_flags(op: str, pad_16x, hi_first) -> None:
+    check.boolean(op, "pad_16x", pad_16x)
+    check.boolean(op, "hi_first", hi_first)
+
+
 def check_quantize_nvfp4(x, per_tensor_scale=None, epsilon=0.0, pad_16x=False, hi_first=True):
     op = "quantize_nvfp4"
-    check.tensor(op, "x", x, check.FLOAT_DTYPES, ndim=2)
-    check.rows_of(op, "x", x)
+    _check_nvfp4_input(op, x)
     _check_per_tensor_scale(op, per_tensor_scale, x=x)
+    _check_flags(op, pad_16x, hi_first)
     if not pad_16x and x.shape[1] % 16:
         raise ArgumentError(f"{op}: argument 'x': {x.shape[1]} columns is not a multiple of 16; "
                             "pass pad_16x=True to pad")
@@ -345,11 +378,14 @@ def _quantize_nvfp4(op: str, x, per_tensor_scale, pad_16x, hi_first, group: int)
 def check_dequantize_nvfp4(qx, per_tensor_scale=None, block_scales=None, output_type=torch.bfloat16,
                            hi_first=True):
     op = "dequantize_nvfp4"
-    check.tensor(op, "qx", qx, (torch.uint8,), ndim=2)
+    check.tensor(op, "qx", qx, (torch.uint8,), ndim=2, empty=True)
     check.rows_of(op, "qx", qx)
+    if qx.shape[0] == 0:  # as eager, which reshapes the values to [rows, -1]
+        raise ArgumentError(f"{op}: argument 'qx': 0 rows (shape {list(qx.shape)}): nothing to dequantize")
+    check.boolean(op, "hi_first", hi_first)
     if block_scales is None:
         raise ArgumentTypeError(f"{op}: argument 'block_scales' is required")
-    check.tensor(op, "block_scales", block_scales, (torch.float8_e4m3fn, torch.uint8))
+    check.tensor(op, "block_scales", block_scales, (torch.float8_e4m3fn, torch.uint8), empty=qx.numel() == 0)
     check.same_device(op, qx=qx, block_scales=block_scales)
     _check_per_tensor_scale(op, per_tensor_scale, qx=qx)
     if output_type not in check.FLOAT_DTYPES:
@@ -630,9 +666,9 @@ def _check_nvfp4_group(op: str, name: str, group, k: int) -> None:
 
 def check_quantize_and_rotate_nvfp4(x, per_tensor_scale=None, group_size=16, pad_16x=False, hi_first=True):
     op = "quantize_and_rotate_nvfp4"
-    check.tensor(op, "x", x, check.FLOAT_DTYPES, ndim=2)
-    check.rows_of(op, "x", x)
+    _check_nvfp4_input(op, x)
     _check_per_tensor_scale(op, per_tensor_scale, x=x)
+    _check_flags(op, pad_16x, hi_first)
     _check_nvfp4_group(op, "group_size", group_size, x.shape[1])
 
 

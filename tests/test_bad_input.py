@@ -21,7 +21,7 @@ CASES = [
      "quantize_int8_rowwise", "x"),
     ("rowwise 0-dim", lambda: ops.quantize_int8_rowwise(torch.tensor(1.0)), ckc.ArgumentError,
      "quantize_int8_rowwise", "x"),
-    ("rowwise empty", lambda: ops.quantize_int8_rowwise(torch.empty(0, 16)), ckc.ArgumentError,
+    ("rowwise empty rows", lambda: ops.quantize_int8_rowwise(torch.empty(4, 0)), ckc.ArgumentError,
      "quantize_int8_rowwise", "x"),
     ("rowwise seed type", lambda: ops.quantize_int8_rowwise(X, "7"), ckc.ArgumentTypeError,
      "quantize_int8_rowwise", "stochastic_rounding"),
@@ -66,7 +66,19 @@ CASES = [
     ("nvfp4 3-D", lambda: ops.quantize_nvfp4(X.reshape(2, 2, 64), PTS), ckc.ArgumentError,
      "quantize_nvfp4", "x"),
     ("nvfp4 cols without pad", lambda: ops.quantize_nvfp4(torch.randn(33, 65), PTS), ckc.ArgumentError,
+     "quantize_nvfp4", "x"),
+    ("nvfp4 pad_16x not a bool", lambda: ops.quantize_nvfp4(X, PTS, 0.0, "no"), ckc.ArgumentTypeError,
      "quantize_nvfp4", "pad_16x"),
+    ("nvfp4 hi_first not a bool", lambda: ops.quantize_nvfp4(X, PTS, hi_first=2), ckc.ArgumentTypeError,
+     "quantize_nvfp4", "hi_first"),
+    ("nvfp4 dequant hi_first not a bool", lambda: ops.dequantize_nvfp4(QX, PTS, SX, hi_first=1),
+     ckc.ArgumentTypeError, "dequantize_nvfp4", "hi_first"),
+    ("rotated nvfp4 pad_16x not a bool", lambda: ops.quantize_and_rotate_nvfp4(X, PTS, 16, pad_16x=0),
+     ckc.ArgumentTypeError, "quantize_and_rotate_nvfp4", "pad_16x"),
+    ("rowwise seed above 2^64", lambda: ops.quantize_int8_rowwise(X, 2**70), ckc.ArgumentError,
+     "quantize_int8_rowwise", "stochastic_rounding"),
+    ("tensorwise seed above 2^64", lambda: ops.quantize_int8_tensorwise(X, None, 2**64), ckc.ArgumentError,
+     "quantize_int8_tensorwise", "stochastic_rounding"),
     ("nvfp4 pts dtype", lambda: ops.quantize_nvfp4(X, PTS.half()), ckc.ArgumentTypeError,
      "quantize_nvfp4", "per_tensor_scale"),
     ("nvfp4 pts numel", lambda: ops.quantize_nvfp4(X, torch.ones(2)), ckc.ArgumentError,
@@ -95,7 +107,8 @@ def test_bad_input_raises_named_error(call, exc, op, arg):
         call()
     message = str(info.value)
     assert message.startswith(op + ":"), message
-    assert f"'{arg}'" in message or arg in message, message
+    # the exact form our errors use: "argument 'name'" (a bare name would be vacuous: "x" is in "expected")
+    assert f"argument '{arg}'" in message, message
     assert isinstance(info.value, ckc.KitchenError)
     assert isinstance(info.value, ValueError if exc is ckc.ArgumentError else TypeError)
 
@@ -107,23 +120,23 @@ def _c_rowwise(x, q, scale, group=0):
 
 
 C_CASES = [
-    ("q shape", lambda: _c_rowwise(X, Q[:2], S), ckc.ArgumentError, "'q'"),
+    ("q shape", lambda: _c_rowwise(X, Q[:2], S), ckc.ArgumentError, "argument 'q'"),
     # x of any rank is its rows of the last dimension; q must have x's own shape.
-    ("q not x's shape", lambda: _c_rowwise(X.view(2, 2, 64), Q, S), ckc.ArgumentError, "'q'"),
-    ("0-dim x", lambda: _c_rowwise(X[0, 0], Q, S), ckc.ArgumentError, "'x': expected at least 1 dimension"),
+    ("q not x's shape", lambda: _c_rowwise(X.view(2, 2, 64), Q, S), ckc.ArgumentError, "argument 'q'"),
+    ("0-dim x", lambda: _c_rowwise(X[0, 0], Q, S), ckc.ArgumentError, "argument 'x': expected at least 1 dimension"),
     # 2^31 rows of 1 from two leading dimensions (torch.empty does not touch the 4 GiB).
     ("3-D rows 2^31", lambda: _c_rowwise(torch.empty(2**16, 2**15, 1, dtype=BF), Q, S), ckc.ArgumentError,
-     "'x': 2147483648 rows of 1"),
-    ("scale count", lambda: _c_rowwise(X, Q, S[:2]), ckc.ArgumentError, "'scale'"),
-    ("x dtype", lambda: _c_rowwise(X.int(), Q, S), ckc.ArgumentTypeError, "'x'"),
+     "argument 'x': 2147483648 rows of 1"),
+    ("scale count", lambda: _c_rowwise(X, Q, S[:2]), ckc.ArgumentError, "argument 'scale'"),
+    ("x dtype", lambda: _c_rowwise(X.int(), Q, S), ckc.ArgumentTypeError, "argument 'x'"),
     ("non-contiguous", lambda: _c_rowwise(torch.randn(64, 4).t(), Q, S), ckc.ArgumentError, "contiguous"),
-    ("group", lambda: _c_rowwise(X, Q, S, 32), ckc.ArgumentError, "'group_size'"),
+    ("group", lambda: _c_rowwise(X, Q, S, 32), ckc.ArgumentError, "argument 'group_size'"),
     ("not a capsule", lambda: _C.int8_rowwise("op", X, Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 1),
      ckc.ArgumentTypeError, "DLPack"),
     ("nthreads", lambda: _C.int8_rowwise("op", X.__dlpack__(), Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 0),
-     ckc.ArgumentError, "'nthreads'"),
+     ckc.ArgumentError, "argument 'nthreads'"),
     ("missing tensor", lambda: _C.int8_rowwise("op", X.__dlpack__(), None, S.__dlpack__(), None, 0, 0, 1),
-     ckc.ArgumentTypeError, "'q'"),
+     ckc.ArgumentTypeError, "argument 'q'"),
 ]
 
 
