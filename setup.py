@@ -11,8 +11,10 @@ Python >= 3.10), no torch headers or libraries.
 Environment: COMFY_KITCHEN_C_WERROR=1 turns warnings into errors (CI does);
 COMFY_KITCHEN_C_NO_CUDA=1 builds without CUDA; COMFY_KITCHEN_C_CUDA_ARCHS="80;90"
 narrows the GPU architectures (default: CUDA_ARCHS below);
-COMFY_KITCHEN_C_SANITIZE=address builds the host code (C, and the GPU kernels on
-the emulated device) with AddressSanitizer, for CI."""
+COMFY_KITCHEN_C_SANITIZE=address (or address,undefined; any -fsanitize= list) builds
+the host code (C, and the GPU kernels on the emulated device) with the sanitizers, for CI
+(UndefinedBehaviorSanitizer without recovery: its first report aborts);
+COMFY_KITCHEN_C_EMU_RACES=1 builds _C_emu with its shared-memory race detector."""
 import os
 import platform
 import shutil
@@ -89,7 +91,8 @@ def gpu_kernel_sources():
 
 def emulated_device_sources():
     """GPU kernel sources and the emulator, compiled as C++ for _C_emu."""
-    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp", "kernels/emu/emu_streams.cpp"]
+    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp", "kernels/emu/emu_streams.cpp",
+                                   "kernels/emu/emu_races.cpp"]
 
 
 class BuildExt(build_ext):
@@ -118,6 +121,8 @@ class BuildExt(build_ext):
         sanitize = os.environ.get("COMFY_KITCHEN_C_SANITIZE")
         if sanitize and not self.msvc:
             flags = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"]
+            if "undefined" in sanitize:  # any report aborts the process (and fails CI)
+                flags.append("-fno-sanitize-recover=all")
             self.c_flags, self.cxx_flags = self.c_flags + flags, self.cxx_flags + flags
             self.sanitizer_link = flags
         else:
@@ -144,13 +149,28 @@ class BuildExt(build_ext):
                 objects += self._compile([source], ext, self.c_flags + isa_flags[kind])
         if ext.name.endswith("_C_emu"):
             # .cu files are C++ to the host compiler (the flag must precede the source)
-            objects += self._compile(emulated_device_sources(), ext, self.cxx_flags,
-                                     [] if self.msvc else ["-x", "c++"])
+            cxx = [] if self.msvc else ["-x", "c++"]
+            if os.environ.get("COMFY_KITCHEN_C_EMU_RACES") == "1":
+                objects += self._race_detecting_sources(ext, cxx)
+            else:
+                objects += self._compile(emulated_device_sources(), ext, self.cxx_flags, cxx)
             if not self.msvc:
                 ext.extra_link_args.append("-lstdc++")
         elif NVCC:
             objects += [self._nvcc(source, ext) for source in gpu_kernel_sources()]
         return objects
+
+    def _race_detecting_sources(self, ext, cxx):
+        """The emulated device with its shared-memory race detector (kernels/emu/emu_races.cpp):
+        the kernel sources get GCC's ThreadSanitizer instrumentation, whose calls the emulator
+        implements itself (no TSan runtime is linked, so it combines with no other sanitizer)."""
+        if self.msvc or os.environ.get("COMFY_KITCHEN_C_SANITIZE"):
+            raise RuntimeError("COMFY_KITCHEN_C_EMU_RACES=1 needs GCC and no COMFY_KITCHEN_C_SANITIZE")
+        flags = self.cxx_flags + ["-DCKC_EMU_RACE_DETECT=1"]
+        kernels = gpu_kernel_sources()
+        runtime = [s for s in emulated_device_sources() if s not in kernels]
+        instrument = ["-fsanitize=thread", "-Wno-tsan", "--param=tsan-instrument-func-entry-exit=0"]
+        return self._compile(kernels, ext, flags + instrument, cxx) + self._compile(runtime, ext, flags, cxx)
 
     def _nvcc(self, source, ext):
         """One .cu file for every architecture.  No FMA contraction and IEEE division

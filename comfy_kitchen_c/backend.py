@@ -52,6 +52,8 @@ def _call_rule(check, minimum=MIN_COMPUTE_CAPABILITY):
             check(**kwargs)
         except KitchenError as exc:
             return ValidationResult.fail("__call__", str(exc))
+        except TypeError as exc:  # a required argument missing, or one "c" does not know: not ours to serve
+            return ValidationResult.fail("__call__", f"{check.__name__[len('check_'):]}: {exc}")
         return ValidationResult.ok()
 
     rule.__name__ = f"rule_{check.__name__}"

@@ -101,13 +101,13 @@ WDDM_NOTE = ("Windows display driver model (WDDM): a GPU that does not finish a 
 
 def comfyui_settings(total_ram: int, windows: bool, swap: int = 0) -> dict:
     """The ComfyUI settings that scale with total RAM (bytes), per
-    /work/shared/docs/root-cause-notes.md §2 "Where total RAM ... changes behaviour":
+    ComfyUI's own code (the places named below):
 
     - ``cache_ram = min(10, max(2, total_ram*0.10/1024))`` GiB (total_ram in MiB): ComfyUI
       main.py prompt_worker -> execution.set_ram_cache_release_state -> RAM_CACHE_HEADROOM.
     - ``cache_ram_inactive = min(128, total_ram/1024)`` GiB: main.py.
-    - ``MAX_PINNED_MEMORY = ram * 0.40`` on Windows: comfy/model_management.py.  The notes
-      give the Windows value only; elsewhere the same file (H3-era ComfyUI) sets
+    - ``MAX_PINNED_MEMORY = ram * 0.40`` on Windows: comfy/model_management.py.  That is
+      the Windows value; elsewhere the same file (H3-era ComfyUI) sets
       ``max(ram*0.40, min(ram*0.90, ram - 4 GiB, ram + swap - 16 GiB))``, swap being the
       disk swap (0 under a cgroup memory limit).  Both apply unless pinned memory is
       disabled (``--disable-pinned-memory``: -1) or the GPU is neither NVIDIA nor AMD.

@@ -3,7 +3,7 @@
 Parses with ``struct`` only, so a record copied from another computer (or written by a
 process whose GPU was lost) is read without the C extension.  ``load`` returns the
 records and an analysis: what the GPU completed last, the first work it did not
-complete, faults and suspected hangs.  Interface: /work/plan/flight_interface.md.
+complete, faults and suspected hangs (a dict: the keys ``load`` below fills in).
 """
 from __future__ import annotations
 

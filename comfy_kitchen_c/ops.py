@@ -108,7 +108,7 @@ def quantize_int8_rowwise(x, stochastic_rounding=0):
     return _quantize_rows("quantize_int8_rowwise", x, 0, seed)
 
 
-def check_quantize_and_rotate_rowwise(x, h=None, group_size=256, stochastic_rounding=0):
+def check_quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding=0):
     op = "quantize_and_rotate_rowwise"
     _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1, empty=True))
     check.row_length(op, "x", k)
@@ -128,7 +128,7 @@ def quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding=0):
     return _quantize_rows("quantize_and_rotate_rowwise", x, group_size, seed)
 
 
-def check_quantize_int8_convrot_weight(weight, group_size=256, stochastic_rounding=0):
+def check_quantize_int8_convrot_weight(weight, group_size, stochastic_rounding=0):
     op = "quantize_int8_convrot_weight"
     _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2, empty=True))
     check.row_length(op, "weight", k)
@@ -185,10 +185,13 @@ def quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
     xc = x.contiguous()
     q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
     _run("int8_tensorwise", op, x.device, (xc, q, scale_t, _noise(x, seed)), (compute,))
+    if isinstance(scale, torch.Tensor) and scale.dim() > x.dim():
+        # eager's q is x / scale: broadcast, it takes the one-element scale's extra leading dims
+        q = q.view((1,) * (scale.dim() - x.dim()) + tuple(x.shape))
     return q, scale_t
 
 
-def check_rotate_int8_convrot_weight(weight, group_size=256):
+def check_rotate_int8_convrot_weight(weight, group_size):
     op = "rotate_int8_convrot_weight"
     _, k = check.rows_of(op, "weight", check.tensor(op, "weight", weight, check.FLOAT_DTYPES, ndim=2, empty=True))
     check.group_size(op, group_size, k)
@@ -251,7 +254,7 @@ def dequantize_int8_simple(q, scale):
     return _dequantize("dequantize_int8_simple", q, scale, mode, torch.float32, 0)
 
 
-def check_dequantize_int8_simple_dtype(q, scale, output_dtype_code=0):
+def check_dequantize_int8_simple_dtype(q, scale, output_dtype_code):
     op = "dequantize_int8_simple_dtype"
     mode = _check_dequant(op, q, scale)
     return mode, _out_dtype(op, output_dtype_code)
@@ -264,7 +267,7 @@ def dequantize_int8_simple_dtype(q, scale, output_dtype_code):
     return _dequantize(op, q, scale, mode, out_dtype, 0)
 
 
-def check_dequantize_int8_convrot_weight(q, scale, group_size=256):
+def check_dequantize_int8_convrot_weight(q, scale, group_size):
     op = "dequantize_int8_convrot_weight"
     mode = _check_dequant(op, q, scale, ndim=2)
     check.group_size(op, group_size, q.shape[-1])
@@ -277,7 +280,7 @@ def dequantize_int8_convrot_weight(q, scale, group_size):
     return _dequantize("dequantize_int8_convrot_weight", q, scale, mode, torch.float32, group_size)
 
 
-def check_dequantize_int8_convrot_weight_dtype(q, scale, group_size=256, output_dtype_code=0):
+def check_dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code):
     op = "dequantize_int8_convrot_weight_dtype"
     mode = _check_dequant(op, q, scale, ndim=2)
     check.group_size(op, group_size, q.shape[-1])
@@ -311,6 +314,8 @@ def _check_per_tensor_scale(op: str, value, name: str = "per_tensor_scale", **sa
     if value is None:
         raise ArgumentTypeError(f"{op}: argument '{name}' is required")
     if _is_number(value):
+        if isinstance(value, int) and abs(value) >= 2**64:  # eager fails too: torch takes ints of 64 bits
+            raise ArgumentError(f"{op}: argument '{name}': integer {value} does not fit 64 bits")
         return
     check.tensor(op, name, value, (torch.float32,))
     if value.numel() != 1:
@@ -726,10 +731,12 @@ def _activation_scale(x2: torch.Tensor, group: int) -> torch.Tensor:
     """amax(|x|) / (448 * 6), times sqrt(group) when rotated (the most a rotated value can
     grow), as a one-element float32 tensor computed on x's device without a host sync.  At
     least float32's smallest normal, so an all-zero x quantizes to zero codes and scales."""
-    amax = x2.abs().amax().float()
+    scale = x2.abs().amax().float() / NVFP4_RANGE
     if group:
-        amax = amax * float(group) ** 0.5  # 4, 8 or 16: exact
-    return (amax / NVFP4_RANGE).clamp_min(torch.finfo(torch.float32).tiny).reshape(1)
+        # after the division (the fuzzer found amax * 16 overflowing float32 for bfloat16 inputs
+        # near their largest value): 4, 8 or 16, a power of 2, so the product is exact either way
+        scale = scale * float(group) ** 0.5
+    return scale.clamp_min(torch.finfo(torch.float32).tiny).reshape(1)
 
 
 def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None, out_dtype=None, convrot=False,

@@ -12,9 +12,13 @@ from comfy_kitchen_c import _C, ops
 from inputs import CASES
 
 ISAS = _C.cpu_isas()
+# The vector builds this CPU runs, each compared with the baseline build (the baseline against
+# itself would compare nothing).
+VECTOR_ISAS = [isa for isa in ISAS if isa != "baseline"]
 
 
-@pytest.fixture(params=ISAS)
+@pytest.fixture(params=VECTOR_ISAS or [pytest.param(None, marks=pytest.mark.skip(
+    reason=f"this CPU runs only the baseline build ({ISAS}): no vector build to compare with it"))])
 def isa(request):
     saved = _C.cpu_isa()
     _C.set_cpu_isa(request.param)
@@ -41,8 +45,9 @@ def _all_ops(x):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["f32", "f16", "bf16"])
 @pytest.mark.parametrize("case", ["outliers", "denormals", "at_limits"])
-def test_every_isa_gives_the_same_bits(isa, dtype, case):
+def test_every_vector_isa_gives_the_baseline_bits(isa, dtype, case):
     x = CASES[case](37, 512, dtype)
+    assert _C.cpu_isa() == isa != "baseline"
     mine = _all_ops(x)
     _C.set_cpu_isa("baseline")
     reference = _all_ops(x)

@@ -3,9 +3,8 @@ RAM-derived ComfyUI settings follow ComfyUI's formulas, the backend table agrees
 comfy_kitchen's registry, and the flight-record analysis names the right records.
 
 The analysis is tested on records shaped exactly like ``flight.load``'s result
-(/work/plan/flight_interface.md), through a stand-in ``comfy_kitchen_c.flight``."""
+(comfy_kitchen_c/flight.py), through a stand-in ``comfy_kitchen_c.flight``."""
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,7 +19,6 @@ from comfy_kitchen_c import doctor
 
 GIB = 1 << 30
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HAS_FLIGHT = importlib.util.find_spec("comfy_kitchen_c.flight") is not None
 
 
 def run_doctor(*args, flight_dir):
@@ -30,8 +28,8 @@ def run_doctor(*args, flight_dir):
 
 
 def no_record_line(flight_dir) -> str:
-    """What doctor says with an empty flight folder (before the fault core is merged: no flight module)."""
-    return f"no flight record found in {flight_dir}" if HAS_FLIGHT else "flight records are not available"
+    """What doctor says with an empty flight folder."""
+    return f"no flight record found in {flight_dir}"
 
 
 # ---- the command ------------------------------------------------------------------------------
@@ -73,7 +71,7 @@ def test_json_report_without_a_record(tmp_path):
     assert set(doc["backends"]) == {"installed", "error", "priority", "c_registered", "c_active", "backends", "ops"}
     flight = doc["flight"]
     assert set(flight) == {"status", "directory", "path", "message", "verdict", "record"}
-    assert flight["status"] == ("none" if HAS_FLIGHT else "unavailable") and flight["record"] is None
+    assert flight["status"] == "none" and flight["record"] is None
     assert no_record_line(tmp_path) in flight["message"]
 
 

@@ -2,6 +2,7 @@
 kernels/cuda_dialect.h, built by the host C++ compiler with CKC_EMULATED, run on the
 CPU.  tests/emu/emu_kernels_test.cu checks its results itself and prints a PASS line
 per check; tests/emu/emu_faults_test.cu makes memory errors that must be loud."""
+import os
 import shutil
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS_TEST = ROOT / "tests" / "emu" / "emu_kernels_test.cu"
 FAULTS_TEST = ROOT / "tests" / "emu" / "emu_faults_test.cu"
-RUNTIME = [ROOT / "kernels" / "emu" / "emu_runtime.cpp", ROOT / "kernels" / "emu" / "emu_streams.cpp"]
+RUNTIME = [ROOT / "kernels" / "emu" / f for f in ("emu_runtime.cpp", "emu_streams.cpp", "emu_races.cpp")]
 
 CXX = "g++"
 FLAGS = ["-std=c++17", "-x", "c++", "-DCKC_EMULATED", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
@@ -114,3 +115,87 @@ def test_asan_sees_kernel_memory_errors(faults_under_asan, case, report):
     r = run(faults_under_asan, case)
     assert r.returncode != 0 and "survived" not in r.stdout, f"exit {r.returncode}\n{r.stdout}{r.stderr}"
     assert f"AddressSanitizer: {report}" in r.stderr, r.stderr
+
+
+# ---- the emulated device catches races (tests/emu/emu_races_test.cu: bugs planted on purpose) ----
+
+RACES_TEST = ROOT / "tests" / "emu" / "emu_races_test.cu"
+# Kernel sources compiled with GCC's ThreadSanitizer instrumentation, the emulator without it and
+# with its detector (kernels/emu/emu_races.cpp implements the instrumentation's calls; no TSan
+# runtime): what COMFY_KITCHEN_C_EMU_RACES=1 does for _C_emu.
+RACE_KERNEL_FLAGS = ["-fsanitize=thread", "-Wno-tsan", "--param=tsan-instrument-func-entry-exit=0"]
+
+
+def build_race_detector(tmp_path: Path, source: Path) -> Path:
+    exe = tmp_path / (source.stem + "_races")
+    objects = []
+    for src, extra in [(source, RACE_KERNEL_FLAGS)] + [(r, []) for r in RUNTIME]:
+        obj = tmp_path / (src.stem + ".races.o")
+        cmd = [CXX, *FLAGS, "-DCKC_EMU_RACE_DETECT=1", *extra, "-c", str(src), "-o", str(obj)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"build failed: {' '.join(cmd)}\n{r.stderr}"
+        objects.append(str(obj))
+    r = subprocess.run([CXX, "-pthread", *objects, "-o", str(exe)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+@pytest.fixture(scope="module")
+def races_plain(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("races"), RACES_TEST)
+
+
+@pytest.fixture(scope="module")
+def races_detector(tmp_path_factory):
+    return build_race_detector(tmp_path_factory.mktemp("races_detect"), RACES_TEST)
+
+
+def result(exe: Path, case: str, schedule: str = "order") -> str:
+    r = subprocess.run([str(exe), case], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COMFY_KITCHEN_C_EMU_SCHEDULE": schedule})
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}{r.stderr}"
+    line = next(line for line in r.stdout.splitlines() if line.startswith(f"RESULT {case} "))
+    return line[len(f"RESULT {case} "):] + "".join("\n" + p for p in r.stdout.splitlines() if p.startswith("POISON"))
+
+
+SEEDS = range(1, 9)
+
+
+def test_a_missing_barrier_passes_in_order_and_fails_under_shuffled_schedules(races_plain):
+    assert result(races_plain, "missing_barrier") == "ok"  # why the old emulator never saw it
+    outcomes = {seed: result(races_plain, "missing_barrier", f"shuffle:{seed}") for seed in SEEDS}
+    assert "wrong" in outcomes.values(), outcomes
+    for seed in SEEDS:  # the fixed kernel is right under every schedule
+        assert result(races_plain, "barrier_ok", f"shuffle:{seed}") == "ok", seed
+
+
+def test_the_race_detector_reports_a_missing_barrier(races_detector):
+    out = result(races_detector, "missing_barrier")
+    assert out.startswith("fault:") and "read-after-write race" in out and "missing_barrier_kernel" in out, out
+    assert result(races_detector, "barrier_ok") == "ok"
+    assert result(races_detector, "barrier_ok", "shuffle:3") == "ok"
+
+
+@pytest.mark.parametrize("case", ["stale_static", "uninit_dynamic"])
+def test_shared_memory_starts_every_block_poisoned(races_plain, case):
+    """Block 1 reading static shared memory only block 0 wrote saw 42 before (static
+    thread_local kept block 0's values); now the 0xCD poison, as a GPU gives no guarantee."""
+    out = result(races_plain, case)
+    assert out.startswith("wrong") and "POISON" in out and "0xcdcdcdcd" in out, out
+
+
+@pytest.mark.parametrize("case", ["stale_static", "uninit_dynamic"])
+def test_the_race_detector_reports_uninitialized_shared_reads(races_detector, case):
+    out = result(races_detector, case)
+    assert out.startswith("fault:") and "no thread of this block has written" in out, out
+
+
+@pytest.mark.parametrize("schedule", ["order", "shuffle:1", "shuffle:2", "shuffle:5"])
+def test_divergent_lanes_with_disjoint_sub_masks(races_plain, races_detector, schedule):
+    assert result(races_plain, "warp_halves", schedule) == "ok"
+    assert result(races_detector, "warp_halves", schedule) == "ok"  # and no false report
+
+
+def test_the_race_detector_reports_a_read_across_unsynchronized_half_warps(races_detector):
+    out = result(races_detector, "warp_cross_half")
+    assert out.startswith("fault:") and "read-after-write race" in out and "__syncwarp" in out, out

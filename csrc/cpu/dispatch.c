@@ -4,6 +4,7 @@
 
 #include "kernels.h"
 #include "platform/cpu_features.h"
+#include "platform/threads.h"
 
 extern const ckc_cpu_kernels ckc_cpu_kernels_baseline;
 #if defined(CKC_HAVE_X86_ISAS)
@@ -32,13 +33,19 @@ static const isa_build builds[] = {
 };
 #define N_BUILDS (sizeof(builds) / sizeof(builds[0]))
 
-static const ckc_cpu_kernels *selected = &ckc_cpu_kernels_baseline;
+/* Index into builds[] of the kernels in use.  Kernels read it with the GIL
+ * released while set_cpu_isa (under the GIL) may switch it: an atomic index (a
+ * pointer does not fit the portable atomic on 64-bit Windows, where long is 32
+ * bits).  Set before any kernel runs (module import), switched only by
+ * ckc_cpu_select; a call that read the old value finishes with that build,
+ * which gives the same bits. */
+static ckc_atomic_counter selected = {(long)(N_BUILDS - 1)}; /* baseline, last */
 static const char *available[N_BUILDS + 1];
 
 const ckc_cpu_kernels *
 ckc_cpu(void)
 {
-    return selected;
+    return builds[ckc_atomic_load(&selected)].kernels;
 }
 
 const char *const *
@@ -59,7 +66,7 @@ ckc_cpu_select(const char *isa)
 {
     for (size_t i = 0; i < N_BUILDS; i++) {
         if (strcmp(isa, builds[i].kernels->isa) == 0 && builds[i].supported()) {
-            selected = builds[i].kernels;
+            ckc_atomic_store(&selected, (long)i);
             return 1;
         }
     }

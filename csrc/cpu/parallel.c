@@ -1,11 +1,16 @@
-/* Thread pool behind ckc_parallel_for.  Workers sleep on a condition variable;
- * a call publishes a job (a new generation), and every participant claims
- * chunks under the pool lock until none are left.  After a job, workers spin
- * for a short while on a lock-free copy of the generation before sleeping, so
- * back-to-back calls (the common case: one op after another) do not pay a
- * wake-up each.  The caller waits for the
- * last chunk, so no worker touches a job after its call returns.  A second
- * mutex serializes whole calls, which keeps the state to one job. */
+/* Thread pool behind ckc_parallel_for, shared by concurrent calls.  Each call
+ * is a job on the caller's stack, linked into the pool's list of open jobs
+ * while it runs; the caller works on its own job's chunks, and the pool's
+ * workers (sleeping on a condition variable) join whichever open job has
+ * chunks left and free slots, each taking the next slot index of that job.
+ * So calls from several Python threads run at once, each on its calling
+ * thread, and the workers spread over them where the cores allow.  After a
+ * job, workers spin for a short while on a lock-free counter of published
+ * jobs before sleeping, so back-to-back calls (the common case: one op after
+ * another) do not pay a wake-up each.  A caller returns only once every chunk
+ * of its job is done, and workers touch a job only under the lock or while
+ * running one of its chunks, so no worker touches a job after its call
+ * returns. */
 #include <stdlib.h>
 
 #include "parallel.h"
@@ -15,24 +20,27 @@
 #define CKC_CHUNKS_PER_THREAD 4
 #define CKC_SPIN_ITERATIONS 20000 /* about 100 microseconds of pause instructions */
 
-typedef struct {
-    ckc_mutex call_lock;   /* one parallel call at a time */
-    ckc_mutex lock;        /* guards everything below */
-    ckc_cond work_ready;
-    ckc_cond work_done;
-    long owner_pid;        /* process that started the workers */
-    int n_workers;
-    uint64_t generation;
-    ckc_atomic_counter published; /* low bits of generation, readable without the lock */
-    /* the current job */
+typedef struct ckc_job {
     ckc_range_fn fn;
     void *ctx;
     int64_t n;
     int64_t chunk;
-    int64_t next_chunk;
     int64_t n_chunks;
+    int64_t next_chunk;
     int64_t done_chunks;
-    int participants;      /* workers 1..participants-1 may join; 0 is the caller */
+    int participants; /* slots 0..participants-1; 0 is the caller's */
+    int joined;       /* slots handed out */
+    struct ckc_job *next;
+} ckc_job;
+
+typedef struct {
+    ckc_mutex lock; /* guards everything below but `published` and `owner_pid` */
+    ckc_cond work_ready;
+    ckc_cond work_done;
+    ckc_atomic_counter owner_pid;  /* process that started the workers */
+    int n_workers;
+    ckc_job *open;                 /* jobs with chunks not yet claimed or not yet done */
+    ckc_atomic_counter published;  /* jobs published so far (low bits), readable without the lock */
 } ckc_pool;
 
 static ckc_pool pool;
@@ -40,17 +48,13 @@ static ckc_pool pool;
 static void
 pool_reset(void)
 {
-    ckc_mutex_init(&pool.call_lock);
     ckc_mutex_init(&pool.lock);
     ckc_cond_init(&pool.work_ready);
     ckc_cond_init(&pool.work_done);
-    pool.owner_pid = ckc_process_id();
     pool.n_workers = 0;
-    pool.generation = 0;
+    pool.open = NULL;
     ckc_atomic_store(&pool.published, 0);
-    pool.n_chunks = 0;
-    pool.next_chunk = 0;
-    pool.done_chunks = 0;
+    ckc_atomic_store(&pool.owner_pid, ckc_process_id());
 }
 
 void
@@ -59,44 +63,55 @@ ckc_parallel_init(void)
     pool_reset();
 }
 
-/* Claims and runs chunks of the current job as `worker`; lock held on entry and exit. */
+/* Claims and runs chunks of job as slot `worker`; lock held on entry and exit. */
 static void
-run_chunks(int worker)
+run_chunks(ckc_job *job, int worker)
 {
-    while (pool.next_chunk < pool.n_chunks) {
-        const int64_t c = pool.next_chunk++;
-        const int64_t begin = c * pool.chunk;
-        const int64_t end = begin + pool.chunk < pool.n ? begin + pool.chunk : pool.n;
+    while (job->next_chunk < job->n_chunks) {
+        const int64_t c = job->next_chunk++;
+        const int64_t begin = c * job->chunk;
+        const int64_t end = begin + job->chunk < job->n ? begin + job->chunk : job->n;
         ckc_mutex_unlock(&pool.lock);
-        pool.fn(pool.ctx, begin, end, worker);
+        job->fn(job->ctx, begin, end, worker);
         ckc_mutex_lock(&pool.lock);
-        if (++pool.done_chunks == pool.n_chunks) {
+        if (++job->done_chunks == job->n_chunks) {
             ckc_cond_broadcast(&pool.work_done);
         }
     }
 }
 
+/* An open job a worker can join (chunks left, a free slot), or NULL; lock held. */
+static ckc_job *
+joinable(void)
+{
+    for (ckc_job *j = pool.open; j != NULL; j = j->next) {
+        if (j->next_chunk < j->n_chunks && j->joined < j->participants) {
+            return j;
+        }
+    }
+    return NULL;
+}
+
 static void
 worker_main(void *arg)
 {
-    const int worker = (int)(intptr_t)arg;
-    uint64_t seen = 0;
+    long seen = 0;
+    (void)arg;
     ckc_mutex_lock(&pool.lock);
     for (;;) {
-        if (pool.generation == seen) {
+        ckc_job *job = joinable();
+        if (job == NULL) {
+            seen = ckc_atomic_load(&pool.published);
             ckc_mutex_unlock(&pool.lock);
-            for (int k = 0; k < CKC_SPIN_ITERATIONS && ckc_atomic_load(&pool.published) == (long)seen; k++) {
+            for (int k = 0; k < CKC_SPIN_ITERATIONS && ckc_atomic_load(&pool.published) == seen; k++) {
                 ckc_cpu_relax();
             }
             ckc_mutex_lock(&pool.lock);
+            while ((job = joinable()) == NULL) {
+                ckc_cond_wait(&pool.work_ready, &pool.lock);
+            }
         }
-        while (pool.generation == seen) {
-            ckc_cond_wait(&pool.work_ready, &pool.lock);
-        }
-        seen = pool.generation;
-        if (worker < pool.participants) {
-            run_chunks(worker);
-        }
+        run_chunks(job, job->joined++);
     }
 }
 
@@ -117,9 +132,33 @@ ckc_parallel_threads(int64_t n, int64_t grain, int nthreads)
     return nthreads < 1 ? 1 : nthreads;
 }
 
+/* Starts workers until the pool has `wanted`; returns how many it has.  Lock held. */
+static int
+grow(int wanted)
+{
+    while (pool.n_workers < wanted) {
+        if (ckc_thread_start(worker_main, NULL) != 0) {
+            break;
+        }
+        pool.n_workers++;
+    }
+    return pool.n_workers;
+}
+
+static void
+unlink_job(ckc_job *job)
+{
+    ckc_job **p = &pool.open;
+    while (*p != job) {
+        p = &(*p)->next;
+    }
+    *p = job->next;
+}
+
 void
 ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *ctx)
 {
+    ckc_job job;
     int64_t chunks;
     if (n <= 0) {
         return;
@@ -129,40 +168,50 @@ ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *
         fn(ctx, 0, n, 0);
         return;
     }
-    if (pool.owner_pid != ckc_process_id()) {
-        /* Forked child: the parent's workers do not exist here. */
+    if (ckc_atomic_load(&pool.owner_pid) != ckc_process_id()) {
+        /* Forked child: the parent's workers do not exist here.  (A child that
+         * calls from several threads before its first call has returned is not
+         * supported; fork with threads running is unsafe anyway.) */
         pool_reset();
     }
-    ckc_mutex_lock(&pool.call_lock);
     ckc_mutex_lock(&pool.lock);
-    while (pool.n_workers < nthreads - 1) {
-        if (ckc_thread_start(worker_main, (void *)(intptr_t)(pool.n_workers + 1)) != 0) {
-            break;
-        }
-        pool.n_workers++;
-    }
-    if (pool.n_workers + 1 < nthreads) {
+    if (grow(nthreads - 1) + 1 < nthreads) {
         nthreads = pool.n_workers + 1;
+    }
+    if (grain < 1) {
+        grain = 1;
     }
     chunks = (int64_t)nthreads * CKC_CHUNKS_PER_THREAD;
     if (chunks > n / grain) {
         chunks = n / grain > nthreads ? n / grain : nthreads;
     }
-    pool.fn = fn;
-    pool.ctx = ctx;
-    pool.n = n;
-    pool.chunk = (n + chunks - 1) / chunks;
-    pool.n_chunks = (n + pool.chunk - 1) / pool.chunk;
-    pool.next_chunk = 0;
-    pool.done_chunks = 0;
-    pool.participants = nthreads;
-    pool.generation++;
-    ckc_atomic_store(&pool.published, (long)pool.generation);
+    job.fn = fn;
+    job.ctx = ctx;
+    job.n = n;
+    job.chunk = (n + chunks - 1) / chunks;
+    job.n_chunks = (n + job.chunk - 1) / job.chunk;
+    job.next_chunk = 0;
+    job.done_chunks = 0;
+    job.participants = nthreads;
+    job.joined = 1; /* slot 0: this thread */
+    job.next = pool.open;
+    pool.open = &job;
+    ckc_atomic_store(&pool.published, ckc_atomic_load(&pool.published) + 1);
     ckc_cond_broadcast(&pool.work_ready);
-    run_chunks(0);
-    while (pool.done_chunks < pool.n_chunks) {
+    run_chunks(&job, 0);
+    while (job.done_chunks < job.n_chunks) {
         ckc_cond_wait(&pool.work_done, &pool.lock);
     }
+    unlink_job(&job);
     ckc_mutex_unlock(&pool.lock);
-    ckc_mutex_unlock(&pool.call_lock);
+}
+
+int
+ckc_parallel_workers(void)
+{
+    int n;
+    ckc_mutex_lock(&pool.lock);
+    n = pool.n_workers;
+    ckc_mutex_unlock(&pool.lock);
+    return n;
 }

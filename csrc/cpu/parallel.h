@@ -13,8 +13,12 @@ typedef void (*ckc_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 
 /* Covers [0, n) with ranges of at least `grain` indices on up to `nthreads`
  * threads, the calling thread included, and returns when all are done.  Runs
- * inline when one thread suffices.  Concurrent callers take turns. */
+ * inline when one thread suffices.  Concurrent callers run at once, each on
+ * its own thread, sharing the pool's workers. */
 void ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *ctx);
+
+/* Workers the pool has started (for tests). */
+int ckc_parallel_workers(void);
 
 /* Threads a call will actually use for n indices at this grain. */
 int ckc_parallel_threads(int64_t n, int64_t grain, int nthreads);

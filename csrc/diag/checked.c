@@ -489,7 +489,7 @@ poll_copy(void *ctx, ckc_error *err)
         }
         return 1;
     }
-    if (r->state == CKC_FLIGHT_FAILED) {
+    if (ckc_atomic_load32(&r->state) == CKC_FLIGHT_FAILED) {
         CKC_FAIL(err, CKC_ERR_DEVICE, "the copy failed: %s", r->error);
         return -1;
     }

@@ -100,7 +100,7 @@ ckc_flight_begin(uint32_t kind, uint64_t *seq)
      * cannot match the new seq. */
     ckc_atomic_store64(&r->seq, 0);
     r->kind = kind;
-    r->state = CKC_FLIGHT_QUEUED;
+    ckc_atomic_store32(&r->state, CKC_FLIGHT_QUEUED);
     r->completed_unix = 0.0;
     r->queued_unix = ckc_unix_time();
     r->bytes = r->host_ptr = r->host_bytes = r->device_ptr = 0;
@@ -134,7 +134,8 @@ ckc_flight_mark(ckc_flight_record *r, uint32_t state, const char *note)
     if (r == NULL) {
         return;
     }
-    r->state = state;
+    /* read by other threads (the mirror, scans) without the ring's lock: atomic */
+    ckc_atomic_store32(&r->state, state);
     (void)ckc_text_append(r->error, sizeof r->error, 0, note);
 }
 
@@ -168,7 +169,7 @@ static int
 is_incomplete_on(const ckc_flight_record *r, uint64_t seq, const void *ctx)
 {
     const uint64_t stream = *(const uint64_t *)ctx;
-    return r->state == CKC_FLIGHT_QUEUED && !ckc_flight_is_done(r, seq) && (stream == UINT64_MAX || r->stream == stream);
+    return ckc_atomic_load32(&r->state) == CKC_FLIGHT_QUEUED && !ckc_flight_is_done(r, seq) && (stream == UINT64_MAX || r->stream == stream);
 }
 
 ckc_flight_record *
@@ -193,7 +194,7 @@ ckc_flight_last_completed(uint32_t kind, uint64_t below)
 static int
 abandon_one(const ckc_flight_record *r, uint64_t seq, const void *ctx)
 {
-    if (r->state == CKC_FLIGHT_QUEUED && !ckc_flight_is_done(r, seq)) {
+    if (ckc_atomic_load32(&r->state) == CKC_FLIGHT_QUEUED && !ckc_flight_is_done(r, seq)) {
         ckc_flight_mark((ckc_flight_record *)r, CKC_FLIGHT_FAILED, ctx);
     }
     return 0;

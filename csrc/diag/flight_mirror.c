@@ -65,7 +65,8 @@ mirror_pass(ckc_flight *f, uint64_t *words, uint64_t from)
             continue;
         }
         mirror_slot(words, r, seq);
-        if (outstanding == UINT64_MAX && r->state != CKC_FLIGHT_FAILED && ckc_atomic_load64(&r->done) != seq) {
+        if (outstanding == UINT64_MAX && ckc_atomic_load32(&r->state) != CKC_FLIGHT_FAILED &&
+            ckc_atomic_load64(&r->done) != seq) {
             outstanding = seq;
         }
     }

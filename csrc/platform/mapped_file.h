@@ -43,7 +43,7 @@ uint64_t ckc_monotonic_ns(void);
 /* Sleeps about `us` microseconds (0: yields the processor). */
 void ckc_sleep_us(unsigned us);
 
-/* ---- 64-bit counters shared between threads ---- */
+/* ---- 64-bit counters (and 32-bit words) shared between threads ---- */
 #if defined(_MSC_VER)
 #include <intrin.h>
 static inline uint64_t
@@ -83,6 +83,16 @@ ckc_atomic_store_ptr(void *volatile *p, void *v)
 {
     (void)_InterlockedExchangePointer(p, v);
 }
+static inline uint32_t
+ckc_atomic_load32(const volatile uint32_t *p)
+{
+    return (uint32_t)_InterlockedCompareExchange((volatile long *)(uintptr_t)p, 0, 0);
+}
+static inline void
+ckc_atomic_store32(volatile uint32_t *p, uint32_t v)
+{
+    (void)_InterlockedExchange((volatile long *)p, (long)v);
+}
 #else
 static inline uint64_t
 ckc_atomic_increment64(volatile uint64_t *p)
@@ -118,6 +128,16 @@ ckc_atomic_load_ptr(void *const volatile *p)
 }
 static inline void
 ckc_atomic_store_ptr(void *volatile *p, void *v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+static inline uint32_t
+ckc_atomic_load32(const volatile uint32_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void
+ckc_atomic_store32(volatile uint32_t *p, uint32_t v)
 {
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }

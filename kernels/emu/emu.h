@@ -3,13 +3,20 @@
  * compile unchanged with g++ -DCKC_EMULATED and run in tests.
  *
  * Execution model (kernels/emu/emu_runtime.cpp): a launch runs its blocks one
- * after another on the calling OS thread; the threads of a block are cooperative
- * user-space threads scheduled round-robin, switching only inside
- * __syncthreads() and the warp collectives.  Hence:
- *   - __shared__ is `static thread_local`: every emulated thread of a block runs
- *     on the same OS thread and sees one copy; launches on other OS threads get
- *     their own.  Static shared memory keeps its contents from block to block
- *     (CUDA leaves it undefined); dynamic shared memory is refilled with 0xCD.
+ * after another on the calling OS thread, one launch at a time in the process;
+ * the threads of a block are cooperative user-space threads, switching only
+ * inside __syncthreads() and the warp collectives, visited in linear order or,
+ * with COMFY_KITCHEN_C_EMU_SCHEDULE=shuffle:SEED, in a seeded random order on
+ * every pass (a kernel whose result depends on the order has a race).  Hence:
+ *   - __shared__ is `static` in the section ckc_emu_shared: every emulated thread
+ *     of a block sees one copy, and one launch at a time uses it.  At every block
+ *     start all of it (every kernel's static arrays) and the launch's dynamic
+ *     shared memory are filled with 0xCD, as a GPU leaves them undefined: a block
+ *     reading what it did not write sees garbage, not block 0's values.
+ *   - Built with CKC_EMU_RACE_DETECT (COMFY_KITCHEN_C_EMU_RACES=1), every shared
+ *     memory read is checked (emu_races.cpp): one of a value another thread wrote
+ *     since the last barrier, or of memory no thread of the block wrote, is a
+ *     kernel fault.
  *   - threadIdx, blockIdx, blockDim and gridDim are thread_local variables that
  *     the scheduler sets before resuming each emulated thread.
  *   - The checks are stricter than the hardware where the hardware's behavior is
@@ -42,7 +49,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static thread_local
+#define __shared__ __attribute__((section("ckc_emu_shared"))) static
 
 /* ---- Indices -------------------------------------------------------------- */
 struct uint3 {

@@ -1,14 +1,18 @@
 /* The emulated device's runtime: launch validation, the per-block scheduler of
- * cooperative emulated threads, __syncthreads, the warp collectives and error
- * reporting.  See emu.h for the execution model.
+ * cooperative emulated threads (in order, or shuffled), __syncthreads, the warp
+ * collectives, shared-memory poisoning and error reporting.  See emu.h for the
+ * execution model.
  *
- * All state is per OS thread (thread_local): launches from several OS threads
- * run independently, each on its own scheduler, stacks and error slot. */
+ * Scheduler state is per OS thread (thread_local: its own stacks and error
+ * slot), but one launch runs at a time in the process (launch_lock): static
+ * __shared__ memory is one section for all kernels (emu.h). */
 #include "emu.h"
+#include "emu_internal.h"
 
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -26,6 +30,20 @@
 #ifdef CKC_EMU_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define CKC_EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CKC_EMU_TSAN 1
+#endif
+#endif
+#ifdef CKC_EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+/* The section of static __shared__ arrays (emu.h); weak: a module may have none. */
+extern "C" unsigned char __start_ckc_emu_shared[] __attribute__((weak));
+extern "C" unsigned char __stop_ckc_emu_shared[] __attribute__((weak));
 
 thread_local uint3 threadIdx;
 thread_local uint3 blockIdx;
@@ -45,7 +63,7 @@ constexpr unsigned kMaxGridDimX = 0x7fffffffu;
 constexpr unsigned kMaxGridDimYZ = 65535;
 constexpr size_t kMaxDynamicSmem = 227 * 1024;
 constexpr size_t kStackSize = 64 * 1024; /* per emulated thread */
-constexpr int kGarbageByte = 0xCD;       /* fills dynamic shared memory */
+constexpr int kGarbageByte = 0xCD;       /* fills shared memory at every block start */
 
 /* ---- Errors ------------------------------------------------------------------ */
 struct Error {
@@ -132,7 +150,18 @@ struct Context {
     const void *stack_bottom = nullptr; /* for ASan: the stack this context runs on */
     size_t stack_size = 0;
     void *fake_stack = nullptr; /* for ASan: its fake stack while suspended */
+    void *tsan_fiber = nullptr; /* for TSan (the C core's thread tests): this context's fiber */
 };
+
+#ifdef CKC_EMU_TSAN
+/* TSan follows the switches as fibers; switching synchronizes (the emulated
+ * threads of a block share memory through the scheduler, like a GPU's). */
+void *tsan_fiber_of(Context *c) {
+    if (!c->tsan_fiber)
+        c->tsan_fiber = c->stack_bottom ? __tsan_create_fiber(0) : __tsan_get_current_fiber();
+    return c->tsan_fiber;
+}
+#endif
 
 void context_start(Context *c, const Stack &stack, void (*entry)()) {
     if (getcontext(&c->uc) != 0)
@@ -144,6 +173,11 @@ void context_start(Context *c, const Stack &stack, void (*entry)()) {
     c->stack_bottom = stack.base;
     c->stack_size = stack.size;
     c->fake_stack = nullptr;
+#ifdef CKC_EMU_TSAN
+    if (c->tsan_fiber)
+        __tsan_destroy_fiber(c->tsan_fiber);
+    c->tsan_fiber = nullptr;
+#endif
 #ifdef CKC_EMU_ASAN
     /* A thread abandoned by a kernel fault left its frames' redzones poisoned. */
     __asan_unpoison_memory_region(stack.base, stack.size);
@@ -157,6 +191,10 @@ void context_switch(Context *from, Context *to, bool finishing) {
     __sanitizer_start_switch_fiber(finishing ? nullptr : &from->fake_stack, to->stack_bottom, to->stack_size);
 #else
     (void)finishing;
+#endif
+#ifdef CKC_EMU_TSAN
+    tsan_fiber_of(from);
+    __tsan_switch_to_fiber(tsan_fiber_of(to), 0);
 #endif
     swapcontext(&from->uc, &to->uc);
 #ifdef CKC_EMU_ASAN
@@ -201,8 +239,53 @@ struct Scheduler {
     unsigned at_syncthreads = 0;  /* threads of the block waiting there */
     unsigned exited = 0;
     bool faulted = false;
+    std::vector<unsigned> order;  /* the order of a pass over the block's threads */
+    uint64_t rng = 0;             /* shuffled schedule: the block's generator state */
 };
 thread_local Scheduler t_sched;
+
+/* ---- Schedule ------------------------------------------------------------------
+ * COMFY_KITCHEN_C_EMU_SCHEDULE: "order" (default) runs a block's runnable threads
+ * in linear order, each until it blocks; "shuffle:SEED" (or "shuffle", seed 1)
+ * visits them in a new random order on every pass, from a generator seeded by
+ * SEED, the launch's number in the process and the block's index, so a consumer
+ * that a missing barrier lets run before its producer does so under some seeds. */
+struct Schedule {
+    bool shuffle = false;
+    uint64_t seed = 0;
+};
+
+const Schedule &schedule() {
+    static const Schedule s = [] {
+        Schedule r;
+        const char *v = getenv("COMFY_KITCHEN_C_EMU_SCHEDULE");
+        if (v && strncmp(v, "shuffle", 7) == 0) {
+            r.shuffle = true;
+            r.seed = v[7] == ':' ? strtoull(v + 8, nullptr, 10) : 1;
+        }
+        return r;
+    }();
+    return s;
+}
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Fisher-Yates over s.order with the block's generator. */
+void shuffle_order(Scheduler &s) {
+    for (size_t i = s.order.size(); i > 1; i--) {
+        s.rng = splitmix64(s.rng);
+        std::swap(s.order[i - 1], s.order[(size_t)(s.rng % i)]);
+    }
+}
+
+/* One launch at a time in the process (see the top of this file). */
+std::mutex launch_lock;
+uint64_t launches = 0; /* guarded by launch_lock */
 
 const char *op_name(WarpOp op) {
     static const char *const names[] = {"__syncwarp",      "__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync",
@@ -281,6 +364,8 @@ unsigned shuffle_source(WarpOp op, unsigned lane, int arg, int width) {
 }
 
 void complete_collective(EmuThread *warp, unsigned mask) {
+    if (warp[__builtin_ctz(mask)].op == WarpOp::sync) /* every lane of mask waits at the same op */
+        ckc_emu::races_syncwarp((unsigned)(warp - t_sched.threads.data()), mask);
     unsigned ballot = 0;
     for (unsigned j = 0; j < 32; j++)
         if ((mask >> j & 1) && warp[j].value != 0)
@@ -365,6 +450,7 @@ void ckc_emu::syncthreads() {
         if (t.state == State::at_syncthreads)
             t.state = State::runnable;
     s.at_syncthreads = 0;
+    ckc_emu::races_barrier();
 }
 
 namespace {
@@ -451,8 +537,30 @@ int check_configuration(const char *kernel, dim3 grid, dim3 block, size_t dynami
     return CKC_EMU_OK;
 }
 
-void start_block(Scheduler &s) {
+/* Shared memory as a block finds it: static __shared__ arrays (one section for
+ * every kernel) and the launch's dynamic shared memory, all poisoned. */
+ckc_emu::SharedRanges shared_ranges(const Scheduler &s, size_t dynamic_smem) {
+    ckc_emu::SharedRanges r{};
+    if (__start_ckc_emu_shared && __stop_ckc_emu_shared) {
+        r.static_begin = __start_ckc_emu_shared;
+        r.static_end = __stop_ckc_emu_shared;
+    }
+    r.dynamic_begin = s.dynamic_smem;
+    r.dynamic_size = s.dynamic_smem ? dynamic_smem : 0;
+    return r;
+}
+
+void start_block(Scheduler &s, const ckc_emu::SharedRanges &shared) {
     unsigned x = blockDim.x, xy = blockDim.x * blockDim.y;
+    if (shared.static_begin)
+        memset(shared.static_begin, kGarbageByte, (size_t)(shared.static_end - shared.static_begin));
+    if (shared.dynamic_begin)
+        memset(shared.dynamic_begin, kGarbageByte, shared.dynamic_size);
+    ckc_emu::races_block_start();
+    if (schedule().shuffle) {
+        const uint64_t block = ((uint64_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        s.rng = splitmix64(schedule().seed ^ splitmix64(launches ^ splitmix64(block)));
+    }
     for (unsigned i = 0; i < s.threads.size(); i++) {
         EmuThread &t = s.threads[i];
         t.index = uint3{i % x, i % xy / x, i / xy};
@@ -463,11 +571,18 @@ void start_block(Scheduler &s) {
     s.exited = 0;
 }
 
-/* Runs one block round-robin until every thread has exited or it faulted (s.faulted). */
+/* Runs one block in passes (each visiting every runnable thread once, in order or
+ * shuffled) until every thread has exited or it faulted (s.faulted). */
 void run_block(Scheduler &s) {
+    s.order.resize(s.threads.size());
+    for (unsigned i = 0; i < s.order.size(); i++)
+        s.order[i] = i;
     for (;;) {
         bool progressed = false;
-        for (EmuThread &t : s.threads) {
+        if (schedule().shuffle)
+            shuffle_order(s);
+        for (unsigned i : s.order) {
+            EmuThread &t = s.threads[i];
             if (t.state != State::runnable)
                 continue;
             s.current = &t;
@@ -496,6 +611,8 @@ int ckc_emu_launch(const char *kernel_name, dim3 grid, dim3 block, size_t dynami
     if (s.kernel)
         return launch_error(
             kernel_name, "launched from inside kernel '%s'; the emulated device has no dynamic parallelism", s.kernel);
+    std::lock_guard<std::mutex> one_launch_at_a_time(launch_lock);
+    launches++;
     ckc_emu_note_launch(kernel_name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
     if (int error = check_configuration(kernel_name, grid, block, dynamic_smem))
         return error;
@@ -518,13 +635,13 @@ int ckc_emu_launch(const char *kernel_name, dim3 grid, dim3 block, size_t dynami
     s.threads.resize(threads);
     gridDim = grid;
     blockDim = block;
+    const ckc_emu::SharedRanges shared = shared_ranges(s, dynamic_smem);
+    ckc_emu::races_launch(shared, (unsigned)threads);
     for (unsigned z = 0; z < grid.z && !s.faulted; z++) {
         for (unsigned y = 0; y < grid.y && !s.faulted; y++) {
             for (unsigned x = 0; x < grid.x && !s.faulted; x++) {
                 blockIdx = uint3{x, y, z};
-                if (s.dynamic_smem)
-                    memset(s.dynamic_smem, kGarbageByte, dynamic_smem);
-                start_block(s);
+                start_block(s, shared);
                 run_block(s);
             }
         }
@@ -539,6 +656,21 @@ int ckc_emu_launch(const char *kernel_name, dim3 grid, dim3 block, size_t dynami
 }
 
 extern "C" void *ckc_emu_dynamic_shared(void) { return t_sched.current ? t_sched.dynamic_smem : nullptr; }
+
+int ckc_emu::current_thread() {
+    return t_sched.current ? (int)(t_sched.current - t_sched.threads.data()) : -1;
+}
+
+void ckc_emu::fail_current(const char *format, ...) {
+    Scheduler &s = running("a shared-memory check");
+    char what[400];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(what, sizeof what, format, args);
+    va_end(args);
+    record_fault(s, "thread %s %s", name_of(*s.current).text, what);
+    abandon(s);
+}
 
 extern "C" int ckc_emu_last_error(char *message, size_t cap) {
     int code = t_error.code;

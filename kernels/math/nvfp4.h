@@ -18,12 +18,15 @@
 #define CKC_NVFP4_MAX_GROUP 256
 
 /* e4m3 block scale for a block whose absmax (taken in the element type) is
- * given: round_e4m3(min(absmax / 6 / per_tensor_scale, 448)).  NaN stays NaN. */
+ * given: round_e4m3(min(absmax / 6 / per_tensor_scale, 448)).  NaN stays NaN.
+ * A negative per-tensor scale makes it negative: eager's float8_e4m3fn cast
+ * saturates there, so below -448 it is -448 (the fuzzer found it). */
 CKC_HD uint8_t
 ckc_nvfp4_block_scale(float absmax, float per_tensor_scale)
 {
     float s = (absmax / CKC_E2M1_MAX) / per_tensor_scale;
     s = s > CKC_E4M3_MAX ? CKC_E4M3_MAX : s;
+    s = s < -CKC_E4M3_MAX ? -CKC_E4M3_MAX : s;
     return ckc_f32_to_e4m3(s);
 }
 

@@ -1,0 +1,277 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fuzz targets of the linear ops (int8_linear, scaled_mm_nvfp4, nvfp4_linear) and of the
+memory bound they share (set_linear_memory_limit).  Bounds from README "The linear ops"."""
+from __future__ import annotations
+
+import torch
+from comfy_kitchen.backends._activations import apply_input_act
+from comfy_kitchen.backends.eager import quantization as E
+
+import comfy_kitchen_c
+from comfy_kitchen_c import ops
+from draw import Draw
+import oracle
+
+ACTS = (None, "none", "gelu_tanh", "swiglu")
+
+
+def _eps(dtype) -> float:
+    return torch.finfo(dtype).eps
+
+
+def _free_beyond_range(bound, y, magnitude, out):
+    """Where float32 intermediates (magnitude: a bound of their size) or the rounded result may
+    overflow, ours may be inf or NaN where the float64 reference is not: no bound there."""
+    wild = (magnitude > 1e38) | (y.abs() + bound > torch.finfo(out).max) | ~torch.isfinite(magnitude)
+    return torch.where(wild, torch.full_like(bound, float("inf")), bound)
+
+
+def _weight_scale(d: Draw, n: int) -> torch.Tensor:
+    shape = d.pick(((1,), (), (n,), (n, 1)))
+    s = d.values(shape, d.float_dtype(0))
+    return s.abs() + 1e-3 if d.chance(0.85) else s
+
+
+def make_int8_linear(d: Draw) -> dict:
+    act = d.pick(ACTS) if d.chance(0.35) else None
+    convrot = d.chance(0.25)
+    g = d.pick((4, 16, 64)) if convrot else 256
+    k = d.multiple(g, 3) if convrot else d.extent(40)
+    n = d.extent(24)
+    x_k = 2 * k if act == "swiglu" else k
+    x = d.layout(d.values((*(d.extent(5) for _ in range(d.int_in(0, 2))), x_k), d.float_dtype(0)))
+    args = {"x": x, "weight": d.layout(d.codes((n, k))), "weight_scale": _weight_scale(d, n)}
+    if d.chance(0.4):
+        args["bias"] = d.values(d.pick(((n,), (1,))), d.float_dtype(0))
+    if d.chance(0.5):
+        args["out_dtype"] = d.pick((None, torch.float32, torch.float16, torch.bfloat16))
+    if convrot or d.chance(0.2):
+        args["convrot"] = convrot
+        args["convrot_groupsize"] = g
+    if act is not None or d.chance(0.1):
+        args["input_act"] = act
+    return args
+
+
+def ref_int8_linear(a):
+    kw = {k: v for k, v in a.items() if k not in ("x", "weight", "weight_scale")}
+    if kw.get("out_dtype") is None:
+        kw["out_dtype"] = torch.bfloat16
+    bias = kw.pop("bias", None)
+    y = E.int8_linear(a["x"], a["weight"], a["weight_scale"], bias, **kw)
+    unbiased = E.int8_linear(a["x"], a["weight"], a["weight_scale"], None, **kw) if bias is not None else y
+    return y, unbiased
+
+
+def _x_scale(a) -> torch.Tensor:
+    """Eager's per-row x scale [..., 1] (of the activated, rotated rows)."""
+    x = apply_input_act(a["x"], a.get("input_act"))
+    if a.get("convrot"):
+        from targets import rot_ref
+        x = rot_ref(x, a["convrot_groupsize"])
+    return E.quantize_int8_rowwise(x)[1]
+
+
+def compare_int8_linear(ours, ref, a) -> None:
+    """Bit for bit without bias, activation or rotation.  A bias: eager rounds twice, we once,
+    so within eps*(|unbiased| + |y|).  An activation (libm vs aten: an ulp) or the rotation
+    (another summation order) moves a code by at most 1 and the row's scale by at most an ulp
+    of x's dtype: within sx*|sw|*sum|w|*(1 + 127*eps_x) more."""
+    y, unbiased = ref
+    oracle.same_form(ours, y)
+    out = ours.dtype
+    exact = a.get("bias") is None and not a.get("convrot") and a.get("input_act") in (None, "none")
+    if exact:
+        oracle.bits_equal(ours, y, "int8_linear")
+        return
+    tol = _eps(out) * (unbiased.double().abs() + y.double().abs())
+    if a.get("convrot") or a.get("input_act") not in (None, "none"):
+        sx = _x_scale(a).double().reshape(*y.shape[:-1], 1)
+        sw = a["weight_scale"].double().reshape(-1).abs()
+        wsum = a["weight"].double().abs().sum(dim=1)
+        tol = tol + sx * sw * wsum * (1 + 127 * _eps(a["x"].dtype)) * (1 + 2 * _eps(out))
+    rows_defined = torch.isfinite(_x_scale(a)).reshape(*y.shape[:-1], 1).expand_as(y)
+    if not bool(rows_defined.all()):  # rows with NaN/inf inputs: eager's codes there are undefined
+        ours, y, tol = ours[rows_defined], y[rows_defined], tol[rows_defined]
+    oracle.compare_close(ours, y, tol, "int8_linear")
+
+
+# ---- NVFP4 GEMMs ----------------------------------------------------------------------------------------
+
+def _scale_bytes(d, rows, cols):
+    from targets import scale_bytes
+    return scale_bytes(d, rows, cols)
+
+
+def make_scaled_mm(d: Draw) -> dict:
+    m, n, k = d.extent(20), d.extent(20), d.multiple(16, 3)
+    args = {"a": d.codes((m, k // 2), torch.uint8), "b": d.codes((n, k // 2), torch.uint8),
+            "tensor_scale_a": torch.tensor([d.pick((1.0, 0.01, 3.0))]),
+            "tensor_scale_b": torch.tensor(d.pick((1.0, 0.5, 1e-3))),
+            "block_scale_a": _scale_bytes(d, m, k), "block_scale_b": _scale_bytes(d, n, k)}
+    if d.chance(0.4):
+        args["bias"] = d.values((n,), d.float_dtype(0))
+    if d.chance(0.5):
+        args["out_dtype"] = d.pick((None, torch.float32, torch.float16, torch.bfloat16))
+    if d.chance(0.3):
+        args["alpha"] = torch.tensor([d.pick((1.0, 0.25, 2.0))])
+    return args
+
+
+def _dec(codes, scales, k) -> torch.Tensor:
+    one = torch.ones(1, dtype=torch.float32)
+    return E.dequantize_nvfp4(codes, one, scales.reshape(-1), torch.float32).double()[:, :k]
+
+
+def ref_scaled_mm(a):
+    """README's definition: both operands dequantized exactly, multiplied, alpha and the bias
+    applied, rounded once to out_dtype; here in float64, with the float32 bound below."""
+    k = 2 * a["a"].shape[1]
+    da, db = _dec(a["a"], a["block_scale_a"], k), _dec(a["b"], a["block_scale_b"], k)
+    alpha = a.get("alpha")
+    alpha = (a["tensor_scale_a"] * a["tensor_scale_b"] if alpha is None else alpha).double().reshape(())
+    out = a.get("out_dtype") or torch.bfloat16
+    bias = a.get("bias")
+    bias = torch.zeros(1, dtype=torch.float64) if bias is None else bias.to(out).double()
+    prod = da @ db.T
+    y = prod * alpha + bias
+    magnitude = (da.abs() @ db.abs().T) * torch.maximum(alpha.abs(), torch.ones(()))
+    bound = magnitude * alpha.abs() * (k + 3) * _eps(torch.float32) + bias.abs() * 2 * _eps(torch.float32)
+    # torch's CPU matmul flushes subnormal products: up to float32's smallest normal per term
+    bound = bound + torch.finfo(torch.float32).tiny * k * (alpha.abs() + 1)
+    bound = bound + y.abs() * _eps(out)
+    return y.to(out), _free_beyond_range(bound, y, magnitude + bias.abs(), out)
+
+
+def compare_scaled_mm(ours, ref, a) -> None:
+    y, bound = ref
+    oracle.compare_close(ours, y, bound.nan_to_num(nan=float("inf"), posinf=float("inf")), "scaled_mm_nvfp4")
+
+
+def make_nvfp4_linear(d: Draw) -> dict:
+    convrot = d.chance(0.3)
+    g = d.pick((16, 64)) if convrot else 16
+    k = d.multiple(g, 3) if convrot else d.extent(40)
+    n = d.extent(16)
+    w_f = d.values((n, k), torch.float32) if d.chance(0.5) else torch.randn(n, k, generator=d.g)
+    w_f = w_f.nan_to_num(nan=0.0, posinf=1.0, neginf=-1.0)
+    pts = float(w_f.abs().amax()) / 2688 if w_f.numel() else 1.0
+    pts = (pts or 1.0) * (4 if convrot else 1)
+    if n == 0:  # no rows to quantize: an empty weight of the right width
+        qw, bs = torch.zeros(0, (k + 15) // 16 * 8, dtype=torch.uint8), torch.zeros(0, dtype=torch.float8_e4m3fn)
+    elif convrot:
+        qw, bs = ops.quantize_and_rotate_nvfp4(w_f, pts, g, pad_16x=True)
+    else:
+        qw, bs = ops.quantize_nvfp4(w_f, pts, pad_16x=True)
+    x = d.layout(d.values((*(d.extent(4) for _ in range(d.int_in(0, 2))), k), d.float_dtype(0)))
+    args = {"x": x, "weight": qw[:n], "weight_tensor_scale": pts, "weight_block_scales": bs}
+    if d.chance(0.3):
+        args["bias"] = d.values((n,), d.float_dtype(0))
+    if d.chance(0.3):
+        args["out_dtype"] = d.pick((None, torch.float32, torch.float16, torch.bfloat16))
+    if convrot or d.chance(0.1):
+        args["convrot"], args["convrot_groupsize"] = convrot, g
+    return args
+
+
+def ref_nvfp4_linear(a):
+    """x @ dec(W)^T + bias in float64, with a bound for quantizing x to NVFP4 on the fly: a value
+    is off by at most a quarter of its row's largest (times sqrt(G) rotated: the rotated row's
+    largest), plus float32 sums and the output's rounding."""
+    x, w = a["x"].double(), a["weight"]
+    k, n = x.shape[-1], w.shape[0]
+    kp = 2 * w.shape[1]
+    pts = a["weight_tensor_scale"]
+    pts = float(pts) if not isinstance(pts, torch.Tensor) else float(pts.reshape(()))
+    dw = _dec(w, a["weight_block_scales"], kp)[:, :k] * pts
+    g = a.get("convrot_groupsize", 16) if a.get("convrot") else 0
+    if g:  # the weight holds W H: undo the rotation (H is symmetric and orthogonal)
+        from comfy_kitchen.tensor.int8_utils import _build_hadamard
+        h = _build_hadamard(g, "cpu", torch.float64)
+        dw = (dw.reshape(n, -1, g) @ h).reshape(n, k)
+    out = a.get("out_dtype") or a["x"].dtype
+    bias = a.get("bias")
+    bias = torch.zeros(1, dtype=torch.float64) if bias is None else bias.double()
+    y = x @ dw.T + bias
+    row_max = x.abs().amax(dim=-1, keepdim=True) * (g ** 0.5 if g else 1.0)
+    magnitude = x.abs() @ dw.abs().T
+    # plus float32's smallest normal per term: torch's CPU matmul (our GEMM here) flushes subnormals
+    err = (0.26 * row_max + torch.finfo(torch.float32).tiny) * dw.abs().sum(dim=1) + magnitude * (kp + 4) * _eps(
+        torch.float32)
+    bound = err + y.abs() * 2 * _eps(out) + bias.abs() * _eps(out) + torch.finfo(torch.float32).tiny * (kp + 2)
+    wide = torch.maximum(magnitude, row_max * dw.abs().amax(dim=1) * 6 * 448) + bias.abs()
+    # rotated values beyond the dtype's range become inf (README: an inf makes its group inf)
+    wide = torch.where(row_max >= torch.finfo(a["x"].dtype).max / 2, torch.full_like(wide, float("inf")), wide)
+    return y.to(out), _free_beyond_range(bound, y, wide, out)
+
+
+def compare_nvfp4_linear(ours, ref, a) -> None:
+    y, bound = ref
+    finite_rows = torch.isfinite(a["x"]).all(dim=-1, keepdim=True).expand_as(y)
+    if not bool(finite_rows.all()):  # a NaN or inf makes x's per-tensor scale non-finite: every row is
+        oracle.same_form(ours, y)     # undefined (README: one scale for all of x)
+        return
+    oracle.compare_close(ours, y, bound.nan_to_num(nan=float("inf"), posinf=float("inf")), "nvfp4_linear")
+
+
+def set_memory_limit(nbytes):
+    saved = ops.linear_memory_limit()
+    try:
+        comfy_kitchen_c.set_linear_memory_limit(nbytes)
+        return ops.linear_memory_limit()
+    finally:
+        ops._linear_memory_limit = saved
+
+
+def compare_limit(ours, ref, a) -> None:
+    if ours != ref:
+        raise oracle.Mismatch(f"linear_memory_limit() is {ours} after setting {ref}")
+
+
+def targets(Target) -> list:
+    bad_x = lambda d, a: d.pick((torch.zeros(2, 4, dtype=torch.int8), torch.zeros(2, 4, dtype=torch.float64),  # noqa: E731
+                                 torch.tensor(1.0), None, "x"))
+    return [
+        Target("int8_linear", ("x", "weight", "weight_scale", "bias", "out_dtype", "convrot", "convrot_groupsize",
+                               "input_act", "input_act_weight", "input_act_eps", "residual", "residual_scale"),
+               make_int8_linear, ref_int8_linear, compare_int8_linear,
+               {"x": bad_x, "weight": lambda d, a: d.pick((torch.zeros(4, 4), torch.zeros(4, 5, dtype=torch.int8),
+                                                           torch.zeros(2, 2, 4, dtype=torch.int8), None)),
+                "weight_scale": lambda d, a: d.pick((torch.ones(3, 3), torch.ones(1, dtype=torch.int32), 0.5, None)),
+                "bias": lambda d, a: d.pick((torch.ones(1000), torch.ones(3, dtype=torch.int8), 1.0)),
+                "out_dtype": lambda d, a: d.pick((torch.int8, torch.float64, "bf16")),
+                "convrot": lambda d, a: d.pick((1, "yes", None)),
+                "convrot_groupsize": lambda d, a: d.group(None),
+                "input_act": lambda d, a: d.pick(("relu", "rms_norm", "situ", 3, "")),
+                "input_act_weight": lambda d, a: torch.ones(4), "input_act_eps": lambda d, a: 1e-6,
+                "residual": lambda d, a: torch.ones(1), "residual_scale": lambda d, a: torch.ones(1)}),
+        Target("scaled_mm_nvfp4", ("a", "b", "tensor_scale_a", "tensor_scale_b", "block_scale_a", "block_scale_b",
+                                   "bias", "out_dtype", "alpha"),
+               make_scaled_mm, ref_scaled_mm, compare_scaled_mm,
+               {"a": lambda d, a: d.pick((torch.zeros(4, 7, dtype=torch.uint8), torch.zeros(4, 8, dtype=torch.int8))),
+                "b": lambda d, a: d.pick((torch.zeros(4, 16, dtype=torch.uint8), torch.zeros(4, 8))),
+                "tensor_scale_a": lambda d, a: d.pick((None, torch.ones(2), torch.tensor(1.0).half(), 1.0)),
+                "tensor_scale_b": lambda d, a: d.pick((None, torch.ones(2))),
+                "block_scale_a": lambda d, a: d.pick((torch.zeros(5, dtype=torch.uint8), torch.zeros(512))),
+                "block_scale_b": lambda d, a: d.pick((None, torch.zeros(5, dtype=torch.uint8))),
+                "bias": lambda d, a: d.pick((torch.ones(999), torch.ones(2, dtype=torch.int32))),
+                "out_dtype": lambda d, a: d.pick((torch.int32, "f16")),
+                "alpha": lambda d, a: d.pick((torch.ones(2), 2.0))},
+               emulated_same_bits=False),
+        Target("nvfp4_linear", ("x", "weight", "weight_tensor_scale", "weight_block_scales", "bias", "out_dtype",
+                                "convrot", "convrot_groupsize"),
+               make_nvfp4_linear, ref_nvfp4_linear, compare_nvfp4_linear,
+               {"x": bad_x, "weight": lambda d, a: d.pick((torch.zeros(4, 3, dtype=torch.uint8), None)),
+                "weight_tensor_scale": lambda d, a: d.pick((None, torch.ones(3), "1")),
+                "weight_block_scales": lambda d, a: d.pick((None, torch.zeros(7, dtype=torch.uint8))),
+                "bias": lambda d, a: d.pick((torch.ones(2, 2), torch.ones(999))),
+                "out_dtype": lambda d, a: d.pick((torch.int8, "x")),
+                "convrot": lambda d, a: d.pick((1, "no")),
+                "convrot_groupsize": lambda d, a: d.pick((4, 1024, 32, 0, None))},
+               registered=False, emulated_same_bits=False),
+        Target("set_linear_memory_limit", ("nbytes",),
+               lambda d: {"nbytes": d.pick((1, 4096, 2**20, 2**40))}, lambda a: a["nbytes"],
+               compare_limit,
+               {"nbytes": lambda d, a: d.pick((0, -1, 1.5, "1", None, True))},
+               registered=False, emulated_same_bits=None, fn=set_memory_limit),
+    ]

@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fuzzer in the test suite: a short pass with a fixed seed (CI runs 100,000 inputs under
+the sanitizers: .ci/run), and every finding kept as a regression case, written out as a plain
+call so that it survives changes to the drawing code."""
+import pytest
+import torch
+
+import comfy_kitchen_c as ckc
+from comfy_kitchen_c import ops
+import oracle
+import run
+from targets import TARGETS
+
+SHORT_PASS = 600  # about 15 s here; tests/fuzz/README.md has the long runs
+
+
+def test_short_pass():
+    stats = run.run(SHORT_PASS, seed=20260101)
+    assert not stats.failures, run.report(stats, 0.0)
+    answered = sum(v for (op, outcome), v in stats.by_outcome.items() if outcome == "answered")
+    refused = sum(v for (op, outcome), v in stats.by_outcome.items() if outcome.startswith("refused"))
+    # the pass exercises both sides of every op's contract
+    assert answered > SHORT_PASS / 3 and refused > SHORT_PASS / 10, run.report(stats, 0.0)
+    assert {op for (op, outcome) in stats.by_outcome if outcome == "answered"} == set(TARGETS)
+
+
+def test_every_public_op_has_a_target():
+    public = {name for name in dir(ops) if not name.startswith(("_", "check_")) and callable(getattr(ops, name))
+              and getattr(getattr(ops, name), "__module__", "") == ops.__name__}
+    # not ops: the capability cache, and the getter of the memory bound (covered by its setter's target)
+    assert public - set(TARGETS) == {"compute_capability", "linear_memory_limit"}
+
+
+def test_every_registered_op_is_fuzzed_through_the_registry():
+    from comfy_kitchen.registry import registry
+
+    served = set(registry._capabilities.get("c", ()))
+    assert served == {t.op for t in TARGETS.values() if t.registered}
+
+
+def test_the_oracle_rejects_a_wrong_result():
+    """The comparison can fail: one code off, one scale bit off, an error naming no argument."""
+    x = torch.randn(4, 32)
+    q, s = ops.quantize_int8_rowwise(x)
+    ref = TARGETS["quantize_int8_rowwise"].reference({"x": x})
+    TARGETS["quantize_int8_rowwise"].compare((q, s), ref, {"x": x})
+    q2 = q.clone()
+    q2[1, 3] += 1 if q2[1, 3] < 127 else -1
+    with pytest.raises(oracle.Mismatch):
+        TARGETS["quantize_int8_rowwise"].compare((q2, s), ref, {"x": x})
+    with pytest.raises(oracle.Mismatch):
+        TARGETS["quantize_int8_rowwise"].compare((q, s.nextafter(torch.full_like(s, 9.0))), ref, {"x": x})
+    with pytest.raises(oracle.Mismatch):
+        oracle.check_error("quantize_int8_rowwise", ("x",), ckc.ArgumentError("quantize_int8_rowwise: bad x"))
+    with pytest.raises(oracle.Mismatch):
+        oracle.check_error("quantize_int8_rowwise", ("x",), ZeroDivisionError("integer division by zero"))
+
+
+# ---- findings, kept as regression cases ---------------------------------------------------------
+
+def test_rows_of_length_zero_are_named_not_divided_by():
+    """Found: rows_of computed rows as numel // K, a ZeroDivisionError for [4, 0]."""
+    with pytest.raises(ckc.ArgumentError, match="quantize_int8_rowwise: argument 'x': rows of length 0"):
+        ops.quantize_int8_rowwise(torch.empty(4, 0))
+    assert ops.dequantize_int8_simple(torch.empty(4, 0, dtype=torch.int8), torch.ones(4, 1)).shape == (4, 0)
+
+
+def test_a_call_missing_an_argument_falls_through_the_registry():
+    """Found: the backend's call rule let the TypeError of a missing argument escape the registry
+    (and, with the checks' own defaults, accepted calls the op itself refuses)."""
+    from comfy_kitchen.exceptions import NoCapableBackendError
+    from comfy_kitchen.registry import registry
+
+    for op, kwargs in (("dequantize_int8_simple", {"scale": torch.ones(1)}),
+                       ("rotate_int8_convrot_weight", {"weight": torch.randn(2, 256)})):
+        with pytest.raises(NoCapableBackendError):
+            registry.get_implementation(op, backend="c", kwargs=kwargs)
+
+
+def test_a_tensorwise_scale_with_more_dims_gives_eagers_shape():
+    """Found: eager's q is x / scale broadcast, so a [1, 1] scale makes a 1-D x's q [1, K]."""
+    from comfy_kitchen.backends.eager import quantization as E
+
+    x, scale = torch.randn(5, dtype=torch.float16), torch.tensor([[0.5]], dtype=torch.bfloat16)
+    (q, s), (qr, sr) = ops.quantize_int8_tensorwise(x, scale), E.quantize_int8_tensorwise(x, scale)
+    assert q.shape == qr.shape == (1, 5) and torch.equal(q, qr) and torch.equal(s, sr)
+
+
+def test_a_negative_per_tensor_scale_saturates_block_scales_as_eager():
+    """Found: a block scale below -448 (a negative per-tensor scale) became e4m3 NaN; eager's
+    float8 cast saturates it to -448."""
+    from comfy_kitchen.backends.eager import quantization as E
+
+    x = torch.full((2, 16), 1000.0)
+    for pts in (torch.tensor(-0.5), -0.5):
+        (q, s), (qr, sr) = ops.quantize_nvfp4(x, pts), E.quantize_nvfp4(x, torch.tensor(-0.5))
+        assert torch.equal(s.view(torch.uint8), sr.view(torch.uint8)) and torch.equal(q, qr)
+        assert s.view(torch.uint8)[0, 0] == 0xFE  # -448
+
+
+def test_an_infinite_per_tensor_scale_gives_zero_codes():
+    """Found (documented, not a bug): pts = inf makes every block's total scale inf * 0 = NaN;
+    eager's codes there come from casting NaN, ours are 0 (README, Parity)."""
+    q, s = ops.quantize_nvfp4(torch.randn(2, 32), float("inf"))
+    assert not q.any() and not s.view(torch.uint8).any()
