@@ -16,6 +16,13 @@ os.environ.setdefault("COMFY_KITCHEN_C_FLIGHT_DIR", tempfile.mkdtemp(prefix="ckc
 
 E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
 
+
+def pytest_report_header(config):
+    """The emulated device's schedule (kernels/emu/emu_runtime.cpp), so that a failure under a
+    shuffled one can be replayed with the same seed."""
+    schedule = os.environ.get("COMFY_KITCHEN_C_EMU_SCHEDULE", "order")
+    return f"emulated device schedule: {schedule} (COMFY_KITCHEN_C_EMU_SCHEDULE)"
+
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DTYPE_IDS = ["f32", "f16", "bf16"]
 

@@ -17,7 +17,7 @@ from comfy_kitchen_c.testing import emulated_device  # noqa: E402
 from draw import Draw  # noqa: E402
 from targets import TARGETS  # noqa: E402
 
-REPEAT = 50
+REPEAT = 20  # a leak of a reference per call shows as a count 20 higher
 TENSOR_OPS = sorted(op for op, t in TARGETS.items() if t.emulated_same_bits is not None)
 
 
@@ -34,15 +34,21 @@ def _counts(args: dict) -> dict:
     return counts
 
 
+_VALID = {}
+
+
 def _valid_args(target, seed: int) -> dict:
-    """A call of the op that it answers (the first of a few drawn)."""
+    """A call of the op that it answers (the first of a few drawn; the same each time)."""
+    if (target.op, seed) in _VALID:
+        return _VALID[(target.op, seed)]
     for i in range(200):
         args = target.make(Draw(seed, i))
         try:
             target.call()(**args)
-            return args
         except ckc.KitchenError:
             continue
+        _VALID[(target.op, seed)] = args
+        return args
     raise AssertionError(f"no valid call of {target.op} drawn")
 
 
@@ -91,10 +97,9 @@ def test_error_paths_keep_no_reference(op):
         bad = target.hostile.get(name)
         if bad is None:
             continue
-        for k in range(6):
+        for k in range(2):
             d = Draw(17, k)
-            args = _valid_args(target, seed=5) if target.make else {}
-            args = dict(args)
+            args = dict(_valid_args(target, seed=5))
             args[name] = bad(d, args)
             try:
                 fn(**args)

@@ -91,7 +91,7 @@ def test_a_negative_per_tensor_scale_saturates_block_scales_as_eager():
     float8 cast saturates it to -448."""
     from comfy_kitchen.backends.eager import quantization as E
 
-    x = torch.full((2, 16), 1000.0)
+    x = torch.full((2, 16), 3000.0)  # block scale 3000 / 6 / -0.5 = -1000, below -448
     for pts in (torch.tensor(-0.5), -0.5):
         (q, s), (qr, sr) = ops.quantize_nvfp4(x, pts), E.quantize_nvfp4(x, torch.tensor(-0.5))
         assert torch.equal(s.view(torch.uint8), sr.view(torch.uint8)) and torch.equal(q, qr)
