@@ -77,6 +77,13 @@ def seed(d: Draw, args: dict):
     return d.pick((None, -3, 2**63, 2**64 - 1))
 
 
+def maybe_seed(d: Draw, args: dict, p: float) -> dict:
+    """args with a stochastic_rounding argument, with probability p."""
+    if d.chance(p):
+        args["stochastic_rounding"] = seed(d, args)
+    return args
+
+
 def bad_seed(d: Draw, args: dict):
     return d.pick((1.5, "7", 2**64, 2**70, True, [3]))
 
@@ -94,34 +101,35 @@ def optional(args: dict, *names):
     return {n: args[n] for n in names if n in args}
 
 
+def grouped_length(d: Draw, g) -> int:
+    """A row length of up to 3 groups of g (one of 256 or 1024: eager rotates with a matmul), a
+    multiple of 16 when g is a bad group size."""
+    valid = type(g) is int and 4 <= g <= 1024
+    return d.multiple(g if valid else 16, 3 if g in (4, 16, 64) else 1)
+
+
 # ---- int8 quantizers ---------------------------------------------------------------------------------
 
 def make_rowwise(d: Draw) -> dict:
     args = {"x": act_tensor(d, lead_shape(d, d.extent(70)))}
-    if d.chance(0.5):
-        args["stochastic_rounding"] = seed(d, args)
-    return args
+    return maybe_seed(d, args, 0.5)
 
 
 def make_rotate_rowwise(d: Draw) -> dict:
     g = d.group()
-    k = d.multiple(g if isinstance(g, int) and 4 <= g <= 1024 else 16, 3 if g in (4, 16, 64) else 1)
+    k = grouped_length(d, g)
     x = act_tensor(d, lead_shape(d, k))
     valid = type(g) is int and g in (4, 16, 64, 256, 1024)
     h = _build_hadamard(g, "cpu", x.dtype) if valid and d.chance(0.5) else None
     args = {"x": x, "h": h, "group_size": g}
-    if d.chance(0.4):
-        args["stochastic_rounding"] = seed(d, args)
-    return args
+    return maybe_seed(d, args, 0.4)
 
 
 def make_convrot_weight(d: Draw) -> dict:
     g = d.group()
-    k = d.multiple(g if isinstance(g, int) and 4 <= g <= 1024 else 16, 3 if g in (4, 16, 64) else 1)
+    k = grouped_length(d, g)
     args = {"weight": act_tensor(d, (d.extent(9), k)), "group_size": g}
-    if d.chance(0.3):
-        args["stochastic_rounding"] = seed(d, args)
-    return args
+    return maybe_seed(d, args, 0.3)
 
 
 def tensorwise_scale(d: Draw, args: dict):
@@ -138,9 +146,7 @@ def tensorwise_scale(d: Draw, args: dict):
 def make_tensorwise(d: Draw) -> dict:
     shape = lead_shape(d, d.extent(40), min_ndim=0 if d.chance(0.1) else 1)
     args = {"x": act_tensor(d, shape), "scale": tensorwise_scale(d, {})}
-    if d.chance(0.4):
-        args["stochastic_rounding"] = seed(d, args)
-    return args
+    return maybe_seed(d, args, 0.4)
 
 
 def ref_rowwise(a):
@@ -203,8 +209,7 @@ def dequant_scale(d: Draw, q_shape) -> torch.Tensor:
 
 def make_dequant(d: Draw, two_d: bool, grouped: bool, coded: bool) -> dict:
     g = d.group() if grouped else None
-    k = (d.multiple(g if isinstance(g, int) and 4 <= g <= 1024 else 16, 3 if g in (4, 16, 64) else 1)
-         if grouped else d.extent(40))
+    k = grouped_length(d, g) if grouped else d.extent(40)
     shape = (d.extent(9), k) if two_d else lead_shape(d, k, min_ndim=0 if d.chance(0.05) else 1)
     q = d.layout(d.codes(shape))
     args = {"q": q, "scale": dequant_scale(d, shape)}
