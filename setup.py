@@ -41,8 +41,8 @@ CUDA_ARCHS = "75;80;86;89;90;100;120"
 # units, which ISO C forbids (MSVC /W4: C4206).
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
-    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c"],
-    "emu": ["csrc/gpu/runtime_emu.c", "csrc/gpu/blas_emu.c"],
+    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/entries.c"],
+    "emu": ["csrc/gpu/runtime_emu.c", "csrc/gpu/blas_emu.c", "csrc/gpu/entries.c"],
 }
 
 
@@ -56,7 +56,7 @@ def is_x86_64() -> bool:
 
 def c_sources(device: str):
     other_os = "_posix.c" if sys.platform == "win32" else "_win32.c"
-    other_devices = {s for d, sources in DEVICE_SOURCES.items() if d != device for s in sources}
+    other_devices = {s for sources in DEVICE_SOURCES.values() for s in sources} - set(DEVICE_SOURCES[device])
     return sorted(
         rel(p) for p in (ROOT / "csrc").rglob("*.c")
         if not p.name.endswith(other_os) and rel(p) not in ISA_SOURCES and rel(p) not in other_devices

@@ -6,9 +6,9 @@
 #include <type_traits>
 
 #include "cuda_dialect.h"
+#include "contract/exec.h"
 #include "gpu/runtime.h"
 #include "math/float_bits.h"
-#include "ops/op.h"
 
 /* The value of a 16-bit element. */
 __device__ __forceinline__ float

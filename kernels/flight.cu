@@ -5,7 +5,7 @@
  * the GPU finished, even if the device is lost or the process killed
  * afterwards.  The emulated device writes such separate marks itself
  * (csrc/gpu/runtime_emu.c); there this kernel serves the benchmark's op that
- * launches one kernel carrying its mark (csrc/diag_module.c). */
+ * launches one kernel carrying its mark (csrc/module/faults.c). */
 #include "cuda_dialect.h"
 #include "done_mark.cuh"
 

@@ -4,8 +4,8 @@
 #ifndef CKC_INT8_ROWS_H
 #define CKC_INT8_ROWS_H
 
-#include "ops/params.h"
-#include "status.h"
+#include "contract/params.h"
+#include "contract/status.h"
 
 typedef struct {
     int64_t x_stride; /* elements from one input row to the next (2k for swiglu) */

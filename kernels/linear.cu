@@ -9,11 +9,11 @@
 #include "int8_rows.h"
 #include "row_tile.cuh"
 
+#include "contract/linear_plan.h"
 #include "gpu/blas.h"
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
 #include "math/linear.h"
-#include "ops/linear_plan.h"
 
 #define CKC_GEMV_WARPS 8
 #define CKC_EPILOGUE_COL_BLOCKS 64 /* column blocks per row; rows go in gridDim.y */
@@ -72,7 +72,7 @@ linear_epilogue_kernel(ckc_linear_epilogue_params e, ckc_done_mark done)
 
 /* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
 static ckc_status
-linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, const ckc_exec *exec,
+linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, ckc_exec *exec,
              ckc_error *err)
 {
     const ckc_row_layout lay = {p->x_stride, p->ldq, p->act};
@@ -83,7 +83,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
         const bool vec = ckc_aligned16(p->w, p->ldw) && ckc_aligned16(p->q, 0);
         const int64_t blocks = (p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS;
         CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec,
-                   last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK);
+                   last ? ckc_exec_take_done_mark(exec) : CKC_NO_DONE_MARK);
         return ckc_gpu_launch_status("int8_gemv_kernel", err);
     }
     /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
@@ -97,12 +97,12 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
     const dim3 grid((unsigned)(col_blocks < CKC_EPILOGUE_COL_BLOCKS ? col_blocks : CKC_EPILOGUE_COL_BLOCKS),
                     (unsigned)(rows < 65535 ? rows : 65535));
     CKC_LAUNCH(linear_epilogue_kernel, grid, dim3(CKC_ROW_THREADS), 0, exec->stream, e,
-               last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK);
+               last ? ckc_exec_take_done_mark(exec) : CKC_NO_DONE_MARK);
     return ckc_gpu_launch_status("linear_epilogue_kernel", err);
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
         /* Chunks reuse the scratch buffers: the stream orders their uses. */

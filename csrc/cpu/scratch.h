@@ -6,8 +6,8 @@
 
 #include <stdlib.h>
 
+#include "contract/status.h"
 #include "parallel.h"
-#include "status.h"
 
 typedef struct {
     float *base;

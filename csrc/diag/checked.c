@@ -21,13 +21,13 @@ format_tensors(const ckc_op_args *a, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int k = 0; k < a->spec->n_tensors; k++) {
+    for (int k = 0; k < a->sig->n_tensors; k++) {
         const ckc_tensor *t = &a->t[k];
         if (!a->present[k]) {
             continue;
         }
         n = ckc_text_append(buf, cap, n, n ? "; " : "");
-        n = ckc_text_append(buf, cap, n, a->spec->tensors[k].name);
+        n = ckc_text_append(buf, cap, n, a->sig->tensors[k].name);
         n = ckc_text_append(buf, cap, n, " ");
         n = ckc_text_append(buf, cap, n, ckc_dtype_name(t->dtype));
         n = ckc_text_append(buf, cap, n, "[");
@@ -45,9 +45,9 @@ format_ints(const ckc_op_args *a, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int k = 0; k < a->spec->n_ints; k++) {
+    for (int k = 0; k < a->sig->n_ints; k++) {
         n = ckc_text_append(buf, cap, n, k ? " " : "");
-        n = ckc_text_append(buf, cap, n, a->spec->ints[k]);
+        n = ckc_text_append(buf, cap, n, a->sig->ints[k]);
         n = ckc_text_append(buf, cap, n, "=");
         n = ckc_text_append_int(buf, cap, n, a->i[k]);
     }
@@ -347,48 +347,56 @@ op_failed(const char *op, const ckc_op_args *a, ckc_flight_record *r, uint64_t s
 }
 
 ckc_status
-ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fault *fault)
+ckc_op_check_before(const char *op, const ckc_op_args *a, int mode, ckc_op_check *c, ckc_exec *exec,
+                    ckc_error *err, ckc_fault *fault)
 {
-    const int device = a->exec.device_index;
-    const uint64_t stream = a->exec.stream;
+    const int device = exec->device_index;
+    const uint64_t stream = exec->stream;
     ckc_flight_record *r = NULL;
-    uint64_t seq = 0;
-    size_t params_used = 0;
-    ckc_status status;
-    if (!ckc_on_gpu(a)) {
-        return a->spec->run(a, err);
-    }
+    c->record = NULL;
+    c->seq = 0;
+    c->params_used = 0;
+    c->pinned = 0;
+    c->mode = mode;
     fault_init(fault, op, device, stream);
     if (mode >= CKC_CHECK_BOUNDARY) {
         CKC_TRY(fence_before(op, device, stream, err, fault));
     }
     if (ckc_flight_ring->ops) {
-        r = ckc_flight_begin(CKC_FLIGHT_OP, &seq);
+        r = ckc_flight_begin(CKC_FLIGHT_OP, &c->seq);
     }
     if (r != NULL) {
         (void)ckc_text_append(r->op, sizeof r->op, 0, op);
         r->device = device;
         r->stream = stream;
         format_tensors(a, r->tensors, sizeof r->tensors);
-        params_used = format_ints(a, r->params, sizeof r->params);
+        c->params_used = format_ints(a, r->params, sizeof r->params);
     }
-    ckc_offer_mark(r, seq, device);
+    c->record = r;
+    exec->done = ckc_offer_mark(r, c->seq, device, &c->pinned);
+    exec->done_taken = 0;
     ckc_gpu_begin_op(op);
-    status = a->spec->run(a, err);
+    return CKC_OK;
+}
+
+ckc_status
+ckc_op_check_after(const char *op, const ckc_op_args *a, ckc_op_check *c, const ckc_exec *exec,
+                   ckc_status status, ckc_error *err, ckc_fault *fault)
+{
+    ckc_flight_record *r = c->record;
     if (status != CKC_OK) {
-        ckc_drop_mark();
-        return op_failed(op, a, r, seq, status, err, fault);
+        return op_failed(op, a, r, c->seq, status, err, fault);
     }
     if (r != NULL) {
-        append_launches(r->params, sizeof r->params, params_used);
-        ckc_flight_publish(r, seq);
-        status = ckc_settle_mark(r, seq, device, stream, err);
+        append_launches(r->params, sizeof r->params, c->params_used);
+        ckc_flight_publish(r, c->seq);
+        status = ckc_settle_mark(r, c->seq, exec->device_index, exec->stream, exec->done_taken, c->pinned, err);
         if (status != CKC_OK) {
-            return op_failed(op, a, r, seq, status, err, fault);
+            return op_failed(op, a, r, c->seq, status, err, fault);
         }
     }
-    if (mode >= CKC_CHECK_OP) {
-        status = fence_after(op, device, stream, seq, err, fault);
+    if (c->mode >= CKC_CHECK_OP) {
+        status = fence_after(op, exec->device_index, exec->stream, c->seq, err, fault);
         if (status != CKC_OK && fault->seq == 0) {
             format_tensors(a, fault->tensors, sizeof fault->tensors);
         }

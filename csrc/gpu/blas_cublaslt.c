@@ -39,6 +39,7 @@
 #include <cuda_runtime_api.h>
 
 #include "blas.h"
+#include "gpu.h"
 #include "platform/threads.h"
 
 /* ---- cuBLASLt declarations (cublasLt.h, cublas_api.h, library_types.h) ---- */

@@ -12,6 +12,7 @@
 #include "gpu/launch.h"
 #include "platform/mapped_file.h"
 #include "platform/threads.h"
+#include "gpu.h"
 #include "runtime.h"
 
 #if defined(_MSC_VER)

@@ -10,6 +10,7 @@
 
 #include "emu/emu_api.h"
 #include "platform/mapped_file.h"
+#include "gpu.h"
 #include "runtime.h"
 
 ckc_status

@@ -8,8 +8,8 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "status.h"
-#include "tensor.h"
+#include "contract/status.h"
+#include "contract/tensor.h"
 
 /* ---- layouts from the DLPack specification ---- */
 

@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "status.h"
+#include "contract/status.h"
 
 ckc_status
 ckc_error_set(ckc_error *err, ckc_status status, const char *file, int line,

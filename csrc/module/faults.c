@@ -11,13 +11,9 @@
 #include "diag/checked.h"
 #include "diag/flight.h"
 #include "diag/marks.h"
-#include "diag_module.h"
-#if defined(CKC_WITH_GPU)
-#include "gpu/launch.h"
-#endif
-#if defined(CKC_EMULATED)
-#include "emu/emu_api.h"
-#endif
+#include "faults.h"
+#include "ops/devices.h"
+#include "ops/op.h"
 
 static PyObject *CudaFault;
 static PyObject *LaunchError;
@@ -327,38 +323,6 @@ fence_stream(PyObject *self, PyObject *args)
 
 /* ---- the checks' own cost (benchmarks/bench_faults.py) ---- */
 
-static ckc_status
-run_nothing(const ckc_op_args *a, ckc_error *err)
-{
-    (void)a;
-    (void)err;
-    return CKC_OK;
-}
-
-#if defined(CKC_WITH_GPU)
-/* The least an op whose completion mark rides on its kernel can do: launch
- * one one-thread kernel carrying the mark (a null mark with the record off). */
-static ckc_status
-run_one_kernel(const ckc_op_args *a, ckc_error *err)
-{
-    const ckc_done_mark m = ckc_gpu_take_done_mark();
-    return ckc_gpu_flight_mark(&m, a->exec.stream, err);
-}
-#else
-#define run_one_kernel run_nothing
-#endif
-
-/* An op that queues no work (or one kernel), with the arguments of a typical one. */
-#define NULL_OP(name, run)                                                                                  \
-    {                                                                                                       \
-        name, "", 3,                                                                                        \
-            {{"x", CKC_FLOATS, 0}, {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},                    \
-             {"scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OUTPUT}},                                  \
-            1, {"group"}, run,                                                                              \
-    }
-static const ckc_op_spec null_op = NULL_OP("null", run_nothing);
-static const ckc_op_spec one_kernel_op = NULL_OP("one_kernel", run_one_kernel);
-
 static PyObject *
 check_overhead_ns(PyObject *self, PyObject *args)
 {
@@ -367,6 +331,7 @@ check_overhead_ns(PyObject *self, PyObject *args)
     int device;
     unsigned long long stream;
     int one_kernel = 0;
+    const ckc_op_spec *spec;
     ckc_op_args a;
     ckc_error err;
     ckc_fault fault;
@@ -377,8 +342,9 @@ check_overhead_ns(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "iiiK|p", &iterations, &mode, &device, &stream, &one_kernel)) {
         return NULL;
     }
+    spec = one_kernel ? &ckc_op_probe_mark_kernel : &ckc_op_probe_nothing;
     memset(&a, 0, sizeof a);
-    a.spec = one_kernel ? &one_kernel_op : &null_op;
+    a.sig = &spec->sig;
     a.device = CKC_DEVICE_CUDA;
     a.exec.device_index = device;
     a.exec.stream = (uintptr_t)stream;
@@ -397,7 +363,7 @@ check_overhead_ns(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     start = ckc_monotonic_ns();
     for (int k = 0; k < iterations && status == CKC_OK; k++) {
-        status = ckc_checked_op(a.spec->name, &a, mode, &err, &fault);
+        status = ckc_op_run(spec, spec->sig.name, &a, mode, &err, &fault);
     }
     elapsed = ckc_monotonic_ns() - start;
     Py_END_ALLOW_THREADS
@@ -430,7 +396,7 @@ inject(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "izi", &kind, &op, &nth)) {
         return NULL;
     }
-    ckc_emu_inject(kind, op, nth);
+    ckc_devices_emulated_inject(kind, op, nth);
     Py_RETURN_NONE;
 }
 
@@ -442,7 +408,7 @@ refuse_host_mapping(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "p", &refuse)) {
         return NULL;
     }
-    ckc_emu_refuse_host_mapping(refuse);
+    ckc_devices_emulated_refuse_host_mapping(refuse);
     Py_RETURN_NONE;
 }
 
@@ -451,7 +417,7 @@ reset_device(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    ckc_emu_reset();
+    ckc_devices_emulated_reset();
     ckc_flight_abandon("never completed: the emulated device was reset");
     Py_RETURN_NONE;
 }

@@ -5,16 +5,13 @@
  * with the GIL released under the checks of `check` (diag/checked.h: 0 launch,
  * the default, 1 boundary, 2 op), hands the capsules' tensors back, and raises
  * the op-named exception for any failure.  Exceptions are created here once
- * (the CudaFault family in diag_module.c). */
+ * (the CudaFault family in module/faults.c). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "cpu/kernels.h"
-#include "cpu/parallel.h"
-#include "diag_module.h"
 #include "dlpack.h"
-#include "gpu/blas.h"
-#include "gpu/runtime.h"
+#include "faults.h"
+#include "ops/devices.h"
 #include "ops/op.h"
 
 #define CKC_MAX_OPS 32
@@ -61,7 +58,7 @@ static ckc_status
 check_devices(ckc_op_args *a, ckc_error *err)
 {
     int first = -1;
-    for (int k = 0; k < a->spec->n_tensors; k++) {
+    for (int k = 0; k < a->sig->n_tensors; k++) {
         const ckc_tensor *t;
         const ckc_tensor *f;
         if (!a->present[k]) {
@@ -81,7 +78,7 @@ check_devices(ckc_op_args *a, ckc_error *err)
             describe_device(t, dt, sizeof dt);
             describe_device(f, df, sizeof df);
             return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s' is on %s but '%s' is on %s",
-                            a->spec->tensors[k].name, dt, a->spec->tensors[first].name, df);
+                            a->sig->tensors[k].name, dt, a->sig->tensors[first].name, df);
         }
     }
     return CKC_OK;
@@ -90,7 +87,7 @@ check_devices(ckc_op_args *a, ckc_error *err)
 static ckc_status
 import_tensors(PyObject *args, ckc_op_args *a, ckc_dlpack_hold *holds, ckc_error *err)
 {
-    const ckc_op_spec *spec = a->spec;
+    const ckc_op_signature *spec = a->sig;
     for (int k = 0; k < spec->n_tensors; k++) {
         const ckc_tensor_arg *ta = &spec->tensors[k];
         PyObject *obj = PyTuple_GetItem(args, 1 + k);
@@ -121,7 +118,7 @@ import_tensors(PyObject *args, ckc_op_args *a, ckc_dlpack_hold *holds, ckc_error
 static ckc_status
 parse_ints(PyObject *args, ckc_op_args *a, ckc_error *err)
 {
-    const ckc_op_spec *spec = a->spec;
+    const ckc_op_signature *spec = a->sig;
     const Py_ssize_t base = 1 + spec->n_tensors;
     long long nthreads;
     for (int k = 0; k < spec->n_ints; k++) {
@@ -160,18 +157,18 @@ call_op(PyObject *self, PyObject *args)
     if (spec == NULL) {
         return NULL;
     }
-    expected = 1 + spec->n_tensors + spec->n_ints + 2;
+    expected = 1 + spec->sig.n_tensors + spec->sig.n_ints + 2;
     if (PyTuple_Size(args) == expected + 1) { /* the optional checking mode */
         check = PyLong_AsLong(PyTuple_GetItem(args, expected));
         if (check < CKC_CHECK_LAUNCH || check > CKC_CHECK_OP) {
             if (!PyErr_Occurred()) {
                 PyErr_Format(PyExc_ValueError, "%s(): check must be 0 (launch), 1 (boundary) or 2 (op)",
-                             spec->name);
+                             spec->sig.name);
             }
             return NULL;
         }
     } else if (PyTuple_Size(args) != expected) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", spec->name, expected,
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", spec->sig.name, expected,
                      PyTuple_Size(args));
         return NULL;
     }
@@ -180,7 +177,7 @@ call_op(PyObject *self, PyObject *args)
         return NULL;
     }
     memset(&a, 0, sizeof a);
-    a.spec = spec;
+    a.sig = &spec->sig;
     err.status = CKC_OK;
     err.device_error[0] = '\0';
     status = import_tensors(args, &a, holds, &err);
@@ -189,10 +186,10 @@ call_op(PyObject *self, PyObject *args)
     }
     if (status == CKC_OK) {
         Py_BEGIN_ALLOW_THREADS
-        status = ckc_checked_op(op, &a, (int)check, &err, &fault);
+        status = ckc_op_run(spec, op, &a, (int)check, &err, &fault);
         Py_END_ALLOW_THREADS
     }
-    for (int k = 0; k < spec->n_tensors; k++) {
+    for (int k = 0; k < spec->sig.n_tensors; k++) {
         ckc_dlpack_release(&holds[k]);
     }
     if (status != CKC_OK) {
@@ -284,7 +281,7 @@ add_ops(PyObject *m)
             PyErr_SetString(PyExc_RuntimeError, "too many ops for CKC_MAX_OPS");
             break;
         }
-        op_defs[k].ml_name = spec->name;
+        op_defs[k].ml_name = spec->sig.name;
         op_defs[k].ml_meth = call_op;
         op_defs[k].ml_flags = METH_VARARGS;
         op_defs[k].ml_doc = spec->doc;
@@ -297,7 +294,7 @@ add_ops(PyObject *m)
         if (fn == NULL) {
             break;
         }
-        if (PyModule_AddObjectRef(m, spec->name, fn) < 0) {
+        if (PyModule_AddObjectRef(m, spec->sig.name, fn) < 0) {
             Py_DECREF(fn);
             break;
         }
@@ -312,13 +309,13 @@ cpu_isa(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    return PyUnicode_FromString(ckc_cpu()->isa);
+    return PyUnicode_FromString(ckc_devices_cpu_isa());
 }
 
 static PyObject *
 cpu_isas(PyObject *self, PyObject *args)
 {
-    const char *const *names = ckc_cpu_available();
+    const char *const *names = ckc_devices_cpu_isas();
     PyObject *list = PyList_New(0);
     (void)self;
     (void)args;
@@ -342,7 +339,7 @@ set_cpu_isa(PyObject *self, PyObject *arg)
     if (name == NULL) {
         return NULL;
     }
-    if (!ckc_cpu_select(name)) {
+    if (!ckc_devices_select_cpu_isa(name)) {
         PyErr_Format(ArgumentError, "set_cpu_isa: argument 'isa': '%s' is not available here", name);
         return NULL;
     }
@@ -358,7 +355,7 @@ set_blas_search_dirs(PyObject *self, PyObject *arg)
     if (dirs == NULL) {
         return NULL;
     }
-    ckc_blas_set_search_dirs(dirs);
+    ckc_devices_set_blas_search_dirs(dirs);
     Py_RETURN_NONE;
 }
 #endif
@@ -373,7 +370,7 @@ cuda_versions(PyObject *self, PyObject *args)
     (void)self;
     (void)args;
     err.status = CKC_OK;
-    if (ckc_gpu_versions(&driver, &runtime, &err) != CKC_OK) {
+    if (ckc_devices_cuda_versions(&driver, &runtime, &err) != CKC_OK) {
         raise_error("cuda_versions", &err);
         return NULL;
     }
@@ -432,11 +429,7 @@ CKC_MODULE_INIT(void)
     if (m == NULL) {
         return NULL;
     }
-    ckc_parallel_init();
-    ckc_cpu_select_default();
-#if defined(CKC_WITH_GPU)
-    ckc_blas_init();
-#endif
+    ckc_devices_init();
     if (add_exceptions(m) < 0 || ckc_diag_add(m) < 0 || add_ops(m) < 0 ||
         PyModule_AddIntConstant(m, "HAS_CUDA", CKC_HAS_CUDA) < 0) {
         Py_DECREF(m);

@@ -1,6 +1,6 @@
-/* The diagnostics wing's Python face (diag_module.c), for module.c. */
-#ifndef CKC_DIAG_MODULE_H
-#define CKC_DIAG_MODULE_H
+/* The diagnostics wing's Python face (module/faults.c), for module.c. */
+#ifndef CKC_MODULE_FAULTS_H
+#define CKC_MODULE_FAULTS_H
 
 #include "diag/checked.h"
 
@@ -14,4 +14,4 @@ int ckc_diag_is_fault(ckc_status status);
 /* Sets the CudaFault subclass of err->status as the Python exception. */
 void ckc_diag_raise(const ckc_error *err, const ckc_fault *fault);
 
-#endif /* CKC_DIAG_MODULE_H */
+#endif /* CKC_MODULE_FAULTS_H */
