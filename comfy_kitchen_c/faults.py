@@ -24,6 +24,7 @@ import torch
 
 from . import _C, flight
 from ._C import ArgumentError, ArgumentTypeError
+from ._kernels import KERNELS
 
 MODES = {"launch": 0, "boundary": 1, "op": 2}
 # Record files kept in the flight directory (the newest; this process's included).
@@ -95,11 +96,6 @@ def record_path() -> str | None:
 
 # ---- staging ------------------------------------------------------------------------------
 
-def _kernels():
-    from .ops import KERNELS  # ops imports this module
-    return KERNELS.get()
-
-
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
@@ -127,7 +123,7 @@ def stage(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = True) -> st
     _host_tensor(op, "src", src)
     if not isinstance(dst, torch.Tensor):
         raise ArgumentTypeError(f"{op}: argument 'dst': expected a tensor, got {type(dst).__name__}")
-    kernels = _kernels()
+    kernels = KERNELS.get()
     if dst.is_cuda and kernels is _C:
         device = dst.device.index
         stream = current_stream(device)
@@ -149,11 +145,11 @@ def fence(src) -> None:
     watchdog), so that the memory may be reused, unregistered or freed.  Raises
     StagingFault when such a copy failed, HangSuspected when it does not complete."""
     _host_tensor("fence", "src", src)
-    _kernels().fence(src.data_ptr(), _nbytes(src))
+    KERNELS.get().fence(src.data_ptr(), _nbytes(src))
 
 
 def check_host_copy(what: str, device: torch.device) -> None:
     """In modes boundary and op, fences the stream after a host-to-device copy that an op
     made itself (a scale given as a number), so that a failed copy is reported there."""
     if CHECK.get() != MODES["launch"] and device.type == "cuda":
-        _kernels().fence_stream(what, device.index, current_stream(device.index))
+        KERNELS.get().fence_stream(what, device.index, current_stream(device.index))

@@ -26,6 +26,8 @@ import threading
 
 import torch
 
+from . import faults
+
 _lock = threading.Lock()
 _installed = None  # (BaseLayoutParams, its original copy_from, our wrapper) while installed
 
@@ -53,8 +55,6 @@ def _guarded(original):
         tensor_fields = self._tensor_fields()
         if not any(is_staged(getattr(self, name, None), getattr(src, name, None)) for name in tensor_fields):
             return original(self, src, non_blocking)
-        from . import stage  # written by the fault core; looked up per call
-
         # The original's loop (base.py copy_from), with the staged copies swapped in: it
         # has no per-field hook to wrap.
         for field in dataclasses.fields(self):
@@ -62,7 +62,7 @@ def _guarded(original):
             if field.name in tensor_fields:
                 dst = getattr(self, field.name)
                 if is_staged(dst, src_val):
-                    stage(dst, src_val, non_blocking)
+                    faults.stage(dst, src_val, non_blocking)  # looked up per call
                 else:
                     dst.copy_(src_val, non_blocking=non_blocking)
             else:

@@ -13,15 +13,29 @@ from __future__ import annotations
 import contextlib
 import os
 
-from . import ops
+from ._kernels import KERNELS
+
+
+class EmulatedDeviceMissing(RuntimeError):
+    """This build of comfy_kitchen_c has no emulated device (_C_emu)."""
+
+
+def has_emulated_device() -> bool:
+    try:
+        _emu()
+    except EmulatedDeviceMissing:
+        return False
+    return True
 
 
 def _emu():
     try:
         from . import _C_emu
-    except ImportError as exc:  # Windows builds have no emulated device yet
-        raise RuntimeError("comfy_kitchen_c was built without the emulated device (_C_emu); "
-                           "it is built on Linux and macOS") from exc
+    except ImportError as exc:
+        raise EmulatedDeviceMissing(
+            "comfy_kitchen_c was built without the emulated device (_C_emu), which is test code: it is "
+            "built by development installs (`pip install -e .`, `setup.py build_ext --inplace`) or with "
+            "COMFY_KITCHEN_C_EMULATED=1, on Linux and macOS") from exc
     return _C_emu
 
 
@@ -29,11 +43,11 @@ def _emu():
 def emulated_device():
     """Within the block (and this thread or task), ops on CPU tensors run the GPU kernels
     on the emulated device."""
-    token = ops.KERNELS.set(_emu())
+    token = KERNELS.set(_emu())
     try:
         yield
     finally:
-        ops.KERNELS.reset(token)
+        KERNELS.reset(token)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,8 @@
 /* The Python face of the diagnostics wing (csrc/diag): the CudaFault
- * exceptions, raised with what the flight record says; the flight record's
- * configuration; stage/fence; and, in the emulated-device module, fault
- * injection.  module.c calls ckc_diag_add at import and ckc_diag_raise for
- * every device fault. */
+ * exceptions (in the module state), raised with what the flight record says;
+ * the flight record's configuration; stage/fence; and, in the emulated-device
+ * module, fault injection.  module.c calls ckc_diag_add at import, and the op
+ * functions ckc_diag_raise for every device fault. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -14,12 +14,7 @@
 #include "faults.h"
 #include "ops/devices.h"
 #include "ops/op.h"
-
-static PyObject *CudaFault;
-static PyObject *LaunchError;
-static PyObject *KernelFault;
-static PyObject *StagingFault;
-static PyObject *HangSuspected;
+#include "state.h"
 
 #define FLIGHT_CAPSULE "comfy_kitchen_c._flight_ring"
 
@@ -28,7 +23,7 @@ static PyObject *HangSuspected;
 
 /* The classes and the ring of _C: one set of exceptions, one record per process. */
 static int
-add_shared(PyObject *m)
+add_shared(PyObject *m, ckc_module_state *st)
 {
     PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
     PyObject *ring;
@@ -36,15 +31,15 @@ add_shared(PyObject *m)
     if (c == NULL) {
         return -1;
     }
-    CudaFault = PyObject_GetAttrString(c, "CudaFault");
-    LaunchError = PyObject_GetAttrString(c, "LaunchError");
-    KernelFault = PyObject_GetAttrString(c, "KernelFault");
-    StagingFault = PyObject_GetAttrString(c, "StagingFault");
-    HangSuspected = PyObject_GetAttrString(c, "HangSuspected");
+    st->cuda_fault = PyObject_GetAttrString(c, "CudaFault");
+    st->launch_error = PyObject_GetAttrString(c, "LaunchError");
+    st->kernel_fault = PyObject_GetAttrString(c, "KernelFault");
+    st->staging_fault = PyObject_GetAttrString(c, "StagingFault");
+    st->hang_suspected = PyObject_GetAttrString(c, "HangSuspected");
     ring = PyObject_GetAttrString(c, "_flight_ring");
     Py_DECREF(c);
-    if (CudaFault == NULL || LaunchError == NULL || KernelFault == NULL || StagingFault == NULL ||
-        HangSuspected == NULL || ring == NULL) {
+    if (st->cuda_fault == NULL || st->launch_error == NULL || st->kernel_fault == NULL ||
+        st->staging_fault == NULL || st->hang_suspected == NULL || ring == NULL) {
         Py_XDECREF(ring);
         return -1;
     }
@@ -57,52 +52,44 @@ add_shared(PyObject *m)
 
 static ckc_flight process_ring;
 
-static PyObject *
-new_class(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2)
+/* The ring is the process's: a second instance of _C (a subinterpreter's) shares it. */
+static ckc_flight *
+process_flight_ring(void)
 {
-    char qualified[64];
-    PyObject *bases = base2 ? PyTuple_Pack(2, base1, base2) : PyTuple_Pack(1, base1);
-    PyObject *cls;
-    if (bases == NULL) {
-        return NULL;
+    static int ready; /* under the GIL: module execs are serialized */
+    if (!ready) {
+        ckc_flight_init(&process_ring);
+        ready = 1;
     }
-    PyOS_snprintf(qualified, sizeof qualified, "comfy_kitchen_c.%s", name);
-    cls = PyErr_NewExceptionWithDoc(qualified, doc, bases, NULL);
-    Py_DECREF(bases);
-    if (cls != NULL && PyModule_AddObjectRef(m, name, cls) < 0) {
-        Py_CLEAR(cls);
-    }
-    return cls;
+    return &process_ring;
 }
 
 static int
-add_shared(PyObject *m)
+add_shared(PyObject *m, ckc_module_state *st)
 {
-    PyObject *kitchen = PyObject_GetAttrString(m, "KitchenError");
     PyObject *ring;
-    if (kitchen == NULL) {
+    st->cuda_fault = ckc_new_exception(m, "CudaFault",
+                                       "A fault of the GPU (or the emulated device), named after the op it is "
+                                       "attributed to. Attributes: op, seq, detected_by, record_path, cuda_error.",
+                                       st->kitchen_error, PyExc_RuntimeError);
+    if (st->cuda_fault == NULL) {
         return -1;
     }
-    CudaFault = new_class(m, "CudaFault",
-                          "A fault of the GPU (or the emulated device), named after the op it is attributed to. "
-                          "Attributes: op, seq, detected_by, record_path, cuda_error.",
-                          kitchen, PyExc_RuntimeError);
-    Py_DECREF(kitchen);
-    if (CudaFault == NULL) {
+    st->launch_error = ckc_new_exception(m, "LaunchError", "A kernel launch (or library call) was refused.",
+                                         st->cuda_fault, NULL);
+    st->kernel_fault = ckc_new_exception(m, "KernelFault", "A kernel faulted while it ran.", st->cuda_fault, NULL);
+    st->staging_fault = ckc_new_exception(m, "StagingFault",
+                                          "Work queued before the op (a staged copy among it) failed.",
+                                          st->cuda_fault, NULL);
+    st->hang_suspected = ckc_new_exception(m, "HangSuspected",
+                                           "The stream made no progress past the watchdog's limit.", st->cuda_fault,
+                                           NULL);
+    if (st->launch_error == NULL || st->kernel_fault == NULL || st->staging_fault == NULL ||
+        st->hang_suspected == NULL) {
         return -1;
     }
-    LaunchError = new_class(m, "LaunchError", "A kernel launch (or library call) was refused.", CudaFault, NULL);
-    KernelFault = new_class(m, "KernelFault", "A kernel faulted while it ran.", CudaFault, NULL);
-    StagingFault = new_class(m, "StagingFault", "Work queued before the op (a staged copy among it) failed.",
-                             CudaFault, NULL);
-    HangSuspected = new_class(m, "HangSuspected", "The stream made no progress past the watchdog's limit.",
-                              CudaFault, NULL);
-    if (LaunchError == NULL || KernelFault == NULL || StagingFault == NULL || HangSuspected == NULL) {
-        return -1;
-    }
-    ckc_flight_init(&process_ring);
-    ckc_flight_ring = &process_ring;
-    ring = PyCapsule_New(&process_ring, FLIGHT_CAPSULE, NULL);
+    ckc_flight_ring = process_flight_ring();
+    ring = PyCapsule_New(ckc_flight_ring, FLIGHT_CAPSULE, NULL);
     if (ring == NULL || PyModule_AddObjectRef(m, "_flight_ring", ring) < 0) {
         Py_XDECREF(ring);
         return -1;
@@ -113,19 +100,19 @@ add_shared(PyObject *m)
 #endif
 
 static PyObject *
-class_of(ckc_status status)
+class_of(const ckc_module_state *st, ckc_status status)
 {
     switch (status) {
     case CKC_ERR_LAUNCH:
-        return LaunchError;
+        return st->launch_error;
     case CKC_ERR_KERNEL:
-        return KernelFault;
+        return st->kernel_fault;
     case CKC_ERR_STAGING:
-        return StagingFault;
+        return st->staging_fault;
     case CKC_ERR_HANG:
-        return HangSuspected;
+        return st->hang_suspected;
     default:
-        return CudaFault;
+        return st->cuda_fault;
     }
 }
 
@@ -148,9 +135,9 @@ ckc_diag_is_fault(ckc_status status)
 }
 
 void
-ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
+ckc_diag_raise(ckc_module_state *st, const ckc_error *err, const ckc_fault *fault)
 {
-    PyObject *type = class_of(err->status);
+    PyObject *type = class_of(st, err->status);
     const char *path = ckc_flight_path();
     PyObject *exc;
     char message[2048];
@@ -180,10 +167,10 @@ ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
 
 /* Raises err: a CudaFault, or the op layer's exception. */
 static PyObject *
-fail(const ckc_error *err, const ckc_fault *fault)
+fail(PyObject *module, const ckc_error *err, const ckc_fault *fault)
 {
     if (ckc_diag_is_fault(err->status)) {
-        ckc_diag_raise(err, fault);
+        ckc_diag_raise(ckc_state(module), err, fault);
     } else {
         PyErr_Format(PyExc_RuntimeError, "%s: %s", fault->detected_by, err->message);
     }
@@ -253,7 +240,6 @@ stage(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
     if (!PyArg_ParseTuple(args, "KKKiKips", &dst, &src, &bytes, &s.device, &stream, &s.mode, &s.non_blocking,
                           &tensors)) {
         return NULL;
@@ -269,7 +255,7 @@ stage(PyObject *self, PyObject *args)
     status = ckc_checked_stage(&s, &memory, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     return PyUnicode_FromString(memory);
 }
@@ -282,7 +268,6 @@ fence(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
     if (!PyArg_ParseTuple(args, "KK", &ptr, &bytes)) {
         return NULL;
     }
@@ -292,7 +277,7 @@ fence(PyObject *self, PyObject *args)
     status = ckc_fence_host((const void *)(uintptr_t)ptr, (size_t)bytes, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     Py_RETURN_NONE;
 }
@@ -306,7 +291,6 @@ fence_stream(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
     if (!PyArg_ParseTuple(args, "siK", &op, &device, &stream)) {
         return NULL;
     }
@@ -316,7 +300,7 @@ fence_stream(PyObject *self, PyObject *args)
     status = ckc_fence_stream(op, device, (uintptr_t)stream, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     Py_RETURN_NONE;
 }
@@ -338,7 +322,6 @@ check_overhead_ns(PyObject *self, PyObject *args)
     ckc_status status = CKC_OK;
     uint64_t start;
     uint64_t elapsed;
-    (void)self;
     if (!PyArg_ParseTuple(args, "iiiK|p", &iterations, &mode, &device, &stream, &one_kernel)) {
         return NULL;
     }
@@ -368,7 +351,7 @@ check_overhead_ns(PyObject *self, PyObject *args)
     elapsed = ckc_monotonic_ns() - start;
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     return PyFloat_FromDouble((double)elapsed / (iterations > 0 ? iterations : 1));
 }
@@ -460,9 +443,9 @@ static PyMethodDef diag_functions[] = {
 };
 
 int
-ckc_diag_add(PyObject *m)
+ckc_diag_add(PyObject *m, ckc_module_state *st)
 {
-    if (add_shared(m) < 0) {
+    if (add_shared(m, st) < 0) {
         return -1;
     }
     return PyModule_AddFunctions(m, diag_functions);
