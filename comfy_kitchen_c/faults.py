@@ -71,22 +71,21 @@ def check_mode() -> str:
 # ---- flight record ------------------------------------------------------------------------
 
 def configure_flight(package_version: str) -> None:
-    """Where this process's flight record goes (created at its first record); prunes old ones.
+    """Where this process's flight record goes: the file is created at its first record,
+    which also removes the oldest record files of its folder so that KEEP_RECORDS remain
+    (csrc/diag/flight_prune.c); importing the package deletes nothing.
     ``COMFY_KITCHEN_C_FLIGHT=0`` records no ops and keeps the staged copies' records in memory."""
     python = platform.python_version()
     if os.environ.get("COMFY_KITCHEN_C_FLIGHT", "1") == "0":
-        _C.flight_configure(None, False, python, package_version)
+        _C.flight_configure(None, False, python, package_version, flight.PREFIX, flight.SUFFIX, 0)
         return
     directory = flight.default_dir()
     path = os.path.join(directory, f"{flight.PREFIX}{time.time_ns() // 1_000_000:013d}-{os.getpid()}{flight.SUFFIX}")
     try:
         os.makedirs(directory, exist_ok=True)
-        for old in flight.record_files(directory)[:-(KEEP_RECORDS - 1)]:
-            with contextlib.suppress(OSError):  # another process may have removed it, or still hold it
-                os.remove(old)
     except OSError:
         path = None  # unwritable: the record stays in memory
-    _C.flight_configure(path, True, python, package_version)
+    _C.flight_configure(path, True, python, package_version, flight.PREFIX, flight.SUFFIX, KEEP_RECORDS)
 
 
 def record_path() -> str | None:

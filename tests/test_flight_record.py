@@ -165,13 +165,16 @@ def run_one_op(record_dir, **env):
     return int(files_after_import), path
 
 
-def test_old_records_are_pruned_and_imports_write_nothing(tmp_path):
+def test_old_records_are_pruned_when_a_record_is_created_and_imports_touch_nothing(tmp_path):
     for k in range(20):
         (tmp_path / f"flight-{k:013d}-1.ckcf").write_bytes(b"old")
+    (tmp_path / "flight-notes.txt").write_bytes(b"not a record")
     files_after_import, path = run_one_op(tmp_path)
-    assert files_after_import == faults.KEEP_RECORDS - 1  # pruned, and no file before the first record
+    assert files_after_import == 20  # the import neither pruned nor created anything
     files = flight.record_files(str(tmp_path))
-    assert len(files) == faults.KEEP_RECORDS and files[-1] == path
+    assert len(files) == faults.KEEP_RECORDS and files[-1] == path  # the newest old ones, and this one
+    assert files[0].endswith(f"flight-{20 - faults.KEEP_RECORDS + 1:013d}-1.ckcf")
+    assert (tmp_path / "flight-notes.txt").exists()
 
 
 def test_flight_record_off(tmp_path):

@@ -83,6 +83,9 @@ typedef struct {
     int state;                 /* 0: not opened yet, 1: open, -1: failed (no ring) */
     int ops;                   /* records ops (COMFY_KITCHEN_C_FLIGHT != 0); copies are always recorded */
     char path[1024];           /* file to create; "" keeps the ring in memory */
+    char prune_prefix[32];     /* when it is created, the folder keeps the `keep` newest files */
+    char prune_suffix[16];     /* named prefix...suffix (this one among them): flight_prune.c */
+    unsigned keep;
     char python[32];
     char package_version[32];
     ckc_mapped_file file;
@@ -107,8 +110,26 @@ extern ckc_flight *ckc_flight_ring;
 
 void ckc_flight_init(ckc_flight *f);
 
-/* Where and whether to record; takes effect at the first record. */
-void ckc_flight_configure(const char *path, int ops, const char *python, const char *package_version);
+/* What the file is and where, and whether to record ops; takes effect at the
+ * first record, which creates the file. */
+typedef struct {
+    const char *path;          /* NULL: the record stays in memory */
+    int ops;
+    const char *python;
+    const char *package_version;
+    /* When the file is created, its folder keeps the `keep` newest record files
+     * (names prefix...suffix, sorted by name: they start with the start time). */
+    const char *prune_prefix;
+    const char *prune_suffix;
+    unsigned keep;
+} ckc_flight_config;
+
+void ckc_flight_configure(const ckc_flight_config *c);
+
+/* Removes the oldest files named prefix...suffix in path's folder but path
+ * itself, so that `keep` of them remain (path included); what cannot be
+ * removed (another process's, or gone already) is left (flight_prune.c). */
+void ckc_flight_prune(const char *path, const char *prefix, const char *suffix, unsigned keep);
 
 /* The file's path, or "" when the ring is in memory only (or not open). */
 const char *ckc_flight_path(void);

@@ -182,15 +182,13 @@ fail(PyObject *module, const ckc_error *err, const ckc_fault *fault)
 static PyObject *
 flight_configure(PyObject *self, PyObject *args)
 {
-    const char *path;
-    const char *python;
-    const char *version;
-    int ops;
+    ckc_flight_config c;
     (void)self;
-    if (!PyArg_ParseTuple(args, "zpss", &path, &ops, &python, &version)) {
+    if (!PyArg_ParseTuple(args, "zpssssI", &c.path, &c.ops, &c.python, &c.package_version, &c.prune_prefix,
+                          &c.prune_suffix, &c.keep)) {
         return NULL;
     }
-    ckc_flight_configure(path, ops, python, version);
+    ckc_flight_configure(&c);
     Py_RETURN_NONE;
 }
 
@@ -408,9 +406,10 @@ reset_device(PyObject *self, PyObject *args)
 
 static PyMethodDef diag_functions[] = {
     {"flight_configure", flight_configure, METH_VARARGS,
-     "flight_configure(path, ops, python, package_version)\n--\n\n"
+     "flight_configure(path, ops, python, package_version, prefix, suffix, keep)\n--\n\n"
      "Where the flight record goes (None: memory only) and whether ops are recorded; "
-     "takes effect at the first record."},
+     "takes effect at the first record, which creates the file and leaves the keep newest "
+     "files named prefix...suffix in its folder."},
     {"flight_path", flight_path, METH_NOARGS, "flight_path()\n--\n\nThe flight record's file, or None."},
     {"flight_sync", flight_sync, METH_NOARGS,
      "flight_sync()\n--\n\nCopies the completions that landed in pinned words into the flight record's file now."},
