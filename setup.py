@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build of comfy_kitchen_c's extensions: C11 on the CPython limited API (abi3,
 Python >= 3.10), no torch headers or libraries.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU check of comfy_kitchen_c in one command (under 10 minutes on one GPU): build, CUDA tests,
 memcheck, benchmarks against comfy_kitchen's CUDA and Triton backends, a kernel breakdown of a few
 calls, the fault checks' cost, and a Markdown report.

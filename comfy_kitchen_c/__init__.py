@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """comfy-kitchen-c: the C/CUDA backend "c" of comfy_kitchen.
 
 Importing registers "c" in comfy_kitchen's registry (when comfy_kitchen is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c <command>``: the package's command line.
 
 Each command is a module with ``HELP`` (one line), ``add_arguments(parser)``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Argument checks shared by the ops and by the backend's constraint rules.
 
 Every failure raises ``ArgumentError`` (a ValueError) or ``ArgumentTypeError``

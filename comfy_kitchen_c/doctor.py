@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c doctor``: this machine, the backend of every op, and what the GPU did last.
 
 Three parts, printed as text or (``--json``) as one JSON document:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Faults surface where they happen: checking modes, checked staging, the flight record.
 
 Checking modes (``COMFY_KITCHEN_C_CHECK`` or ``with checking(mode):``, per thread/task):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reader of flight-record files (written by csrc/diag/flight.c; format in csrc/diag/flight.h).
 
 Parses with ``struct`` only, so a record copied from another computer (or written by a

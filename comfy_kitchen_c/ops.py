@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ops of backend "c", with comfy_kitchen's names, parameters and results.
 
 Each op checks its arguments (``check_<op>``, also used by the backend's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c selftest``: every op against comfy_kitchen's eager backend.
 
 The parity contract of backend "c" is comfy_kitchen's eager implementation: same

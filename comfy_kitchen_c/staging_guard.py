@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checked staging of comfy_kitchen's quantized-weight parameters.
 
 ComfyUI copies a ``QuantizedTensor``'s layout parameters (its scale; NVFP4's block scales

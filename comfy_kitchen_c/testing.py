@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test helpers.
 
 ``emulated_device()`` runs the GPU path of every op on the CPU: inside it, ops

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The device side of a riding completion mark (csrc/contract/done_mark.h): every
  * block of a kernel that carries one calls ckc_done_mark_arrive at its end,
  * with all its threads (kernels whose threads have nothing to do past the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Single-element access by element type for the GPU kernels, and the launcher
  * plumbing every op shares (device guard, kind dispatch, launch check). */
 #ifndef CKC_ELEMENTS_CUH

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The flight record's completion mark as a kernel of its own: one thread,
  * queued after work whose own kernels carry no mark (copies, cuBLASLt last, no
  * work at all, kernels not converted; see csrc/diag/marks.c).  It runs only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernels of the int8 family and their launchers: row-wise quantization
  * (fused with the ConvRot rotation: one read of the row, one write of codes and
  * scale), tensor-wise quantization, the plain rotation, dequantization.  One

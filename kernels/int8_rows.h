@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU row quantizer of kernels/int8.cu as other launchers use it
  * (kernels/linear.cu): rows read with their own stride and an optional input
  * activation fused into the load, codes written with a padded stride. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear on the GPU: per chunk of rows, the row quantizer of int8.cu (the
  * input activation fused into its load, the ConvRot rotation in registers,
  * codes written with the GEMM's padded stride), the int8 GEMM of the BLAS seam

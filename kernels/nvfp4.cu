@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernels of the NVFP4 family and their launchers.  One thread per block of
  * 16 values: it reads them (zeros past the input for pad_16x), writes its e4m3
  * scale at the swizzled offset and 8 bytes of packed codes.  The quantizer's

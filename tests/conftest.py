@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures and comparison helpers.  comfy_kitchen's eager backend is the
 reference for parity (the project's contract)."""
 import contextlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cuBLASLt's lazy loader (csrc/gpu/blas_cublaslt.c), built into a small program with the host
 compiler and the CUDA toolkit's static runtime: it finds cuBLASLt (here: the toolkit's, or torch's
 nvidia/cu13 through the directories the Python layer passes) and binds every function the GEMMs

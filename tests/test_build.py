@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What setup.py builds: the emulated device (_C_emu, test code) only for development
 builds (in-place, editable, or COMFY_KITCHEN_C_EMULATED=1), never for a wheel or a plain
 install; and the object folders of incremental builds, one per configuration.  setup.py's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c doctor``: the command runs anywhere (no GPU, no record), the
 RAM-derived ComfyUI settings follow ComfyUI's formulas, the backend table agrees with
 comfy_kitchen's registry, and the flight-record analysis names the right records.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every GPU entry point, run on the emulated device (the CUDA kernel sources
 executed on the CPU), against the CPU path and comfy_kitchen eager.
 

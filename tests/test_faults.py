@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checking modes, the CudaFault exceptions, stage/fence and the watchdog, on the
 emulated device with injected faults (comfy_kitchen_c.testing.inject).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Completion marks in pinned words, mirrored into the flight record's file (csrc/diag/marks.c,
 csrc/diag/flight_mirror.c).  Where the device cannot write the file mapping (Linux >= 6.5
 refuses CUDA to pin file-backed pages), the stream writes each completion into pinned host

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The flight record (csrc/diag/flight.c, read by comfy_kitchen_c/flight.py): what a
 record holds, the states, wrap-around of the ring, the file surviving a killed
 process, pruning, and parsing a file written elsewhere."""

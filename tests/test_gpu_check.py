@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """benchmarks/gpu_check.py: its plan (--dry-run), its exit without a GPU, and the helpers that
 turn measurements into the report and the targets (with synthetic numbers)."""
 import dataclasses

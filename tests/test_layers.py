@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The corridor in the code (csrc/README.md): every #include in csrc/ and kernels/
 goes along the layers, and the Python package has no import cycle.
 

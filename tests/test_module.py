@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The extension module itself: multi-phase init with module state (PEP 489), so a second
 instance of _C (a subinterpreter's, or a re-import) gets its own exception classes and
 op functions, while what is one per process (the flight record, the CPU thread pool)

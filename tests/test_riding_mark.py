@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Completion marks that ride on an op's own last kernel (csrc/contract/done_mark.h,
 kernels/done_mark.cuh, csrc/diag/marks.c): the converted ops queue no separate mark, yet every
 record completes, in both places the device writes completions (the file's own words; pinned

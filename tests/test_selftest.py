@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c selftest``: it passes on this build, covers every op the
 backend serves, and reports FAIL when an op is wrong (so it can actually fail)."""
 import importlib.util

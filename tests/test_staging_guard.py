@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """install_staging_guard(): comfy_kitchen's BaseLayoutParams.copy_from sends host-to-device
 tensor fields through comfy_kitchen_c.stage and leaves every other copy to comfy_kitchen.
 

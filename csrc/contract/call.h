@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One op call as it crosses the layers: the op's signature (its tensor and
  * integer arguments, as Python passes them) and the validated arguments of one
  * call.  The module builds it from the Python arguments, the op layer checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tables of contract/codes.h. */
 #include "contract/codes.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Codes and limits that Python and C share, written here once: the module
  * exports them as attributes of _C (csrc/module/shared.c) and
  * comfy_kitchen_c reads them from there, so a change here reaches both.  Codes

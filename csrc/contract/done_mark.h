@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A completion mark that rides on an op's own last kernel (see
  * kernels/done_mark.cuh and csrc/diag/marks.c): instead of a separate
  * one-thread kernel after the op, the last block of the op's last kernel to

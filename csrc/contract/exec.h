@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The execution context of one op call: where and how it runs, and the
  * completion mark its last kernel may carry.  The module fills it from the
  * call's arguments, the diagnostics' before-hook offers the mark, the

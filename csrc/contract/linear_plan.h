@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear's plan, written once for every layer that needs it:
  *   - the scratch layout: how many bytes a call needs (comfy_kitchen_c/ops.py
  *     asks _C, which asks ckc_linear_plan_call) and how the op layer carves the

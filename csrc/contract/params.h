@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parameter blocks handed from the op layer (csrc/ops/) to a device's entry
  * (the CPU kernels of csrc/cpu/, the GPU launchers of kernels/).  Plain
  * pointers and sizes: shapes are already validated, outputs already allocated. */

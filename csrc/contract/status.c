@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ckc_error_set: format a failure once, keeping where it was detected. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names of the dtypes (contract/tensor.h), for messages and records. */
 #include "contract/tensor.h"
 

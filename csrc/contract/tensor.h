@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ckc_tensor: the validated, backend-neutral view of one tensor argument that
  * every op receives (built from a DLPack capsule in dlpack.c). */
 #ifndef CKC_CONTRACT_TENSOR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU device as the op layer sees it (csrc/ops): one entry per op with a
  * CPU kernel, taking the op's parameter block and the execution context (the
  * thread count), and the choice of the kernels' instruction set.  Everything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Choice of the CPU kernels' instruction set, and the CPU device's start. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU device's entries (cpu/cpu.h): each hands its member of the op's
  * parameter block to the kernels of the instruction set in use.  The union
  * member, the kernel table's member and the entry share the op's name. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU kernels (C, multi-threaded), built once per instruction set (baseline,
  * and AVX2 and AVX-512 on x86-64) and picked at run time for the CPU in use
  * (cpu/dispatch.c).  Each takes a validated parameter block and the thread

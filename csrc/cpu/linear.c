@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear on the CPU: per chunk of rows, the activation pre-pass (into the
  * chunk's activated-rows buffer; the row quantizer then reads that buffer), the
  * row-wise quantizer with the ConvRot rotation, the int8 GEMM into the chunk's

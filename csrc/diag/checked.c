@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checked execution of ops and staged copies (see checked.h): flight records,
  * completion marks, fences, the watchdog, and the attribution of a fault to
  * the work the flight record shows did not complete. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checked execution: what runs around every GPU op and every staged copy,
  * whatever the op.  For ops, two hooks that the op layer's router runs around
  * every op's GPU entry (csrc/ops/route.c), so present and future ops get them

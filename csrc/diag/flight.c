@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The flight record's ring (see flight.h): opening the file, reserving and
  * publishing records, and the scans the fault reports use. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The flight record: a fixed-size ring of records in a memory-mapped file, one
  * file per process, one record per GPU op and per staged copy.  The host writes
  * a record when it queues the work; the stream itself writes the record's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Old flight-record files go when a new one is created (ckc_flight_prune,
  * flight.h): the folder keeps the newest few, so a user's cache does not grow
  * with every process that ran a GPU op, and importing the package deletes

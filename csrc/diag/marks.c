@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Completion marks (see marks.h).  How: riding on the op's own last kernel
  * where its launcher takes the mark, else a separate work after the op's.
  * Where: first choice, the record's own `done` word in the file mapping, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Completion marks of the flight record: after an op's (or a copy's) work, the
  * device writes the record's seq into its completion word, in stream order.
  * Where that word is (the file's record, or pinned host memory mirrored into

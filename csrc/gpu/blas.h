@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GEMM seam under the GPU launchers: cuBLASLt on a real GPU
  * (blas_cublaslt.c, loaded lazily at first use), C references on the emulated
  * device (blas_emu.c).  Work is ordered on exec->stream; the caller holds the

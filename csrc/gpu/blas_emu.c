@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GEMM seam on the emulated device: plain C references of what cuBLASLt
  * computes, independent of the CPU kernels (so the emulated int8_linear checks
  * the CPU path's GEMM against another one): the int8 GEMM a triple loop in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU device's entries (gpu/gpu.h): each hands its member of the op's
  * parameter block and the execution context to the op's launcher
  * (kernels/<family>.cu) or to the BLAS seam.  The union member and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU device as the op layer sees it (csrc/ops): one entry per op with GPU
  * kernels, taking the op's parameter block and the execution context, the
  * device's start and its libraries, and, in the emulated-device build, the

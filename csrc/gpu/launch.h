@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Entry points of the GPU kernels (kernels/<family>.cu): one launcher per op, taking
  * the same validated parameter blocks as the CPU kernels plus the execution
  * context.  The same sources build for a real GPU (nvcc) and for the emulated

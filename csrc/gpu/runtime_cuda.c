@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU runtime seam on the CUDA runtime (linked statically: its own error
  * state, so every check happens here, in the module that launched).  Each
  * failing call raises with the call, file and line, the CUDA error's name and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The op functions of _C and _C_emu: every op spec of ckc_op_table becomes one
  * module function (METH_FASTCALL: no argument tuple per call) taking
  *     (op_name, tensor capsules..., ints..., stream, nthreads[, check])

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Import of DLPack capsules (see dlpack.h for the contract). */
 #include "dlpack.h"
 

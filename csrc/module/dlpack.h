@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* DLPack: the struct layouts of the DLPack specification (v0 "dltensor" and
  * v1 "dltensor_versioned" capsules), written from the spec, and the import of a
  * capsule into a validated ckc_tensor. */

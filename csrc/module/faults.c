@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Python face of the diagnostics wing (csrc/diag): the CudaFault
  * exceptions (in the module state), raised with what the flight record says;
  * the flight record's configuration; stage/fence; and, in the emulated-device

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The diagnostics wing's Python face (module/faults.c), for the module. */
 #ifndef CKC_MODULE_FAULTS_H
 #define CKC_MODULE_FAULTS_H

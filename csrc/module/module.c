@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comfy_kitchen_c._C (and _C_emu, the same sources on the emulated device):
  * the module itself.  Multi-phase init (PEP 489): the exec slot creates the
  * exception classes into the module state (module/state.h; _C_emu takes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What Python reads from C instead of writing it again: the codes and limits
  * of contract/codes.h (and the math headers it lists) as module attributes,
  * and int8_linear's plan (contract/linear_plan.h), which sizes the scratch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The module state of _C and _C_emu (multi-phase init, PEP 489): the exception
  * classes every function raises and the method table of the op functions.
  * _C creates the classes; _C_emu holds references to _C's, so that callers

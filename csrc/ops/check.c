@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shape and size checks shared by the ops' prepare functions. */
 #include <stdio.h>
 

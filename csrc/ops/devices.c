@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The module's facade to the devices (ops/devices.h). */
 #include "cpu/cpu.h"
 #include "devices.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The devices as the module sees them: the one facade through which csrc/module
  * reaches the CPU and GPU layers, for what is not an op (start, the CPU's
  * instruction set, where cuBLASLt is, CUDA versions, the emulated device's

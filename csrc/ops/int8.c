@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host logic of the int8 family: each op's spec and the check of its arguments
  * into its parameter block (the router, ops/route.c, runs the device's entry).
  * The row quantizer takes x of any rank >= 1 as the matrix [numel / K, K] of

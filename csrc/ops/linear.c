@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host logic of the linear ops: int8_linear (CPU and GPU) and the NVFP4 GEMM
  * under scaled_mm_nvfp4 (GPU; the CPU path is a dequantize-and-matmul in
  * Python).  Each op's prepare function checks the shapes and fills its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host logic of the NVFP4 family: each op's spec and the check of its
  * arguments into its parameter block (the router, ops/route.c, runs the device's entry). */
 #include "cpu/cpu.h"

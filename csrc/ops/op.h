@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shape of every op: a static spec naming its signature (tensor arguments
  * with their dtype sets, integer arguments), the function that checks a call's
  * shapes and fills its parameter block, and the op's CPU and GPU entries.  One

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The router: every op call, whatever the op, takes this one path.  The
  * spec's entry for the tensors' device is picked, the call's shapes are
  * checked into the op's parameter block, and the entry runs; on the GPU

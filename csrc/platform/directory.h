@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Listing a folder's files, one implementation per OS (directory_posix.c,
  * directory_win32.c): the flight record prunes its old files with it when it
  * creates a new one. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Folder listing on POSIX (see directory.h). */
 #include <dirent.h>
 #include <string.h>

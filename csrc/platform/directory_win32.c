@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Folder listing on Windows (see directory.h). */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device's C interface: what host code (C or C++) calls around
  * kernel launches.  The launch itself, ckc_emu_launch, takes a C++ callable and
  * is declared in emu.h; everything else a host caller needs is here.

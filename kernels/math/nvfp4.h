@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scalar math of NVFP4 (contract 2.11), written once for C and CUDA: per block
  * of 16 values an e4m3 block scale relative to a float32 per-tensor scale, e2m1
  * codes packed two per byte, and cuBLAS's swizzled block-scale layout.  The
