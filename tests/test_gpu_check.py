@@ -412,3 +412,13 @@ def test_the_linear_row_is_measured(on_cpu):
     x, w, ws, bias = (3 * 256 * 2, 64 * 256, 64 * 4, 64 * 2)
     assert r.nbytes == x + w + ws + bias + 3 * 64 * 2
     assert bench.measure_linear("scaled_mm_nvfp4", 3, 256, 64, ops, {}, HostClock(), cfg, 1 << 20) is None
+
+
+def test_the_profile_covers_every_implementation_of_a_shape(on_cpu):
+    from comfy_kitchen_c import ops
+
+    calls, notes = profile.group_items((2, 512, 0), workload.OPS, ops, workload.no_backends("none here"))
+    assert {(op, impl) for op, impl, _ in calls} == {(op, i) for op in workload.OPS for i in ("ours", "copy")}
+    assert not notes
+    kernels, failure = profile.profile_group(calls)
+    assert failure is None and set(kernels) == {(op, impl) for op, impl, _ in calls}

@@ -83,17 +83,19 @@ def profile_group(calls: list[tuple[str, str, object]]) -> tuple[dict, str | Non
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    gpu = workload.DEVICE == "cuda"
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
     for _, _, call in calls:
         for i in range(WARMUP_CALLS):
             call(i)
-    torch.cuda.synchronize()
+    sync()
     try:
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
             for op, impl, call in calls:
                 with record_function(range_name(op, impl)):
                     for i in range(PROFILE_CALLS):
                         call(i)
-                    torch.cuda.synchronize()
+                    sync()
         return attribute(prof.events(), PROFILE_CALLS), None
     except Exception as exc:
         return {}, one_line(exc)
