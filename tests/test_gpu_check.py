@@ -4,6 +4,7 @@ the timing arithmetic on a simulated GPU timeline, the targets, the records, the
 step budget, the profiler's attribution, the model lookup and the commit stamp."""
 import io
 import json
+from dataclasses import asdict
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -319,7 +320,8 @@ def test_model_gpu_and_prediction():
 
 
 def test_rows_are_measured_targets_first_and_inputs_span_the_l2():
-    rows = bench.plan_rows()
+    assert not any(op == "scaled_mm_nvfp4" for op, *_ in bench.plan_rows((9, 0)))
+    rows = bench.plan_rows((10, 0))
     ms = [m for op, m, k, n in rows]
     first_linear = next(i for i, r in enumerate(rows) if r[0] in workload.LINEAR_OPS)
     assert set(ms[:first_linear]) == {4096} and ms[-1] == 1
@@ -422,3 +424,23 @@ def test_the_profile_covers_every_implementation_of_a_shape(on_cpu):
     assert not notes
     kernels, failure = profile.profile_group(calls)
     assert failure is None and set(kernels) == {(op, impl) for op, impl, _ in calls}
+
+
+def test_the_bench_and_profile_steps_read_their_workers_records(monkeypatch):
+    rows = [row(ours=10.0), row(k=5120)]
+    rows[1].notes["ours"] = "RuntimeError: boom"
+    worker_output = {
+        "bench": [{"kind": "backends", "backends": {"triton": {"available": True}}},
+                  {"kind": "device", "model_gpu": "h200", "model": True},
+                  *({"kind": "row", **asdict(r)} for r in rows)],
+        "profile": [{"kind": "kernels", **asdict(Kernels("quantize_int8_rowwise", 4096, 3072, 0, "ours",
+                                                                  [["k", 1.0, 9.0]]))}],
+    }
+    monkeypatch.setattr(gpu_check, "run_worker", lambda kind, ctx, timeout: ("cmd", 0, "", worker_output[kind]))
+    ctx = steps.Context(None, 1000, True, data={"capability": (9, 0)})
+    outcome = gpu_check.step_bench(ctx, 100)
+    assert outcome.status == steps.FAILED
+    assert outcome.detail == f"2 of {len(bench.plan_rows((9, 0)))} rows measured; our op failed in 1 rows"
+    assert ctx.data["backends"] == {"triton": {"available": True}} and ctx.data["device"]["model_gpu"] == "h200"
+    assert gpu_check.step_profile(ctx, 50).status == steps.PASSED
+    assert ctx.data["rows"][0].kernels == {"ours": [["k", 1.0, 9.0]]}

@@ -18,7 +18,8 @@ from .model import load_predictor, model_gpu, predict_us
 from .records import BACKENDS, COPY, FLIGHT_OFF, OURS, Row, write_record
 from .targets import TARGET_M
 from .workload import (bytes_moved, input_sets, linear_arguments, linear_shapes, no_backends, one_line,
-                       op_arguments, OPS, LINEAR_OPS, shapes, their_implementation, backend_status)
+                       op_arguments, FP4_GEMM_MIN_CC, OPS, LINEAR_OPS, shapes, their_implementation,
+                       backend_status)
 
 GRAPH_REPLAYS = 3
 
@@ -144,12 +145,15 @@ def measure_linear(op: str, m: int, k: int, n: int, ours, backends: dict, clock,
     return row
 
 
-def plan_rows() -> list[tuple]:
+def plan_rows(capability: tuple[int, int] = (0, 0)) -> list[tuple]:
     """The rows in the order measured: M = 4096 first (the bandwidth targets), then the
-    linear ops, then M = 1: what a budget cut short loses is the last."""
+    linear ops (scaled_mm_nvfp4 from compute capability 10.0), then M = 1: what a budget cut
+    short loses is the last."""
     big = [(op, m, k, 0) for m, k in shapes() if m == TARGET_M for op in OPS]
     small = [(op, m, k, 0) for m, k in shapes() if m != TARGET_M for op in OPS]
-    return big + [(op, m, k, n) for m, k, n in linear_shapes() for op in LINEAR_OPS] + small
+    linear = [(op, m, k, n) for m, k, n in linear_shapes() for op in LINEAR_OPS
+              if op != "scaled_mm_nvfp4" or tuple(capability) >= FP4_GEMM_MIN_CC]
+    return big + linear + small
 
 
 def cuda_ops():
@@ -183,7 +187,7 @@ def worker(path: str, budget_s: float, cfg: Config) -> int:
         write_record(out, "backends", {"backends": backends})
         write_record(out, "device", {"l2_bytes": l2_bytes, "model_gpu": gpu, "model": predict is not None,
                                      "spin_cycles_per_ms": clock.cycles_per_ms})
-        for op, m, k, n in plan_rows():
+        for op, m, k, n in plan_rows((props.major, props.minor)):
             if time.monotonic() > deadline:
                 print(f"time budget of {budget_s:.0f} s used up", file=sys.stderr)
                 return 0
