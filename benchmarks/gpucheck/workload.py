@@ -116,10 +116,15 @@ def linear_arguments(op: str, m: int, k: int, n: int, ours, seed: int = 0) -> tu
 
 
 def backend_status() -> dict:
-    """{backend: {"available", "reason", "ops": the measured ops it registered}}."""
-    import comfy_kitchen as ck
+    """{backend: {"available", "reason", "ops": the measured ops it registered}}; every backend
+    unavailable, with the reason, where comfy_kitchen cannot be imported (ours are still
+    measured)."""
+    try:
+        import comfy_kitchen as ck
 
-    status = ck.list_backends()
+        status = ck.list_backends()
+    except Exception as exc:
+        return no_backends(one_line(exc))
     result = {}
     for b in BACKENDS:
         info = status.get(b) or {"available": False, "unavailable_reason": "not registered", "capabilities": []}
