@@ -224,7 +224,7 @@ def step_profile(ctx: Context, timeout: float) -> Outcome:
     items = [Kernels(**r) for r in of_kind(records, "kernels")]
     orphans = merge_kernels(ctx.data.get("rows", []), items)
     detail = f"{sum(1 for i in items if i.kernels)} implementations profiled" + (
-        f"; {len(orphans)} of rows not benchmarked" if orphans else "")
+        f"; {len(orphans)} of them have no benchmark row" if orphans else "")
     if rc == 0:
         return Outcome(PASSED, detail, shown)
     return Outcome(INCOMPLETE, f"{'killed at the time limit' if rc is None else f'exit status {rc}'}; {detail}",

@@ -14,6 +14,7 @@ static ckc_mutex lock = CKC_MUTEX_INIT;
 struct ckc_blas_entry {
     int used;
     int busy;             /* a GEMM is using the plan now: no other may, and it is not freed */
+    uint64_t hash;        /* of key: a lookup compares 8 bytes per slot, the key only on a match */
     ckc_blas_key key;
     void *plan;
     void (*free_plan)(void *);
@@ -79,11 +80,23 @@ ckc_blas_int8_key(const ckc_int8_gemm_params *p, int device, size_t workspace)
 
 /* ---- the plan cache ---- */
 
+/* FNV-1a over the key's bytes. */
+static uint64_t
+key_hash(const ckc_blas_key *key)
+{
+    const unsigned char *b = (const unsigned char *)key;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < sizeof *key; i++) {
+        h = (h ^ b[i]) * 1099511628211ull;
+    }
+    return h;
+}
+
 static struct ckc_blas_entry *
-lookup(const ckc_blas_key *key)
+lookup(const ckc_blas_key *key, uint64_t hash)
 {
     for (int i = 0; i < capacity; i++) {
-        if (cache[i].used && memcmp(&cache[i].key, key, sizeof *key) == 0) {
+        if (cache[i].used && cache[i].hash == hash && memcmp(&cache[i].key, key, sizeof *key) == 0) {
             return &cache[i];
         }
     }
@@ -93,9 +106,10 @@ lookup(const ckc_blas_key *key)
 ckc_blas_entry *
 ckc_blas_find(const ckc_blas_key *key)
 {
+    const uint64_t hash = key_hash(key);
     struct ckc_blas_entry *e;
     ckc_mutex_lock(&lock);
-    e = lookup(key);
+    e = lookup(key, hash);
     if (e != NULL && !e->busy) {
         e->busy = 1;
         stats.hits++;
@@ -135,11 +149,12 @@ free_slot(void **evicted, void (**evicted_free)(void *))
 ckc_blas_entry *
 ckc_blas_insert(const ckc_blas_key *key, void *plan, void (*free_plan)(void *))
 {
+    const uint64_t hash = key_hash(key);
     void *evicted = NULL;
     void (*evicted_free)(void *) = NULL;
     struct ckc_blas_entry *e;
     ckc_mutex_lock(&lock);
-    e = lookup(key);
+    e = lookup(key, hash);
     if (e != NULL) { /* another thread cached the same plan meanwhile */
         if (e->busy) {
             stats.uncached++;
@@ -155,6 +170,7 @@ ckc_blas_insert(const ckc_blas_key *key, void *plan, void (*free_plan)(void *))
     if (e != NULL) {
         e->used = 1;
         e->busy = 1;
+        e->hash = hash;
         e->key = *key;
         e->plan = plan;
         e->free_plan = free_plan;
@@ -254,7 +270,10 @@ ckc_blas_workspace(int device, uintptr_t stream, int capturing, size_t bytes,
         w = status == CKC_OK ? workspaces : NULL;
     }
     if (status == CKC_OK && !capturing && find_workspace(device, stream, 1) == NULL) {
-        status = add_workspace(device, stream, 1, bytes, alloc, err);
+        /* The spare is for later captures: without memory for it, this GEMM still runs. */
+        ckc_error spare_err;
+        memset(&spare_err, 0, sizeof spare_err);
+        (void)add_workspace(device, stream, 1, bytes, alloc, &spare_err);
     }
     *ws = w != NULL ? w->ptr : NULL;
     *got = w != NULL ? w->bytes : 0;
