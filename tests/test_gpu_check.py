@@ -444,3 +444,31 @@ def test_the_bench_and_profile_steps_read_their_workers_records(monkeypatch):
     assert ctx.data["backends"] == {"triton": {"available": True}} and ctx.data["device"]["model_gpu"] == "h200"
     assert gpu_check.step_profile(ctx, 50).status == steps.PASSED
     assert ctx.data["rows"][0].kernels == {"ours": [["k", 1.0, 9.0]]}
+
+
+def test_main_runs_the_steps_and_writes_the_report(monkeypatch, tmp_path):
+    """main's glue on a pretended GPU: the steps run in order with the data they share, and
+    the report lands in results/<gpu slug>.md; a failed step makes the exit status 1."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(gpu_check, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path.parent)
+    monkeypatch.setattr(gpu_check, "gpu_info", lambda torch, command, device: {"GPU": "NVIDIA H200", "command": command})
+    seen = []
+
+    def bench_step(ctx, allowed):
+        seen.append(("bench", ctx.data["arch"], ctx.quick))
+        ctx.data["rows"] = [row(ours=10.0, copy=9.0)]
+        return steps.Outcome(steps.PASSED, "1 rows")
+
+    monkeypatch.setattr(gpu_check, "STEPS", [
+        steps.Step("a", "build", "", lambda ctx, t: steps.Outcome(steps.FAILED, "nvcc missing"), 10, 10),
+        steps.Step("d", "bench", "", bench_step, 10, 10, takes_rest=True)])
+    assert gpu_check.main(["--quick", "--no-build"]) == 1
+    assert seen == [("bench", "90", True)]
+    text = (tmp_path / "nvidia-h200.md").read_text()
+    assert "| a. build | failed |" in text and "nvcc missing" in text
+    assert "| quantize_int8_rowwise | 4096x3072 |" in text and "bandwidth 90% ok" in text
+    assert "python benchmarks/gpu_check.py --quick --no-build" in text
