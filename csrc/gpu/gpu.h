@@ -7,9 +7,18 @@
 #ifndef CKC_GPU_GPU_H
 #define CKC_GPU_GPU_H
 
+#include "contract/blas_report.h"
 #include "contract/exec.h"
 #include "contract/params.h"
 #include "contract/status.h"
+
+/* ---- the GEMM seam's counters (gpu/blas_plan.c, in every build) ---- */
+
+void ckc_blas_get_stats(ckc_blas_stats *s);
+
+/* Frees every cached plan not busy and zeroes the counters; capacity 1 ..
+ * CKC_BLAS_CACHE_MAX slots from now on (0: keep).  Workspaces stay. */
+void ckc_blas_reset(int capacity);
 
 #if defined(CKC_WITH_GPU)
 
@@ -44,6 +53,11 @@ ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
 
 #if defined(CKC_EMULATED)
 #include "emu/emu_api.h" /* fault injection: ckc_emu_inject, ckc_emu_refuse_host_mapping, ckc_emu_reset */
+
+/* The emulated device's heuristic answer (at most CKC_BLAS_EMU_CANDIDATES),
+ * and whether its streams pretend to be captured (gpu/blas_emu.c). */
+void ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count);
+void ckc_blas_emu_set_capturing(int capturing);
 #endif
 
 #endif /* CKC_WITH_GPU */

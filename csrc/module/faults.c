@@ -183,9 +183,9 @@ fail(PyObject *module, const ckc_error *err, const ckc_fault *fault)
 static PyObject *
 flight_configure(PyObject *self, PyObject *args)
 {
-    ckc_flight_config c;
+    ckc_flight_config c = {NULL, 0, "", "", "", "", 0}; /* no prefix and keep: nothing is pruned */
     (void)self;
-    if (!PyArg_ParseTuple(args, "zpssssI", &c.path, &c.ops, &c.python, &c.package_version, &c.prune_prefix,
+    if (!PyArg_ParseTuple(args, "zpss|ssI", &c.path, &c.ops, &c.python, &c.package_version, &c.prune_prefix,
                           &c.prune_suffix, &c.keep)) {
         return NULL;
     }
@@ -407,7 +407,7 @@ reset_device(PyObject *self, PyObject *args)
 
 static PyMethodDef diag_functions[] = {
     {"flight_configure", flight_configure, METH_VARARGS,
-     "flight_configure(path, ops, python, package_version, prefix, suffix, keep)\n--\n\n"
+     "flight_configure(path, ops, python, package_version, prefix='', suffix='', keep=0)\n--\n\n"
      "Where the flight record goes (None: memory only) and whether ops are recorded; "
      "takes effect at the first record, which creates the file and leaves the keep newest "
      "files named prefix...suffix in its folder."},

@@ -107,3 +107,36 @@ ckc_devices_emulated_reset(void)
     ckc_emu_reset();
 #endif
 }
+
+void
+ckc_devices_blas_stats(ckc_blas_stats *s)
+{
+    ckc_blas_get_stats(s);
+}
+
+void
+ckc_devices_blas_reset(int capacity)
+{
+    ckc_blas_reset(capacity);
+}
+
+void
+ckc_devices_emulated_heuristic(const ckc_blas_candidate *c, int count)
+{
+#if defined(CKC_EMULATED)
+    ckc_blas_emu_set_heuristic(c, count);
+#else
+    (void)c;
+    (void)count;
+#endif
+}
+
+void
+ckc_devices_emulated_capturing(int capturing)
+{
+#if defined(CKC_EMULATED)
+    ckc_blas_emu_set_capturing(capturing);
+#else
+    (void)capturing;
+#endif
+}

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The devices as the module sees them: the one facade through which csrc/module
  * reaches the CPU and GPU layers, for what is not an op (start, the CPU's
- * instruction set, where cuBLASLt is, CUDA versions, the emulated device's
- * fault controls).  Ops reach the devices through the router (op.h). */
+ * instruction set, where cuBLASLt is and its plan cache, CUDA versions, the
+ * emulated device's fault controls).  Ops reach the devices through the router (op.h). */
 #ifndef CKC_OPS_DEVICES_H
 #define CKC_OPS_DEVICES_H
 
+#include "contract/blas_report.h"
 #include "contract/status.h"
 
 /* Once per process (later calls do nothing): the CPU's thread pool and
@@ -31,9 +32,17 @@ void ckc_devices_set_blas_search_dirs(const char *dirs);
  * installed; both 0 on the emulated device and without a GPU runtime). */
 ckc_status ckc_devices_cuda_versions(int *driver, int *runtime, ckc_error *err);
 
-/* The emulated device's fault controls (no effect in other builds). */
+/* The GEMM seam's counters, and a reset of its plan cache (capacity 1 ..
+ * CKC_BLAS_CACHE_MAX slots from now on; 0: keep). */
+void ckc_devices_blas_stats(ckc_blas_stats *s);
+void ckc_devices_blas_reset(int capacity);
+
+/* The emulated device's fault controls and its GEMM heuristic's answer (no
+ * effect in other builds). */
 void ckc_devices_emulated_inject(int kind, const char *op, int nth);
 void ckc_devices_emulated_refuse_host_mapping(int refuse);
 void ckc_devices_emulated_reset(void);
+void ckc_devices_emulated_heuristic(const ckc_blas_candidate *c, int count);
+void ckc_devices_emulated_capturing(int capturing);
 
 #endif /* CKC_OPS_DEVICES_H */
