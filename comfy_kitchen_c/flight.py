@@ -25,8 +25,9 @@ FAILED, HANG = 2, 3
 
 
 def default_dir() -> str:
-    """$COMFY_KITCHEN_C_FLIGHT_DIR, else the user's cache folder."""
-    configured = os.environ.get("COMFY_KITCHEN_C_FLIGHT_DIR")
+    """COMFY_KITCHEN_C_FLIGHT_DIR (environment or settings file), else the user's cache folder."""
+    from . import settings
+    configured = settings.load().values["COMFY_KITCHEN_C_FLIGHT_DIR"].value
     if configured:
         return configured
     if sys.platform == "win32":

@@ -11,9 +11,8 @@ sources (kernels/<family>.cu) as on a GPU, executed by the emulated device
 from __future__ import annotations
 
 import contextlib
-import os
 
-from . import ops
+from . import ops, settings
 
 
 def _emu():
@@ -47,7 +46,7 @@ def host_mapping_refused():
     try:
         yield
     finally:
-        emu.refuse_host_mapping(os.environ.get("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING") == "1")
+        emu.refuse_host_mapping(bool(settings.load().value("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING")))
 
 
 # ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----
