@@ -49,6 +49,15 @@ def host_mapping_refused():
         emu.refuse_host_mapping(bool(settings.load().value("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING")))
 
 
+def device_memory(t):
+    """Marks t's storage as the emulated device's memory and returns t: inside
+    ``emulated_device()``, ComfyUI's copy points (comfyui_hooks.py) then treat copies into it as
+    host-to-device copies, as they would a CUDA tensor's."""
+    from .staging_guard import EMULATED_DEVICE_MEMORY
+    setattr(t.untyped_storage(), EMULATED_DEVICE_MEMORY, True)
+    return t
+
+
 # ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----
 
 INJECT_KINDS = {"launch": 1, "kernel": 2, "copy": 3, "hang": 4}
