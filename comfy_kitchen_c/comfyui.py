@@ -249,20 +249,27 @@ def prestartup(node_dir: str, environ=None) -> PrestartupState:
     return state
 
 
+def windows_memory() -> tuple[int, int]:
+    """(physical RAM, page file beyond it) in bytes, from GlobalMemoryStatusEx (Windows)."""
+    import ctypes
+
+    class Status(ctypes.Structure):
+        _fields_ = [("length", ctypes.c_uint32), ("load", ctypes.c_uint32)] + [
+            (n, ctypes.c_uint64) for n in ("phys", "avail_phys", "page", "avail_page", "virt", "avail_virt",
+                                           "avail_ext")]
+
+    status = Status()
+    status.length = ctypes.sizeof(status)
+    if not ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+        raise OSError("GlobalMemoryStatusEx failed")
+    return int(status.phys), max(0, int(status.page) - int(status.phys))
+
+
 def total_ram() -> int | None:
     """Physical RAM in bytes (psutil's "total"), without psutil."""
     try:
         if sys.platform == "win32":
-            import ctypes
-
-            class Status(ctypes.Structure):
-                _fields_ = [("length", ctypes.c_uint32), ("load", ctypes.c_uint32)] + [
-                    (n, ctypes.c_uint64) for n in ("phys", "avail_phys", "page", "avail_page", "virt",
-                                                   "avail_virt", "avail_ext")]
-            status = Status()
-            status.length = ctypes.sizeof(status)
-            ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status))
-            return int(status.phys)
+            return windows_memory()[0]
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
