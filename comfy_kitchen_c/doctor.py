@@ -25,7 +25,7 @@ named by ``--record`` cannot be read.
 JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seconds::
 
     {
-      "doctor_version": 1,
+      "doctor_version": 2,
       "environment": {
         "os": {"system", "release", "version", "machine": str,
                "windows_build": int | null, "note": str | null},       # note: the Windows TDR note

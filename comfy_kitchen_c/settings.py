@@ -119,7 +119,7 @@ SETTINGS = {s.name: s for s in (
     _s("RESERVE_VRAM", positive_number("GiB"), None, "a positive number (GiB)", "none",
        "pass --reserve-vram to ComfyUI", scope="node"),
     _s("EMU_REFUSE_HOST_MAPPING", boolean, False, _BOOL, "off",
-       "the emulated device refuses to map the flight record (tests)", scope="test", read_by_c=True),
+       "the emulated device refuses to map the flight record", scope="test", read_by_c=True),
 )}
 # Checked by `import comfy_kitchen_c` (they take effect there); LINEAR_MEMORY_MB where used.
 IMPORT_TIME = tuple(name for name, s in SETTINGS.items()

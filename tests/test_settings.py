@@ -133,3 +133,11 @@ def test_linear_memory_setting_from_the_environment():
 
 def test_setting_error_is_exported():
     assert comfy_kitchen_c.SettingError is settings.SettingError and issubclass(settings.SettingError, ValueError)
+
+
+def test_the_readme_table_lists_every_setting():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    table = readme[readme.index("## Settings"):readme.index("## The two commands")]
+    for name, setting in settings.SETTINGS.items():
+        assert f"| `{name}` | {setting.accepted} | {setting.default_text} |" in table, name
