@@ -34,6 +34,7 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "comfy_kitchen": {"version": str | null},                      # null: not installed
         "comfy_kitchen_c": {"version": str, "path": str},
         "cuda": {"driver": str | null,                                 # null: no driver / no CUDA build
+                 "nvidia_driver": str | null,                          # "610.47", from NVML
                  "runtime_torch": str | null, "runtime_extension": str | null,
                  "extension_has_cuda": bool, "error": str | null},          # error: the driver query failed
         "gpus": [{"index": int, "name": str, "compute_capability": "9.0",
@@ -211,7 +212,8 @@ def _cuda_info() -> dict:
     except RuntimeError as exc:  # a broken driver install is a finding, not a crash
         versions, error = None, str(exc)
     driver, runtime = versions if versions is not None else (0, 0)
-    return {"driver": _cuda_version(driver) if driver else None,
+    from .selftest_report import nvidia_driver
+    return {"driver": _cuda_version(driver) if driver else None, "nvidia_driver": nvidia_driver(),
             "runtime_torch": torch.version.cuda,
             "runtime_extension": _cuda_version(runtime) if runtime else None,
             "extension_has_cuda": bool(_C.HAS_CUDA), "error": error}
@@ -480,7 +482,8 @@ def print_environment(env: dict, out: TextIO) -> None:
         ("torch", f"{env['torch']['version']} (CUDA {env['torch']['cuda'] or 'none'})"),
         ("comfy_kitchen", env["comfy_kitchen"]["version"] or "not installed"),
         ("comfy-kitchen-c", f"{env['comfy_kitchen_c']['version']} ({env['comfy_kitchen_c']['path']})"),
-        ("CUDA driver", cuda["driver"] or ("none" + (f" ({cuda['error']})" if cuda["error"] else ""))),
+        ("CUDA driver", (f"{cuda['driver']} (NVIDIA driver {cuda['nvidia_driver'] or 'version unknown'})"
+                         if cuda["driver"] else "none" + (f" ({cuda['error']})" if cuda["error"] else ""))),
         ("CUDA runtime", f"torch {cuda['runtime_torch'] or 'none'}; comfy_kitchen_c._C "
                          f"{cuda['runtime_extension'] or 'none'}"
                          f"{'' if cuda['extension_has_cuda'] else ' (built without CUDA)'}"),

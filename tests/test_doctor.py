@@ -66,7 +66,8 @@ def test_json_report_without_a_record(tmp_path):
                                                        "extra_reserved_vram"}
     assert doc["recommendations"] and all(isinstance(line, str) for line in doc["recommendations"])
     assert env["variables"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == str(tmp_path)
-    assert set(env["cuda"]) == {"driver", "runtime_torch", "runtime_extension", "extension_has_cuda", "error"}
+    assert set(env["cuda"]) == {"driver", "nvidia_driver", "runtime_torch", "runtime_extension",
+                                "extension_has_cuda", "error"}
     if env["cuda"]["extension_has_cuda"]:
         assert env["cuda"]["runtime_extension"] is not None
     assert env["torch"]["version"] == torch.__version__
