@@ -134,6 +134,12 @@ def _snapshot(out_dir: str | None, cell: Cell, run: int) -> str | None:
     return target
 
 
+def _attribution(exc) -> str:
+    """"KernelFault in stage (flight record seq 12), found by int8_linear: <first line>"."""
+    return (f"{type(exc).__name__} in {getattr(exc, 'op', '?')} (flight record seq {getattr(exc, 'seq', '?')}), "
+            f"found by {getattr(exc, 'detected_by', '?')}: {str(exc).splitlines()[0]}")
+
+
 def run_cell(cell: Cell, args, device: stress_model.Device, weights: str, layout, shapes, reference: dict,
              progress: Progress, injections: dict) -> bool:
     """N generations of one cell; False when the GPU is no longer usable."""
@@ -158,9 +164,9 @@ def run_cell(cell: Cell, args, device: stress_model.Device, weights: str, layout
                 elif not stress_model.same_result(out, reference[cell.backend], cell.backend == "c"):
                     outcome, message = "wrong", "result differs from the backend's first generation"
             except _C.HangSuspected as exc:
-                outcome, message = "hang", str(exc).splitlines()[0]
+                outcome, message = "hang", _attribution(exc)
             except _C.CudaFault as exc:
-                outcome, message = "fault", str(exc).splitlines()[0]
+                outcome, message = "fault", _attribution(exc)
             except Exception as exc:  # noqa: BLE001 - a harness reports every failure in its matrix
                 outcome, message = "error", f"{type(exc).__name__}: {exc}".splitlines()[0]
             seconds = time.perf_counter() - start
@@ -221,6 +227,10 @@ def matrix(args) -> list[Cell]:
 COLUMNS = ("regime", "backend", "option", "runs", "clean", "faults", "hangs", "wrong", "s/generation", "")
 
 
+def _short(text: str, limit: int = 170) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def print_matrix(cells: list[Cell], args, out) -> None:
     s = args.shapes
     print(f"stress: device {args.device}, {s.layers} blocks (hidden {s.hidden}, MLP {s.ffn}, {s.tokens} tokens; "
@@ -238,7 +248,7 @@ def print_matrix(cells: list[Cell], args, out) -> None:
                 where = f" (record: {run['snapshot']})" if run["snapshot"] else \
                     f" (seq {run['seq'][0]}-{run['seq'][1]} of {run['flight_record']})"
                 print(f"  {cell.regime}/{cell.backend}/{cell.option} run {run['run']}: {run['outcome']}: "
-                      f"{run['message'][:160]}{where}", file=out)
+                      f"{_short(run['message'])}{where}", file=out)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -65,6 +65,8 @@ def test_injected_faults_and_hangs_appear_in_the_matrix(tmp_path):
         assert outcomes == ["clean", "fault", "hang"]
         fault, hang = cell["runs"][1], cell["runs"][2]
         assert fault["injected"] == "copy:stage:1" and hang["injected"] == "hang:int8_linear:3"
+        assert " in stage (flight record seq " in fault["message"]
+        assert hang["message"].startswith("HangSuspected in int8_linear (flight record seq ")
         record = flight.load(fault["snapshot"])
         failed = [r for r in record["records"] if fault["seq"][0] <= r["seq"] <= fault["seq"][1]
                   and r["state"] in ("failed", "queued")]
