@@ -176,12 +176,14 @@ class Stager:
         if self.device.kind == "cpu":
             dst.copy_(src)
         elif self.device.kind == "cuda":
-            with torch.cuda.stream(self.device.copy_stream):
-                self.device.copy_stream.wait_stream(torch.cuda.current_stream())  # the slot's last reader is done
+            compute = torch.cuda.current_stream()
+            copy = self.device.copy_stream
+            copy.wait_stream(compute)  # the slot's last reader (two layers ago) has been queued before this
+            with torch.cuda.stream(copy):
                 faults.stage(dst, src, True)
                 event = torch.cuda.Event()
-                event.record(self.device.copy_stream)
-            torch.cuda.current_stream().wait_event(event)
+                event.record(copy)
+            compute.wait_event(event)
         else:
             faults.stage(dst, src, True)
         # The option: what happens to the staging buffer right after its copy was issued.
