@@ -473,9 +473,10 @@ LEGEND = ("dtype: the input's (quantize, rotate), the output's (*_dtype, dequant
           f"implementation, {report.ROUNDS} alternating rounds (benchmarks/bench_cpu.py's method); speedup = eager / ours.")
 
 
-def _summary(rows: list[Row], out: TextIO) -> None:
+def _summary(rows: list[Row], out: TextIO, timing: bool = True) -> None:
     failed = [r for r in rows if not r.ok]
-    print(f"\n{LEGEND}", file=out)
+    legend = LEGEND if timing else LEGEND[:LEGEND.index("\nTimes:")]
+    print(f"\n{legend}", file=out)
     print(f"{len(rows)} checks: {len(rows) - len(failed)} passed, {len(failed)} failed", file=out)
     for r in failed:
         print(f"FAIL {r.label} on {r.device}, {_dtype_name(r.dtype)}: {r.problem}", file=out)
@@ -508,7 +509,7 @@ def run(devices=None, out: TextIO | None = None, *, only=None, timing: bool = Tr
                     continue
                 rows.append(check_case(case, inputs, timing))
                 table.row(rows[-1])
-    _summary(rows, out)
+    _summary(rows, out, timing)
     for (label, why), where in not_run.items():
         print(f"not checked: {label} on {', '.join(where)}: {why}", file=out)
     return all(r.ok for r in rows)
