@@ -589,7 +589,8 @@ def print_flight(report: dict, last: int, out: TextIO) -> None:
         for r in records:
             ms = ((r["completed_unix"] - r["queued_unix"]) * 1e3 if r["completed_unix"] is not None else None)
             op = f"{r['op']} ({r['host_memory']})" if r["host_memory"] else r["op"]
-            rows.append((r["seq"], r["kind"], op, r["state"], r["device"], f"{r['stream']:#x}",
+            device = f"{'emulated' if r.get('device_kind') == 'emulated' else 'cuda'}:{r['device']}"
+            rows.append((r["seq"], r["kind"], op, r["state"], device, f"{r['stream']:#x}",
                          f"{r['queued_unix'] - start:.3f}", "-" if ms is None else f"{ms:.3f}", r["bytes"],
                          r["tensors"]))
         _table(rows, out)

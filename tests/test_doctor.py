@@ -338,7 +338,7 @@ def test_text_analysis_of_the_newest_record(fake_flight, capsys):
     assert "seq 3 op int8_linear: see above" in hangs
     table = flight[flight.index("Last 4 records"):].splitlines()[1:]
     assert [line.split()[0] for line in table] == ["seq", "1", "2", "3", "4"]
-    assert table[1].split()[3:7] == ["(pinned)", "completed", "0", "0x7f00"]  # host memory of the copy
+    assert table[1].split()[3:7] == ["(pinned)", "completed", "cuda:0", "0x7f00"]  # host memory of the copy
     assert table[3].split()[6] == "3.000"  # queued 3 s after the process started
 
 
