@@ -27,7 +27,7 @@ from . import _C
 
 ROUNDS = 2                  # alternating blocks of ours and eager
 BLOCK_S = 0.02              # a block runs for about this long ...
-MIN_CALLS, MAX_CALLS = 3, 40  # ... with this many calls
+MIN_CALLS, MAX_CALLS = 2, 40  # ... with this many calls
 
 
 # ---- header -------------------------------------------------------------------------------------
@@ -130,10 +130,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _block(fn, args: tuple, device: torch.device, calls: int) -> list[float]:
+def _block(fn, args: tuple, device: torch.device, calls: int, warm_up: bool = True) -> list[float]:
     """A warm-up call, then calls timed one by one (ms)."""
-    fn(*args)
-    _sync(device)
+    if warm_up:
+        fn(*args)
+        _sync(device)
     times = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -144,13 +145,14 @@ def _block(fn, args: tuple, device: torch.device, calls: int) -> list[float]:
 
 
 def time_blocks(ours_fn, eager_fn, args: tuple, device: torch.device) -> tuple[float, float]:
-    """Median milliseconds per call of each implementation, timed in alternating blocks."""
+    """Median milliseconds per call of each implementation, timed in alternating blocks (the
+    caller has run both once already; one more call of each sizes the blocks)."""
     calls = {}
     for name, fn in (("eager", eager_fn), ("ours", ours_fn)):
-        one = _block(fn, args, device, 1)[0] / 1e3
+        one = _block(fn, args, device, 1, warm_up=False)[0] / 1e3
         calls[name] = max(MIN_CALLS, min(MAX_CALLS, math.ceil(BLOCK_S / max(one, 1e-6))))
     samples = {"ours": [], "eager": []}
-    for _ in range(ROUNDS):
+    for _ in range(ROUNDS):  # a block's first call warms it up (the other one ran in between)
         samples["ours"] += _block(ours_fn, args, device, calls["ours"])
         samples["eager"] += _block(eager_fn, args, device, calls["eager"])
     return statistics.median(samples["ours"]), statistics.median(samples["eager"])
