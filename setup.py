@@ -12,7 +12,8 @@ Environment: COMFY_KITCHEN_C_WERROR=1 turns warnings into errors (CI does);
 COMFY_KITCHEN_C_NO_CUDA=1 builds without CUDA; COMFY_KITCHEN_C_CUDA_ARCHS="80;90"
 narrows the GPU architectures (default: CUDA_ARCHS below);
 COMFY_KITCHEN_C_SANITIZE=address builds the host code (C, and the GPU kernels on
-the emulated device) with AddressSanitizer, for CI."""
+the emulated device) with AddressSanitizer, for CI; COMFY_KITCHEN_C_NO_EMU=1 leaves
+_C_emu out (the wheels users install)."""
 import os
 import platform
 import shutil
@@ -206,8 +207,9 @@ def cuda_extension():
 
 def emulated_extension():
     """_C_emu: POSIX only for now (the emulator's threads are ucontext coroutines; a
-    Windows port needs Fibers), so Windows installs build _C alone."""
-    if sys.platform == "win32":
+    Windows port needs Fibers), so Windows installs build _C alone.  Wheels for users
+    leave it out: COMFY_KITCHEN_C_NO_EMU=1 (.ci/run and the README's release recipe)."""
+    if sys.platform == "win32" or os.environ.get("COMFY_KITCHEN_C_NO_EMU") == "1":
         return []
     return [extension("comfy_kitchen_c._C_emu", "emu",
                       [("CKC_EMULATED", "1"), ("CKC_WITH_GPU", "1")])]

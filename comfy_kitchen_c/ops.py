@@ -16,7 +16,7 @@ import torch.utils.dlpack
 
 from . import _C
 from . import _checks as check
-from . import faults
+from . import faults, settings
 from ._C import ArgumentError, ArgumentTypeError
 
 DTYPE_CODE_TO_DTYPE = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
@@ -388,12 +388,9 @@ _SCRATCH_SLACK = 5 * 256  # csrc/ops/linear.c: four 256-byte aligned regions and
 _GEMM_ROWS = 32  # CKC_GEMM_ROWS (csrc/ops/params.h): the GPU GEMM's rows come in blocks of this
 
 
-def _memory_limit_from_env() -> int:
-    value = os.environ.get("COMFY_KITCHEN_C_LINEAR_MEMORY_MB")
-    return int(float(value) * 2**20) if value else 256 * 2**20
-
-
-_linear_memory_limit = _memory_limit_from_env()
+# Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
+# the first use: a bad value raises SettingError there, not at import.
+_linear_memory_limit: int | None = None
 
 
 def set_linear_memory_limit(nbytes: int) -> None:
@@ -409,7 +406,11 @@ def set_linear_memory_limit(nbytes: int) -> None:
 
 
 def linear_memory_limit() -> int:
-    """The current bound of set_linear_memory_limit, in bytes."""
+    """The current bound of set_linear_memory_limit, in bytes (SettingError when it comes from a
+    bad COMFY_KITCHEN_C_LINEAR_MEMORY_MB)."""
+    global _linear_memory_limit
+    if _linear_memory_limit is None:
+        _linear_memory_limit = max(1, int(settings.value("COMFY_KITCHEN_C_LINEAR_MEMORY_MB") * 2**20))
     return _linear_memory_limit
 
 
@@ -530,7 +531,8 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     # the GPU GEMM works on blocks of _GEMM_ROWS rows.
     per_row = k_pad + 4 + (0 if gemv else 4 * n_pad) + (k * x.element_size() if act and not gpu else 0)
     block = _GEMM_ROWS if gpu and not gemv else 1
-    budget = max(_linear_memory_limit - fixed, block * per_row + _SCRATCH_SLACK)
+    limit = _linear_memory_limit if _linear_memory_limit is not None else linear_memory_limit()
+    budget = max(limit - fixed, block * per_row + _SCRATCH_SLACK)
     scratch = torch.empty(min(_round_up(m, block) * per_row + _SCRATCH_SLACK, budget), dtype=torch.uint8,
                           device=device)
     out = torch.empty((*xc.shape[:-1], n), dtype=out_dtype, device=device)
