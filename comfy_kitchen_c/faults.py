@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from . import _C, flight
+from . import _C, flight, settings
 from ._C import ArgumentError, ArgumentTypeError
 from ._kernels import KERNELS
 
@@ -33,10 +33,8 @@ KEEP_RECORDS = 16
 
 
 def _mode_from_env() -> int:
-    name = os.environ.get("COMFY_KITCHEN_C_CHECK", "").strip().lower() or "launch"
-    if name not in MODES:
-        raise ArgumentError(f"COMFY_KITCHEN_C_CHECK={name!r}: expected one of {', '.join(MODES)}")
-    return MODES[name]
+    """COMFY_KITCHEN_C_CHECK as loaded now (settings.py; SettingError when it is bad)."""
+    return MODES[settings.load().value("COMFY_KITCHEN_C_CHECK")]
 
 
 # The caller's current CUDA stream of a device index, as the int the C side takes (ops and
@@ -77,7 +75,7 @@ def configure_flight(package_version: str) -> None:
     (csrc/diag/flight_prune.c); importing the package deletes nothing.
     ``COMFY_KITCHEN_C_FLIGHT=0`` records no ops and keeps the staged copies' records in memory."""
     python = platform.python_version()
-    if os.environ.get("COMFY_KITCHEN_C_FLIGHT", "1") == "0":
+    if not settings.value("COMFY_KITCHEN_C_FLIGHT"):
         _C.flight_configure(None, False, python, package_version, flight.PREFIX, flight.SUFFIX, 0)
         return
     directory = flight.default_dir()

@@ -16,7 +16,7 @@ import torch.utils.dlpack
 
 from . import _C
 from . import _checks as check
-from . import faults
+from . import faults, settings
 from ._C import ArgumentError, ArgumentTypeError
 from ._kernels import KERNELS
 
@@ -389,12 +389,9 @@ _INPUT_ACT_CODES = {None: _C.INPUT_ACTS["none"], **_C.INPUT_ACTS}
 _INPUT_ACT_WIDTHS = _C.INPUT_ACT_WIDTHS
 
 
-def _memory_limit_from_env() -> int:
-    value = os.environ.get("COMFY_KITCHEN_C_LINEAR_MEMORY_MB")
-    return int(float(value) * 2**20) if value else 256 * 2**20
-
-
-_linear_memory_limit = _memory_limit_from_env()
+# Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
+# the first use: a bad value raises SettingError there, not at import.
+_linear_memory_limit: int | None = None
 
 
 def set_linear_memory_limit(nbytes: int) -> None:
@@ -410,7 +407,11 @@ def set_linear_memory_limit(nbytes: int) -> None:
 
 
 def linear_memory_limit() -> int:
-    """The current bound of set_linear_memory_limit, in bytes."""
+    """The current bound of set_linear_memory_limit, in bytes (SettingError when it comes from a
+    bad COMFY_KITCHEN_C_LINEAR_MEMORY_MB)."""
+    global _linear_memory_limit
+    if _linear_memory_limit is None:
+        _linear_memory_limit = max(1, int(settings.value("COMFY_KITCHEN_C_LINEAR_MEMORY_MB") * 2**20))
     return _linear_memory_limit
 
 
@@ -524,7 +525,7 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     # and whether the GEMM needs a zero-padded weight copy: C's plan (csrc/contract/linear_plan.h),
     # the very layout the op carves the scratch with.
     scratch_bytes, padded_shape = _C.int8_linear_plan(m, k, n, k_align, n_align, gpu, act, x.element_size(),
-                                                      w.data_ptr() % 16 == 0, _linear_memory_limit)
+                                                      w.data_ptr() % 16 == 0, linear_memory_limit())
     if padded_shape is not None:
         padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
         padded[:n, :k] = w

@@ -19,6 +19,11 @@ does, in field order.  (A dtype or shape change would make ``copy_`` convert or 
 through a temporary host tensor, which ``fence(src)`` could not track, so those copies
 stay with torch.)  Subclasses that override ``copy_from`` are not affected; none does in
 comfy_kitchen.
+
+``device_side(t)`` decides what is device memory: a CUDA tensor, or, inside
+``testing.emulated_device()``, a CPU tensor whose storage ``testing.device_memory`` marked
+as the emulated device's (its memory is host memory).  comfyui_hooks.py uses the same rule
+for ComfyUI's other copy points.
 """
 from __future__ import annotations
 
@@ -42,10 +47,25 @@ def _layout_params_class():
     return BaseLayoutParams
 
 
+EMULATED_DEVICE_MEMORY = "_ckc_emulated_device_memory"  # attribute of an untyped storage (testing.device_memory)
+
+
+def device_side(t) -> bool:
+    """Whether t is device memory: CUDA, or the emulated device's while it runs the ops."""
+    if not isinstance(t, torch.Tensor):
+        return False
+    if t.device.type == "cuda":
+        return True
+    if t.device.type != "cpu":
+        return False
+    from .ops import KERNELS, _C
+    return KERNELS.get() is not _C and getattr(t.untyped_storage(), EMULATED_DEVICE_MEMORY, False)
+
+
 def is_staged(dst, src) -> bool:
     """Whether copying src into dst is a host-to-device copy that stage() takes as is."""
     return (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)
-            and dst.device.type == "cuda" and src.device.type == "cpu"
+            and device_side(dst) and src.device.type == "cpu" and not device_side(src)
             and dst.dtype == src.dtype and dst.shape == src.shape)
 
 

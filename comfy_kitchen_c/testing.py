@@ -12,8 +12,8 @@ sources (kernels/<family>.cu) as on a GPU, executed by the emulated device
 from __future__ import annotations
 
 import contextlib
-import os
 
+from . import settings
 from ._kernels import KERNELS
 
 
@@ -62,7 +62,16 @@ def host_mapping_refused():
     try:
         yield
     finally:
-        emu.refuse_host_mapping(os.environ.get("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING") == "1")
+        emu.refuse_host_mapping(bool(settings.load().value("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING")))
+
+
+def device_memory(t):
+    """Marks t's storage as the emulated device's memory and returns t: inside
+    ``emulated_device()``, ComfyUI's copy points (comfyui_hooks.py) then treat copies into it as
+    host-to-device copies, as they would a CUDA tensor's."""
+    from .staging_guard import EMULATED_DEVICE_MEMORY
+    setattr(t.untyped_storage(), EMULATED_DEVICE_MEMORY, True)
+    return t
 
 
 # ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----

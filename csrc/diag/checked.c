@@ -432,26 +432,32 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
     fault_init(fault, "stage", s->device, s->stream);
     snprintf(fault->tensors, sizeof fault->tensors, "%s", s->tensors);
     *memory = ckc_gpu_host_memory(s->src, s->bytes);
-    if (s->mode >= CKC_CHECK_BOUNDARY) {
+    /* An issued copy is already on the stream: a fence before its record would
+     * blame its fault on earlier work, so in boundary mode it is fenced after. */
+    if (s->mode >= CKC_CHECK_BOUNDARY && !s->issued) {
         CKC_TRY(fence_before("stage", s->device, s->stream, err, fault));
     }
     r = ckc_flight_begin(CKC_FLIGHT_COPY, &seq);
     if (r != NULL) {
-        (void)ckc_text_append(r->op, sizeof r->op, 0, "stage");
+        (void)ckc_text_append(r->op, sizeof r->op, 0, s->op != NULL ? s->op : "stage");
         r->device = s->device;
         r->stream = s->stream;
         r->bytes = s->bytes;
         r->host_ptr = (uint64_t)(uintptr_t)s->src;
         r->host_bytes = s->bytes;
         r->device_ptr = (uint64_t)(uintptr_t)s->dst;
-        r->host_memory = memory_code(*memory);
+        r->host_memory = memory_code(*memory) | CKC_FLIGHT_DEVICE_KIND;
         (void)ckc_text_append(r->tensors, sizeof r->tensors, 0, s->tensors);
     }
     fault->seq = seq;
     ckc_gpu_begin_op("stage");
     status = ckc_gpu_device_enter(s->device, &guard, err);
     if (status == CKC_OK) {
-        status = ckc_gpu_copy_h2d_async(s->dst, s->src, s->bytes, s->stream, err);
+        /* An issued copy was queued by someone else (comfy-aimdo, torch): only its
+         * record and completion mark are queued behind it, in stream order. */
+        if (!s->issued) {
+            status = ckc_gpu_copy_h2d_async(s->dst, s->src, s->bytes, s->stream, err);
+        }
         ckc_gpu_device_leave(&guard);
     }
     if (status == CKC_OK && r != NULL) {
@@ -468,7 +474,7 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
         return status == CKC_ERR_LAUNCH ? CKC_FAIL(err, CKC_ERR_STAGING, "the copy was refused: %s", message)
                                         : status;
     }
-    if (s->mode >= CKC_CHECK_OP || !s->non_blocking) {
+    if (s->mode >= CKC_CHECK_OP || !s->non_blocking || (s->issued && s->mode >= CKC_CHECK_BOUNDARY)) {
         status = fence_after("stage", s->device, s->stream, seq, err, fault);
         if (status == CKC_OK && r != NULL) {
             r->completed_unix = ckc_unix_time();

@@ -72,6 +72,8 @@ typedef struct {
     int mode;
     int non_blocking;
     const char *tensors;    /* description for the record */
+    const char *op;         /* the record's op; NULL: "stage" */
+    int issued;             /* the copy is already queued on stream by its caller: record it only */
 } ckc_stage_args;
 
 /* A checked, recorded host-to-device copy; *memory gets the source's kind. */

@@ -110,7 +110,7 @@ ckc_flight_begin(uint32_t kind, uint64_t *seq)
     r->completed_unix = 0.0;
     r->queued_unix = ckc_unix_time();
     r->bytes = r->host_ptr = r->host_bytes = r->device_ptr = 0;
-    r->host_memory = CKC_HOST_NONE;
+    r->host_memory = CKC_HOST_NONE | CKC_FLIGHT_DEVICE_KIND;
     r->tensors[0] = r->params[0] = r->error[0] = '\0';
     return r;
 }

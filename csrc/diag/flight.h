@@ -32,7 +32,7 @@
 #include "platform/threads.h"
 
 #define CKC_FLIGHT_MAGIC "CKCFLIGHT\0\0\0\0\0\0" /* 16 bytes */
-#define CKC_FLIGHT_VERSION 1u
+#define CKC_FLIGHT_VERSION 2u /* 2: host_memory carries CKC_FLIGHT_EMULATED */
 #define CKC_FLIGHT_HEADER_SIZE 256u
 #define CKC_FLIGHT_RECORD_SIZE 512u
 #define CKC_FLIGHT_CAPACITY 4096u
@@ -43,6 +43,15 @@ enum { CKC_FLIGHT_QUEUED = 0, CKC_FLIGHT_FAILED = 2, CKC_FLIGHT_HANG = 3 };
 /* Source memory of a copy (ckc_gpu_host_memory's names, in this order from 1). */
 enum { CKC_HOST_NONE = 0, CKC_HOST_PINNED, CKC_HOST_REGISTERED, CKC_HOST_PAGEABLE, CKC_HOST_FILE_MAPPED,
        CKC_HOST_UNKNOWN };
+/* Bit of host_memory set in records written by the emulated device (_C_emu), so a
+ * reader never mistakes them for work of a real GPU (format version 2; version 1
+ * records have it clear and came from a GPU). */
+#define CKC_FLIGHT_EMULATED 0x10000u
+#if defined(CKC_EMULATED)
+#define CKC_FLIGHT_DEVICE_KIND CKC_FLIGHT_EMULATED
+#else
+#define CKC_FLIGHT_DEVICE_KIND 0u
+#endif
 
 typedef struct {
     char magic[16];
@@ -65,7 +74,7 @@ typedef struct {
     uint32_t kind;             /* CKC_FLIGHT_OP / CKC_FLIGHT_COPY */
     uint32_t state;            /* CKC_FLIGHT_QUEUED / FAILED / HANG */
     int32_t device;
-    uint32_t host_memory;      /* CKC_HOST_* for copies */
+    uint32_t host_memory;      /* CKC_HOST_* for copies (low 8 bits); CKC_FLIGHT_EMULATED */
     uint64_t stream;
     double queued_unix;
     double completed_unix;     /* when the host saw it complete (fences), 0 if it did not look */

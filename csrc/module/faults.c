@@ -239,8 +239,10 @@ stage(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    if (!PyArg_ParseTuple(args, "KKKiKips", &dst, &src, &bytes, &s.device, &stream, &s.mode, &s.non_blocking,
-                          &tensors)) {
+    s.op = NULL;
+    s.issued = 0;
+    if (!PyArg_ParseTuple(args, "KKKiKips|zp", &dst, &src, &bytes, &s.device, &stream, &s.mode, &s.non_blocking,
+                          &tensors, &s.op, &s.issued)) {
         return NULL;
     }
     s.dst = (void *)(uintptr_t)dst;
@@ -418,8 +420,9 @@ static PyMethodDef diag_functions[] = {
      "flight_marks()\n--\n\nWhere the device writes completions: {'words': 'file' | 'pinned', "
      "'mirror': 'off' | 'running' | 'failed', 'mirror_wakeups': int}."},
     {"stage", stage, METH_VARARGS,
-     "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors)\n--\n\n"
-     "Checked, recorded host-to-device copy; returns what the source memory is."},
+     "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors, op=None, issued=False)\n--\n\n"
+     "Checked, recorded host-to-device copy (issued: one its caller already queued, recorded only); "
+     "returns what the source memory is."},
     {"fence", fence, METH_VARARGS,
      "fence(ptr, nbytes)\n--\n\nWaits until every recorded copy from the host range has completed."},
     {"fence_stream", fence_stream, METH_VARARGS,
