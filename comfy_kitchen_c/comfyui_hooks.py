@@ -43,6 +43,7 @@ import torch
 
 from . import faults, staging_guard
 from .staging_guard import device_side
+from ._kernels import KERNELS
 
 # ids of the tensors whose device copy a hook already staged or recorded in this cast_to_gathered
 _HANDLED: contextvars.ContextVar[set | None] = contextvars.ContextVar("ckc_handled", default=None)
@@ -80,14 +81,14 @@ def record_issued(dst: torch.Tensor, src: torch.Tensor, stream, op: str) -> None
     device, handle = _stream_handle(stream, dst)
     nbytes = min(_nbytes(dst), _nbytes(src))
     what = f"src {faults._describe(src)} -> dst {faults._describe(dst)}"
-    faults._kernels().stage(dst.data_ptr(), src.data_ptr(), nbytes, device, handle, faults.CHECK.get(), True,
+    KERNELS.get().stage(dst.data_ptr(), src.data_ptr(), nbytes, device, handle, faults.CHECK.get(), True,
                             what, op, True)
 
 
 def _fence(stream, device_tensor: torch.Tensor, op: str) -> None:
     if faults.CHECK.get() != faults.MODES["launch"]:
         device, handle = _stream_handle(stream, device_tensor)
-        faults._kernels().fence_stream(op, device, handle)
+        KERNELS.get().fence_stream(op, device, handle)
 
 
 # ---- 2: read_tensor_file_slice_into ------------------------------------------------------------

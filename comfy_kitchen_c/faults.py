@@ -145,9 +145,3 @@ def fence(src) -> None:
     _host_tensor("fence", "src", src)
     KERNELS.get().fence(src.data_ptr(), _nbytes(src))
 
-
-def check_host_copy(what: str, device: torch.device) -> None:
-    """In modes boundary and op, fences the stream after a host-to-device copy that an op
-    made itself (a scale given as a number), so that a failed copy is reported there."""
-    if CHECK.get() != MODES["launch"] and device.type == "cuda":
-        KERNELS.get().fence_stream(what, device.index, current_stream(device.index))

@@ -58,7 +58,8 @@ def device_side(t) -> bool:
         return True
     if t.device.type != "cpu":
         return False
-    from .ops import KERNELS, _C
+    from . import _C
+    from ._kernels import KERNELS
     return KERNELS.get() is not _C and getattr(t.untyped_storage(), EMULATED_DEVICE_MEMORY, False)
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from . import faults, ops, testing
+from ._kernels import KERNELS
 
 GROUP = 256
 # (name, rows N, columns K) of one block's weights, as multiples of (hidden h, mlp ffn)
@@ -112,7 +113,7 @@ class Device:
 
     def fence_all(self) -> None:
         """Waits for everything queued (under the watchdog: a hang raises HangSuspected)."""
-        kernels = faults._kernels()
+        kernels = KERNELS.get()
         if self.kind == "cuda":
             for stream in (self.copy_stream, torch.cuda.current_stream()):
                 kernels.fence_stream("generation", self.torch.index or 0, stream.cuda_stream)
