@@ -1,8 +1,11 @@
-/* Choice of the CPU kernels' instruction set. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Choice of the CPU kernels' instruction set, and the CPU device's start. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "platform/cpu_features.h"
 #include "platform/threads.h"
 
@@ -73,10 +76,17 @@ ckc_cpu_select(const char *isa)
     return 0;
 }
 
+const char *
+ckc_cpu_isa(void)
+{
+    return ckc_cpu()->isa;
+}
+
 void
-ckc_cpu_select_default(void)
+ckc_cpu_init(void)
 {
     const char *forced = getenv("COMFY_KITCHEN_C_CPU_ISA");
+    ckc_parallel_init();
     if (forced != NULL && ckc_cpu_select(forced)) {
         return;
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Thread pool behind ckc_parallel_for, shared by concurrent calls.  Each call
  * is a job on the caller's stack, linked into the pool's list of open jobs
  * while it runs; the caller works on its own job's chunks, and the pool's

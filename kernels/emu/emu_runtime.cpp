@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device's runtime: launch validation, the per-block scheduler of
  * cooperative emulated threads (in order, or shuffled), __syncthreads, the warp
  * collectives, shared-memory poisoning and error reporting.  See emu.h for the
