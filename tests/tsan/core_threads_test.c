@@ -3,7 +3,7 @@
  * -fsanitize=thread from the sources of _C_emu without the Python layer):
  *   pool       8 threads call ckc_parallel_for at once (the pool serves concurrent
  *              calls) while another switches the CPU kernels' instruction set;
- *   ops        8 threads run the rowwise quantizer through ckc_checked_op on the
+ *   ops        8 threads run the rowwise quantizer through the router (ckc_op_run) on the
  *              emulated device, in every checking mode, each on its own stream: flight
  *              records written concurrently, completion words in pinned memory (the
  *              host mapping is refused) copied by the mirror thread, fences;
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
 #include "diag/checked.h"
@@ -38,14 +39,6 @@
     } while (0)
 
 static ckc_flight ring;
-
-/* dlpack.c's, which is part of the Python layer left out of this program. */
-const char *
-ckc_dtype_name(ckc_dtype d)
-{
-    static const char *const names[CKC_DTYPE_COUNT] = {"float32", "float16", "bfloat16", "uint8", "int8", "int32"};
-    return d >= 0 && d < CKC_DTYPE_COUNT ? names[d] : "unknown";
-}
 
 /* ---- pool ---- */
 
@@ -111,7 +104,7 @@ static const ckc_op_spec *
 find_op(const char *name)
 {
     for (int i = 0; ckc_op_table[i] != NULL; i++) {
-        if (strcmp(ckc_op_table[i]->name, name) == 0) {
+        if (strcmp(ckc_op_table[i]->sig.name, name) == 0) {
             return ckc_op_table[i];
         }
     }
@@ -141,10 +134,11 @@ static float s_ref[ROWS];
 static ckc_status
 rowwise(const char *op, int8_t *q, float *s, uintptr_t stream, int mode, ckc_error *err)
 {
+    const ckc_op_spec *spec = find_op("int8_rowwise");
     ckc_op_args a;
     ckc_fault fault;
     memset(&a, 0, sizeof a);
-    a.spec = find_op("int8_rowwise");
+    a.sig = &spec->sig;
     a.t[0] = tensor(x_in, CKC_DTYPE_FLOAT32, ROWS, COLS);
     a.t[1] = tensor(q, CKC_DTYPE_INT8, ROWS, COLS);
     a.t[2] = tensor(s, CKC_DTYPE_FLOAT32, ROWS, 0);
@@ -155,7 +149,7 @@ rowwise(const char *op, int8_t *q, float *s, uintptr_t stream, int mode, ckc_err
     a.exec.stream = stream;
     err->status = CKC_OK;
     err->device_error[0] = '\0';
-    return ckc_checked_op(op, &a, mode, err, &fault);
+    return ckc_op_run(spec, op, &a, mode, err, &fault);
 }
 
 static void *
@@ -195,6 +189,7 @@ int
 main(int argc, char **argv)
 {
     pthread_t threads[THREADS + 2];
+    ckc_flight_config flight;
     ckc_error err;
     const char *path = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -206,11 +201,15 @@ main(int argc, char **argv)
     for (int i = 0; i < ROWS * COLS; i++) {
         x_in[i] = (float)((i * 37) % 101) - 50.0f + 0.25f * (float)(i % 3);
     }
-    ckc_parallel_init();
-    ckc_cpu_select_default();
+    ckc_cpu_init(); /* the pool and the ISA */
     ckc_flight_init(&ring);
     ckc_flight_ring = &ring;
-    ckc_flight_configure(path, 1, "tsan", "0");
+    memset(&flight, 0, sizeof flight);
+    flight.path = path;
+    flight.ops = 1;
+    flight.python = "tsan";
+    flight.package_version = "0";
+    ckc_flight_configure(&flight);
     ckc_emu_refuse_host_mapping(1); /* completions through the pinned words and the mirror thread */
 
     /* pool */
