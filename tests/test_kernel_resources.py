@@ -3,15 +3,16 @@
 register spills and no stack frame (a register array indexed dynamically lives
 in local memory: a stack frame without spills), and each kernel's launch
 configuration fits the registers and static shared memory of an SM on each
-target.  Needs nvcc (not a GPU).  Where a cuobjdump is found, the machine code
+target: the targets of this tree's build (build_archs; all of them in CI), its ptxas output
+cached in build/kernel_resources/.  Needs nvcc (not a GPU).  Where a cuobjdump is found, the machine code
 is also checked for the vector-wide global accesses of the row kernels."""
 import ast
 import functools
 import importlib.util
+import hashlib
 import re
 import shutil
 import subprocess
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -37,7 +38,7 @@ MAX_REGISTERS_PER_THREAD = 255
 STATIC_SHARED_PER_BLOCK = 48 * 1024
 
 
-def build_archs() -> list[str]:
+def all_archs() -> list[str]:
     tree = ast.parse((ROOT / "setup.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CUDA_ARCHS":
@@ -45,18 +46,47 @@ def build_archs() -> list[str]:
     raise AssertionError("CUDA_ARCHS not found in setup.py")
 
 
-_OBJECTS = tempfile.TemporaryDirectory(prefix="ckc-kernel-resources-")
+@functools.lru_cache(maxsize=None)
+def build_archs() -> list[str]:
+    """The targets of the newest CUDA build of _C in this tree (its object folder's
+    configuration.txt holds its -gencode flags): a development build narrowed with
+    COMFY_KITCHEN_C_CUDA_ARCHS is checked for its own targets.  Every target when there is no
+    such build, or when it built them all (CI's does)."""
+    configs = sorted((ROOT / "build" / "objects").glob("comfy_kitchen_c._C-*/configuration.txt"),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    for config in configs:
+        archs = re.findall(r"code=sm_(\d+)", config.read_text())
+        if archs:
+            return sorted(set(archs), key=all_archs().index) if set(archs) <= set(all_archs()) else all_archs()
+    return all_archs()
+
+
+def _cache_key(source: Path, gencode: list[str]) -> str:
+    """The kernel source, every header it may include, nvcc's version and the targets."""
+    h = hashlib.sha256(subprocess.run([NVCC, "--version"], capture_output=True, text=True).stdout.encode())
+    h.update(" ".join(gencode).encode())
+    for p in [source] + sorted(q for d in ("csrc", "kernels") for q in (ROOT / d).rglob("*")
+                               if q.suffix in (".h", ".cuh")):
+        h.update(p.relative_to(ROOT).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=None)
 def compile_kernels(source: Path) -> tuple[str, Path]:
-    """(ptxas's resource report, the object file) of one kernel source built for every target."""
+    """(ptxas's resource report, the object file) of one kernel source built for every target,
+    cached in build/kernel_resources/ under a hash of everything the compilation reads (an
+    unchanged tree compiles nothing; a changed header or kernel compiles again)."""
     gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in build_archs()]
-    obj = Path(_OBJECTS.name) / (source.name + ".o")
+    folder = ROOT / "build" / "kernel_resources" / f"{source.stem}-{_cache_key(source, gencode)}"
+    obj, report = folder / (source.name + ".o"), folder / "ptxas.txt"
+    if obj.is_file() and report.is_file():
+        return report.read_text(), obj
+    folder.mkdir(parents=True, exist_ok=True)
     out = subprocess.run(
         [NVCC, "-std=c++17", "-O3", "--fmad=false", "-c", str(source), "-o", str(obj), "--resource-usage",
          f"-I{ROOT / 'csrc'}", f"-I{ROOT / 'kernels'}", "-DCKC_WITH_GPU=1", "-DCKC_WITH_CUDA=1", *gencode],
         capture_output=True, text=True, check=True)
+    report.write_text(out.stdout + out.stderr)
     return out.stdout + out.stderr, obj
 
 

@@ -75,7 +75,9 @@ ckc_flight_prune(const char *path, const char *prefix, const char *suffix, unsig
         free(r.names);
         return;
     }
-    qsort(r.names, r.count, sizeof *r.names, by_name);
+    if (r.count > 1) { /* qsort's array may not be NULL, even for no element (C11 7.22.5; UBSan) */
+        qsort(r.names, r.count, sizeof *r.names, by_name);
+    }
     for (size_t k = 0; k < r.count; k++) {
         if (k + (keep - 1) < r.count) { /* the oldest: all but keep - 1 others and this file remain */
             char old[sizeof dir + 256];
