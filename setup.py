@@ -114,6 +114,12 @@ def emulated_device_wanted(development: bool) -> bool:
     return setting == "1" if setting in ("0", "1") else development
 
 
+def emu_races() -> bool:
+    """COMFY_KITCHEN_C_EMU_RACES=1: _C_emu with the race detector, a configuration of its own
+    (BuildExt.configuration: its objects differ)."""
+    return os.environ.get("COMFY_KITCHEN_C_EMU_RACES") == "1"
+
+
 def newest_header_mtime() -> float:
     """The newest header any source may include: a header change rebuilds every object
     (exact per-object dependencies would need each compiler's dependency files)."""
@@ -169,8 +175,6 @@ class BuildExt(build_ext):
             self.sanitizer_link = flags
         else:
             self.sanitizer_link = []
-        # A configuration of its own (configuration()): the race detector's objects differ.
-        self.emu_races = os.environ.get("COMFY_KITCHEN_C_EMU_RACES") == "1"
         self.compiler.src_extensions += [".cu", ".cpp"]
         self.headers_mtime = newest_header_mtime()
         super().build_extensions()
@@ -179,7 +183,7 @@ class BuildExt(build_ext):
         """Everything besides the sources that an extension's objects depend on."""
         compiler = [getattr(self.compiler, a, None) for a in ("compiler_so", "compiler_cxx", "cc")]
         return repr([ext.name, sorted(ext.define_macros), ext.include_dirs, self.c_flags, self.cxx_flags,
-                     self.sanitizer_link, self.emu_races and ext.name.endswith("_C_emu"), compiler, NVCC,
+                     self.sanitizer_link, emu_races() and ext.name.endswith("_C_emu"), compiler, NVCC,
                      gencode_flags() if NVCC else None, sys.version])
 
     def object_folder(self, ext) -> str:
@@ -249,7 +253,7 @@ class BuildExt(build_ext):
         shared-memory race detector (kernels/emu/emu_races.cpp): the kernel sources get GCC's
         ThreadSanitizer instrumentation, whose calls the emulator implements itself (no TSan
         runtime is linked, so it combines with no other sanitizer)."""
-        if not self.emu_races:
+        if not emu_races():
             return [(emulated_device_sources(), self.cxx_flags, cxx)]
         if self.msvc or os.environ.get("COMFY_KITCHEN_C_SANITIZE"):
             raise RuntimeError("COMFY_KITCHEN_C_EMU_RACES=1 needs GCC and no COMFY_KITCHEN_C_SANITIZE")
