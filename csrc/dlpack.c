@@ -2,7 +2,7 @@
 #include "dlpack.h"
 
 static const char *const dtype_names[CKC_DTYPE_COUNT] = {
-    "float32", "float16", "bfloat16", "uint8", "int8", "int32",
+    "float32", "float16", "bfloat16", "uint8", "int8", "int32", "int64",
 };
 
 const char *
@@ -29,6 +29,8 @@ map_dtype(ckc_dl_dtype t, ckc_dtype *out)
         *out = CKC_DTYPE_INT8;
     } else if (t.code == CKC_DL_INT && t.bits == 32) {
         *out = CKC_DTYPE_INT32;
+    } else if (t.code == CKC_DL_INT && t.bits == 64) {
+        *out = CKC_DTYPE_INT64;
     } else {
         return 0;
     }

@@ -1,9 +1,10 @@
 /* int8_linear on the GPU: per chunk of rows, the row quantizer of int8.cu (the
  * input activation fused into its load, the ConvRot rotation in registers,
- * codes written with the GEMM's padded stride), the int8 GEMM of the BLAS seam
- * (cuBLASLt IMMA, int32 out) and one epilogue kernel (kernels/math/linear.h).
- * A single row (text encoders) takes a dp4a GEMV with the epilogue fused
- * instead of the GEMM. */
+ * codes written with the GEMM's padded stride; rms_norm's row factors from a
+ * one-warp reduction kernel before it), the int8 GEMM of the BLAS seam
+ * (cuBLASLt IMMA, int32 out) and one epilogue kernel (kernels/math/linear.h:
+ * bias and residual fused).  A single row (text encoders) takes a dp4a GEMV
+ * with the epilogue fused instead of the GEMM. */
 #include "done_mark.cuh"
 #include "elements.cuh"
 #include "int8_rows.h"
@@ -13,6 +14,7 @@
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
 #include "math/linear.h"
+#include "math/rms.h"
 #include "ops/linear_plan.h"
 
 #define CKC_GEMV_WARPS 8
@@ -45,8 +47,8 @@ int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
         }
         if (lane == 0) {
             ckc_store_value(p.out, p.out_kind, j,
-                            ckc_linear_value_of(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.bias,
-                                                p.bias_kind, p.out_kind, j));
+                            ckc_linear_output(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.terms,
+                                              p.out_kind, 0, j, p.n));
         }
     }
     ckc_done_mark_arrive(done);
@@ -63,11 +65,30 @@ linear_epilogue_kernel(ckc_linear_epilogue_params e, ckc_done_mark done)
         for (int64_t j = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; j < e.n;
              j += (int64_t)gridDim.x * CKC_ROW_THREADS) {
             ckc_store_value(e.out, e.out_kind, r * e.n + j,
-                            ckc_linear_value_of(acc[j], sx, e.w_scale[e.w_per_channel ? j : 0], e.bias,
-                                                e.bias_kind, e.out_kind, j));
+                            ckc_linear_output(acc[j], sx, e.w_scale[e.w_per_channel ? j : 0], e.terms, e.out_kind, r,
+                                              j, e.n));
         }
     }
     ckc_done_mark_arrive(done);
+}
+
+/* rms_norm's row factor of each row (math/rms.h): one warp per row, its lanes
+ * the cascade's streams, lane 0 the ending. */
+__global__ void __launch_bounds__(32)
+rms_factor_kernel(const void *x, ckc_float_kind kind, int64_t x_stride, int64_t k, float eps, float *factor)
+{
+    __shared__ float streams[CKC_RMS_STREAMS];
+    const int t = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    const void *row = (const char *)x + r * x_stride * ckc_kind_size(kind);
+    const int64_t lanes = ckc_rms_lanes(k);
+    if (t < CKC_RMS_ILP * lanes) {
+        streams[t] = ckc_rms_stream_sum(row, kind, lanes, k / lanes / CKC_RMS_ILP, t);
+    }
+    __syncthreads();
+    if (t == 0) {
+        factor[r] = ckc_rms_factor(ckc_rms_combine(row, kind, k, streams), k, eps);
+    }
 }
 
 /* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
@@ -75,8 +96,13 @@ static ckc_status
 linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, const ckc_exec *exec,
              ckc_error *err)
 {
-    const ckc_row_layout lay = {p->x_stride, p->ldq, p->act};
+    const ckc_row_layout lay = {p->x_stride, p->ldq, p->act, ckc_linear_act_args(p)};
     const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
+    if (ckc_act_needs_row_factor(p->act)) {
+        CKC_LAUNCH(rms_factor_kernel, dim3((unsigned)rows), dim3(32), 0, exec->stream, q.x, p->kind, p->x_stride, p->k,
+                   p->act_args.eps, p->row_factor);
+        CKC_TRY(ckc_gpu_launch_status("rms_factor_kernel", err));
+    }
     CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
     if (p->acc == NULL) {
         /* The codes' base is checked too, not assumed from the scratch carving. */

@@ -160,6 +160,37 @@ const ckc_op_spec ckc_op_rotate_rows = {
 
 enum { DQ_Q, DQ_SCALE, DQ_OUT };
 
+/* The device's dequantization kernel on filled parameters. */
+static ckc_status
+run_dequant(const ckc_op_args *a, const ckc_int8_dequant_params *p, ckc_error *err)
+{
+#if defined(CKC_WITH_GPU)
+    if (ckc_on_gpu(a)) {
+        return ckc_gpu_int8_dequant(p, &a->exec, err);
+    }
+#endif
+    if (a->device != CKC_DEVICE_CPU) {
+        return ckc_unsupported_device(a, err);
+    }
+    return ckc_cpu()->int8_dequant(p, a->exec.nthreads, err);
+}
+
+/* The scale's element count for a scale mode over q rows of cols. */
+static ckc_status
+check_scale(const ckc_op_args *a, int idx, int64_t mode, int64_t rows, int64_t cols, ckc_error *err)
+{
+    if (mode == CKC_SCALE_SCALAR) {
+        return ckc_check_numel(a, idx, 1, err);
+    }
+    if (mode == CKC_SCALE_PER_ROW) {
+        return ckc_check_numel(a, idx, rows, err);
+    }
+    if (mode == CKC_SCALE_FULL) {
+        return ckc_check_numel(a, idx, rows * cols, err);
+    }
+    return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scale_mode': unknown mode %lld", (long long)mode);
+}
+
 static ckc_status
 run_int8_dequant(const ckc_op_args *a, ckc_error *err)
 {
@@ -171,15 +202,7 @@ run_int8_dequant(const ckc_op_args *a, ckc_error *err)
     }
     CKC_TRY(ckc_check_extent(a, DQ_Q, q->shape[0], q->shape[1], err));
     CKC_TRY(ckc_check_shape(a, DQ_OUT, 2, q->shape, err));
-    if (mode == CKC_SCALE_SCALAR) {
-        CKC_TRY(ckc_check_numel(a, DQ_SCALE, 1, err));
-    } else if (mode == CKC_SCALE_PER_ROW) {
-        CKC_TRY(ckc_check_numel(a, DQ_SCALE, q->shape[0], err));
-    } else if (mode == CKC_SCALE_FULL) {
-        CKC_TRY(ckc_check_numel(a, DQ_SCALE, q->numel, err));
-    } else {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scale_mode': unknown mode %lld", (long long)mode);
-    }
+    CKC_TRY(check_scale(a, DQ_SCALE, mode, q->shape[0], q->shape[1], err));
     if (a->i[1] != 0) {
         CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
     }
@@ -191,15 +214,10 @@ run_int8_dequant(const ckc_op_args *a, ckc_error *err)
     p.rows = q->shape[0];
     p.cols = q->shape[1];
     p.group = a->i[1];
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        return ckc_gpu_int8_dequant(&p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu()->int8_dequant(&p, a->exec.nthreads, err);
+    p.index = NULL;
+    p.index_is_64 = 0;
+    p.q_rows = p.rows;
+    return run_dequant(a, &p, err);
 }
 
 const ckc_op_spec ckc_op_int8_dequant = {
@@ -214,4 +232,57 @@ const ckc_op_spec ckc_op_int8_dequant = {
     2,
     {"scale_mode", "group"},
     run_int8_dequant,
+};
+
+/* ---- int8_embedding(q, scale, indices, out; scale_mode, group) ----
+ * dequantize_int8_embedding: out[r, :] = q[indices[r], :] * its scale, rotated
+ * back when group > 0; out holds indices.numel() rows of q's columns. */
+
+enum { EM_Q, EM_SCALE, EM_INDICES, EM_OUT };
+
+static ckc_status
+run_int8_embedding(const ckc_op_args *a, ckc_error *err)
+{
+    const ckc_tensor *q = &a->t[EM_Q];
+    const ckc_tensor *idx = &a->t[EM_INDICES];
+    const int64_t mode = a->i[0];
+    ckc_int8_dequant_params p;
+    if (q->ndim != 2) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
+    }
+    CKC_TRY(ckc_check_extent(a, EM_Q, q->shape[0], q->shape[1], err));
+    CKC_TRY(ckc_check_extent(a, EM_OUT, idx->numel, q->shape[1], err));
+    CKC_TRY(ckc_check_numel(a, EM_OUT, idx->numel * q->shape[1], err));
+    CKC_TRY(check_scale(a, EM_SCALE, mode, q->shape[0], q->shape[1], err));
+    if (a->i[1] != 0) {
+        CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
+    }
+    p.q = (const int8_t *)q->data;
+    p.scale = (const float *)a->t[EM_SCALE].data;
+    p.scale_mode = (ckc_scale_mode)mode;
+    p.out = a->t[EM_OUT].data;
+    p.out_kind = ckc_float_kind_of(a->t[EM_OUT].dtype);
+    p.rows = idx->numel;
+    p.cols = q->shape[1];
+    p.group = a->i[1];
+    p.index = idx->data;
+    p.index_is_64 = idx->dtype == CKC_DTYPE_INT64;
+    p.q_rows = q->shape[0];
+    return run_dequant(a, &p, err);
+}
+
+const ckc_op_spec ckc_op_int8_embedding = {
+    "int8_embedding",
+    "int8_embedding(op, q, scale, indices, out, scale_mode, group, stream, nthreads)\n--\n\n"
+    "out[r] = q[indices[r]] * scale (scale_mode 0 scalar, 1 per q row, 2 per element of q), then\n"
+    "rotated group-wise when group > 0; rounded once to out's dtype.  An index out of range is an\n"
+    "ArgumentError on the CPU and a NaN row on the GPU (no host sync to check it there).",
+    4,
+    {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
+     {"scale", ONE_FLOAT, 0},
+     {"indices", CKC_DTYPE_BIT(CKC_DTYPE_INT32) | CKC_DTYPE_BIT(CKC_DTYPE_INT64), 0},
+     {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+    2,
+    {"scale_mode", "group"},
+    run_int8_embedding,
 };

@@ -20,7 +20,8 @@ round_up(int64_t v, int64_t m)
     return (v + m - 1) / m * m;
 }
 
-/* ---- int8_linear(x, weight, weight_scale, bias, out, scratch; act, group, k_align, n_align) ----
+/* ---- int8_linear(x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,
+ *                  residual_scale; act, group, k_align, n_align, eps_bits, norm_kind) ----
  *
  * x is [..., x_stride] with x_stride = k * width(act), taken as its rows of
  * x_stride (ckc_check_rows: ComfyUI's [B, T, C] passes without a reshape); out
@@ -32,30 +33,40 @@ round_up(int64_t v, int64_t m)
  * [n_pad, k_pad] copy; the CPU passes alignments of 1.  The GPU's single-row
  * path (GEMV) reads the weight as [n, k] and needs no accumulator.
  *
+ * The activation (kernels/math/activation.h) reads act_weight (rms_norm's k
+ * values) and modulation (k values of s), eps as the bits of a float32
+ * (eps_bits), and rounds rms_norm's result to norm_kind (a ckc_float_kind; -1:
+ * x's).  residual is out's shape, residual_scale 1 or n values; each of any
+ * float type (the epilogue rounds them to out's type, kernels/math/linear.h).
+ *
  * Scratch layout per chunk of c rows, each region 256-byte aligned:
  *   q [c, k_pad] int8 | x_scale [c] f32 | acc [c, n_pad] i32 (unless GEMV)
  *   | activated rows [c, k] in x's type (CPU with an activation)
+ *   | row factors [c] f32 (GPU with rms_norm)
  * comfy_kitchen_c/ops.py sizes the scratch with the same per-row bytes; the
  * chunk is as many rows as fit.  The GPU GEMM runs on a row count rounded up to
  * CKC_GEMM_ROWS (as comfy_kitchen pads M for cuBLASLt's int8 GEMM), so there the
  * buffers hold a multiple of CKC_GEMM_ROWS rows, at least one such block; the
  * rows past a chunk's are never read back. */
 
-enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH };
+enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH, LN_ACT_WEIGHT, LN_MODULATION, LN_RESIDUAL, LN_RESIDUAL_SCALE };
+enum { LI_ACT, LI_GROUP, LI_K_ALIGN, LI_N_ALIGN, LI_EPS_BITS, LI_NORM_KIND };
 
 typedef struct {
     int64_t k_pad;
     int64_t n_pad;
-    int64_t acc_cols;  /* n_pad, or 0 without an accumulator */
-    int64_t act_bytes; /* per row */
-    int64_t row_align; /* rows per chunk a multiple of this (the GPU GEMM's padded m), else 1 */
+    int64_t acc_cols;    /* n_pad, or 0 without an accumulator */
+    int64_t act_bytes;   /* per row */
+    int64_t factor_bytes; /* per row: 4 for rms_norm's row factor, else 0 */
+    int64_t row_align;   /* rows per chunk a multiple of this (the GPU GEMM's padded m), else 1 */
 } linear_layout;
 
 static int64_t
 layout_bytes(const linear_layout *l, int64_t c)
 {
     return round_up(c * l->k_pad, SCRATCH_ALIGN) + round_up(4 * c, SCRATCH_ALIGN) +
-           round_up(4 * c * l->acc_cols, SCRATCH_ALIGN) + round_up(c * l->act_bytes, SCRATCH_ALIGN);
+           round_up(4 * c * l->acc_cols, SCRATCH_ALIGN) + round_up(c * l->act_bytes, SCRATCH_ALIGN) +
+           round_up(c * l->factor_bytes, SCRATCH_ALIGN);
 }
 
 static ckc_status
@@ -64,9 +75,9 @@ carve_scratch(const ckc_op_args *a, const linear_layout *l, ckc_int8_linear_para
     const ckc_tensor *s = &a->t[LN_SCRATCH];
     const uintptr_t base = ((uintptr_t)s->data + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
     const int64_t avail = s->numel - (int64_t)(base - (uintptr_t)s->data);
-    const int64_t per_row = l->k_pad + 4 + 4 * l->acc_cols + l->act_bytes;
+    const int64_t per_row = l->k_pad + 4 + 4 * l->acc_cols + l->act_bytes + l->factor_bytes;
     const int64_t rows = round_up(p->rows, l->row_align);
-    int64_t c = (avail - 4 * SCRATCH_ALIGN) / per_row / l->row_align * l->row_align;
+    int64_t c = (avail - 5 * SCRATCH_ALIGN) / per_row / l->row_align * l->row_align;
     char *at = (char *)base;
     c = c < rows ? c : rows;
     if (c < l->row_align || layout_bytes(l, c) > avail) {
@@ -84,27 +95,129 @@ carve_scratch(const ckc_op_args *a, const linear_layout *l, ckc_int8_linear_para
     p->ldacc = l->acc_cols;
     at += round_up(4 * c * l->acc_cols, SCRATCH_ALIGN);
     p->act_rows = l->act_bytes > 0 ? (void *)at : NULL;
+    at += round_up(c * l->act_bytes, SCRATCH_ALIGN);
+    p->row_factor = l->factor_bytes > 0 ? (float *)at : NULL;
+    return CKC_OK;
+}
+
+/* An optional per-column vector of the activation: present when the activation
+ * reads it, with k values. */
+static ckc_status
+act_vector(const ckc_op_args *a, int idx, int needed, int64_t k, const void **data, ckc_float_kind *kind,
+           ckc_error *err)
+{
+    *data = NULL;
+    *kind = CKC_F32;
+    if (!needed) {
+        return CKC_OK;
+    }
+    if (!a->present[idx]) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s' is required by this activation", a->spec->tensors[idx].name);
+    }
+    CKC_TRY(ckc_check_numel(a, idx, k, err));
+    *data = a->t[idx].data;
+    *kind = ckc_float_kind_of(a->t[idx].dtype);
+    return CKC_OK;
+}
+
+/* The activation's arguments (act validated): its vectors, eps, norm type. */
+static ckc_status
+linear_act_args(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+{
+    const int act = p->act;
+    const int64_t norm_kind = a->i[LI_NORM_KIND];
+    const uint32_t eps_bits = (uint32_t)a->i[LI_EPS_BITS];
+    ckc_act_args *args = &p->act_args;
+    memset(args, 0, sizeof *args);
+    CKC_TRY(act_vector(a, LN_ACT_WEIGHT, ckc_act_needs_row_factor(act), p->k, &args->weight, &args->weight_kind,
+                       err));
+    CKC_TRY(act_vector(a, LN_MODULATION, act == CKC_ACT_MODULATE || act == CKC_ACT_RMS_MODULATE, p->k,
+                       &args->modulation, &args->modulation_kind, err));
+    if (norm_kind < -1 || norm_kind > CKC_BF16 || (a->i[LI_EPS_BITS] >> 32) != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'norm_kind'/'eps_bits': expected -1..2 and 32 bits, got %lld, %lld",
+                        (long long)norm_kind, (long long)a->i[LI_EPS_BITS]);
+    }
+    args->weight_to_row_kind = act == CKC_ACT_RMS_NORM; /* int8_linear's act_weight.to(x.dtype) */
+    args->norm_kind = norm_kind < 0 ? p->kind : (ckc_float_kind)norm_kind;
+    memcpy(&args->eps, &eps_bits, sizeof args->eps);
+    return CKC_OK;
+}
+
+/* The epilogue's terms: bias, residual (out's shape) and its scale (1 or n values). */
+static ckc_status
+linear_terms(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+{
+    ckc_linear_terms *t = &p->terms;
+    memset(t, 0, sizeof *t);
+    if (a->present[LN_BIAS]) {
+        CKC_TRY(ckc_check_numel(a, LN_BIAS, p->n, err));
+        t->bias = a->t[LN_BIAS].data;
+        t->bias_kind = ckc_float_kind_of(a->t[LN_BIAS].dtype);
+    }
+    if (!a->present[LN_RESIDUAL]) {
+        return CKC_OK;
+    }
+    if (!a->present[LN_RESIDUAL_SCALE]) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'residual_scale' is required with a residual");
+    }
+    CKC_TRY(ckc_check_numel(a, LN_RESIDUAL, p->rows * p->n, err));
+    if (a->t[LN_RESIDUAL_SCALE].numel != 1) {
+        CKC_TRY(ckc_check_numel(a, LN_RESIDUAL_SCALE, p->n, err));
+    }
+    t->residual = a->t[LN_RESIDUAL].data;
+    t->residual_kind = ckc_float_kind_of(a->t[LN_RESIDUAL].dtype);
+    t->residual_scale = a->t[LN_RESIDUAL_SCALE].data;
+    t->residual_scale_kind = ckc_float_kind_of(a->t[LN_RESIDUAL_SCALE].dtype);
+    t->residual_scale_per_channel = a->t[LN_RESIDUAL_SCALE].numel != 1;
+    return CKC_OK;
+}
+
+/* x, out, the activation and the group: rows, k, n (out's last dimension; the
+ * weight may be padded) and out's other dimensions x's. */
+static ckc_status
+linear_shapes(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+{
+    const ckc_tensor *x = &a->t[LN_X];
+    const ckc_tensor *out = &a->t[LN_OUT];
+    const int64_t act = a->i[LI_ACT];
+    int64_t out_shape[CKC_MAX_DIMS];
+    int64_t x_cols;
+    int64_t width;
+    if (act < CKC_ACT_NONE || act > CKC_ACT_LAST) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'input_act': unknown activation code %lld", (long long)act);
+    }
+    CKC_TRY(ckc_check_rows(a, LN_X, &p->rows, &x_cols, err));
+    width = ckc_act_width((int)act);
+    if (x_cols % width != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': a gated activation needs an even row length, got %lld",
+                        (long long)x_cols);
+    }
+    p->x = x->data;
+    p->kind = ckc_float_kind_of(x->dtype);
+    p->x_stride = x_cols;
+    p->act = (int)act;
+    p->group = a->i[LI_GROUP];
+    p->k = x_cols / width;
+    p->n = out->ndim > 0 ? out->shape[out->ndim - 1] : 0;
+    memcpy(out_shape, x->shape, (size_t)x->ndim * sizeof out_shape[0]);
+    out_shape[x->ndim - 1] = p->n;
+    CKC_TRY(ckc_check_shape(a, LN_OUT, x->ndim, out_shape, err));
+    CKC_TRY(ckc_check_extent(a, LN_OUT, p->rows, p->n, err));
+    if (p->group != 0) {
+        CKC_TRY(ckc_check_group("convrot_groupsize", p->group, p->k, err));
+    }
     return CKC_OK;
 }
 
 static ckc_status
 run_int8_linear(const ckc_op_args *a, ckc_error *err)
 {
-    const ckc_tensor *x = &a->t[LN_X];
     const ckc_tensor *w = &a->t[LN_W];
-    const ckc_tensor *out = &a->t[LN_OUT];
-    const int64_t act = a->i[0];
-    const int64_t k_align = a->i[2];
-    const int64_t n_align = a->i[3];
+    const int64_t k_align = a->i[LI_K_ALIGN];
+    const int64_t n_align = a->i[LI_N_ALIGN];
     const int gpu = ckc_on_gpu(a);
     ckc_int8_linear_params p;
     linear_layout l;
-    int64_t width;
-    int64_t x_cols;
-    int64_t out_shape[CKC_MAX_DIMS];
-    if (act < CKC_ACT_NONE || act > CKC_ACT_SWIGLU) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'input_act': unknown activation code %lld", (long long)act);
-    }
     if (k_align < 1 || k_align > 256 || n_align < 1 || n_align > 256) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align'/'n_align': expected 1..256, got %lld, %lld",
                         (long long)k_align, (long long)n_align);
@@ -112,31 +225,13 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
     if (w->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': expected 2 dimensions, got %d", (int)w->ndim);
     }
-    CKC_TRY(ckc_check_rows(a, LN_X, &p.rows, &x_cols, err));
-    width = ckc_act_width((int)act);
-    if (x_cols % width != 0) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': swiglu needs an even row length, got %lld",
-                        (long long)x_cols);
-    }
-    p.x = x->data;
-    p.kind = ckc_float_kind_of(x->dtype);
-    p.x_stride = x_cols;
-    p.act = (int)act;
-    p.group = a->i[1];
-    p.k = x_cols / width;
-    /* n is out's last dimension (the weight may be padded); the others must be x's. */
-    p.n = out->ndim > 0 ? out->shape[out->ndim - 1] : 0;
-    memcpy(out_shape, x->shape, (size_t)x->ndim * sizeof out_shape[0]);
-    out_shape[x->ndim - 1] = p.n;
-    CKC_TRY(ckc_check_shape(a, LN_OUT, x->ndim, out_shape, err));
-    CKC_TRY(ckc_check_extent(a, LN_OUT, p.rows, p.n, err));
-    if (p.group != 0) {
-        CKC_TRY(ckc_check_group("convrot_groupsize", p.group, p.k, err));
-    }
+    CKC_TRY(linear_shapes(a, &p, err));
+    CKC_TRY(linear_act_args(a, &p, err));
     l.k_pad = round_up(p.k, k_align);
     l.n_pad = round_up(p.n, n_align);
     l.acc_cols = gpu && p.rows == 1 ? 0 : l.n_pad;
-    l.act_bytes = !gpu && act != CKC_ACT_NONE ? p.k * ckc_kind_size(p.kind) : 0;
+    l.act_bytes = !gpu && p.act != CKC_ACT_NONE ? p.k * ckc_kind_size(p.kind) : 0;
+    l.factor_bytes = gpu && ckc_act_needs_row_factor(p.act) ? 4 : 0;
     l.row_align = gpu && l.acc_cols > 0 ? CKC_GEMM_ROWS : 1;
     /* The weight: [n, k] as given, or padded to [n_pad, k_pad] where the GEMM needs it. */
     if (!(w->shape[0] == p.n && w->shape[1] == p.k && (l.acc_cols == 0 || (l.k_pad == p.k && l.n_pad == p.n))) &&
@@ -154,13 +249,9 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
     }
     p.w_scale = (const float *)a->t[LN_WS].data;
     p.w_per_channel = a->t[LN_WS].numel != 1;
-    if (a->present[LN_BIAS]) {
-        CKC_TRY(ckc_check_numel(a, LN_BIAS, p.n, err));
-    }
-    p.bias = a->present[LN_BIAS] ? a->t[LN_BIAS].data : NULL;
-    p.bias_kind = a->present[LN_BIAS] ? ckc_float_kind_of(a->t[LN_BIAS].dtype) : CKC_F32;
-    p.out = out->data;
-    p.out_kind = ckc_float_kind_of(out->dtype);
+    CKC_TRY(linear_terms(a, &p, err));
+    p.out = a->t[LN_OUT].data;
+    p.out_kind = ckc_float_kind_of(a->t[LN_OUT].dtype);
     CKC_TRY(carve_scratch(a, &l, &p, err));
 #if defined(CKC_WITH_GPU)
     if (gpu) {
@@ -175,20 +266,25 @@ run_int8_linear(const ckc_op_args *a, ckc_error *err)
 
 const ckc_op_spec ckc_op_int8_linear = {
     "int8_linear",
-    "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act, group, k_align, n_align, stream, nthreads)\n"
+    "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,\n"
+    "            residual_scale, act, group, k_align, n_align, eps_bits, norm_kind, stream, nthreads)\n"
     "--\n\n"
-    "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, rounded once\n"
-    "(the bias first rounded to out's type); x [..., K] and out [..., n] by rows of their last\n"
-    "dimension, in chunks through scratch (see csrc/ops/linear.c for its layout).",
-    6,
+    "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, then\n"
+    "residual + residual_scale * out (kernels/math/linear.h); x [..., K] and out [..., n] by rows\n"
+    "of their last dimension, in chunks through scratch (see csrc/ops/linear.c for its layout).",
+    10,
     {{"x", CKC_FLOATS, 0},
      {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
      {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
      {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
      {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
-     {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT}},
-    4,
-    {"act", "group", "k_align", "n_align"},
+     {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT},
+     {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL},
+     {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL},
+     {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},
+     {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL}},
+    6,
+    {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind"},
     run_int8_linear,
 };
 

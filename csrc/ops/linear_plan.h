@@ -58,6 +58,15 @@ ckc_linear_gemm_params(const ckc_int8_linear_params *p, int64_t m, int64_t n, in
     return g;
 }
 
+/* The activation's arguments for the chunk: its rows' factors in the scratch. */
+static inline ckc_act_args
+ckc_linear_act_args(const ckc_int8_linear_params *p)
+{
+    ckc_act_args a = p->act_args;
+    a.row_factor = p->row_factor;
+    return a;
+}
+
 /* The epilogue from the accumulator into the chunk's output rows. */
 static inline ckc_linear_epilogue_params
 ckc_linear_epilogue_for(const ckc_int8_linear_params *p, int64_t r0, int64_t rows)
@@ -68,8 +77,10 @@ ckc_linear_epilogue_for(const ckc_int8_linear_params *p, int64_t r0, int64_t row
     e.x_scale = p->x_scale;
     e.w_scale = p->w_scale;
     e.w_per_channel = p->w_per_channel;
-    e.bias = p->bias;
-    e.bias_kind = p->bias_kind;
+    e.terms = p->terms;
+    if (e.terms.residual != NULL) {
+        e.terms.residual = (const char *)e.terms.residual + r0 * p->n * ckc_kind_size(e.terms.residual_kind);
+    }
     e.out = (char *)p->out + r0 * p->n * ckc_kind_size(p->out_kind);
     e.out_kind = p->out_kind;
     e.rows = rows;
