@@ -42,7 +42,15 @@ def _capsule(t: torch.Tensor | None):
 KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
 
 
+# Inside testing.emulated_capture(): the tensors of every captured call, which the graph keeps
+# alive as a CUDA graph's private memory pool keeps the memory of a capture's temporaries.
+CAPTURED_TENSORS = contextvars.ContextVar("comfy_kitchen_c_captured_tensors", default=None)
+
+
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
+    captured = CAPTURED_TENSORS.get()
+    if captured is not None:
+        captured.extend(tensors)
     stream = faults.current_stream(device.index) if device.type == "cuda" else 0
     getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
                                    faults.CHECK.get())

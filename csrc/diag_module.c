@@ -24,6 +24,7 @@ static PyObject *LaunchError;
 static PyObject *KernelFault;
 static PyObject *StagingFault;
 static PyObject *HangSuspected;
+static PyObject *CaptureError;
 
 #define FLIGHT_CAPSULE "comfy_kitchen_c._flight_ring"
 
@@ -45,10 +46,11 @@ add_shared(PyObject *m)
     KernelFault = PyObject_GetAttrString(c, "KernelFault");
     StagingFault = PyObject_GetAttrString(c, "StagingFault");
     HangSuspected = PyObject_GetAttrString(c, "HangSuspected");
+    CaptureError = PyObject_GetAttrString(c, "CaptureError");
     ring = PyObject_GetAttrString(c, "_flight_ring");
     Py_DECREF(c);
     if (CudaFault == NULL || LaunchError == NULL || KernelFault == NULL || StagingFault == NULL ||
-        HangSuspected == NULL || ring == NULL) {
+        HangSuspected == NULL || CaptureError == NULL || ring == NULL) {
         Py_XDECREF(ring);
         return -1;
     }
@@ -91,8 +93,12 @@ add_shared(PyObject *m)
                           "A fault of the GPU (or the emulated device), named after the op it is attributed to. "
                           "Attributes: op, seq, detected_by, record_path, cuda_error.",
                           kitchen, PyExc_RuntimeError);
+    CaptureError = new_class(m, "CaptureError",
+                             "Not allowed while the stream is captured into a CUDA graph (a checking mode that waits "
+                             "for the stream, a staged copy); nothing was queued.",
+                             kitchen, PyExc_RuntimeError);
     Py_DECREF(kitchen);
-    if (CudaFault == NULL) {
+    if (CudaFault == NULL || CaptureError == NULL) {
         return -1;
     }
     LaunchError = new_class(m, "LaunchError", "A kernel launch (or library call) was refused.", CudaFault, NULL);
@@ -151,6 +157,12 @@ ckc_diag_is_fault(ckc_status status)
     return status >= CKC_ERR_LAUNCH;
 }
 
+PyObject *
+ckc_diag_capture_error(void)
+{
+    return CaptureError;
+}
+
 void
 ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
 {
@@ -189,7 +201,8 @@ fail(const ckc_error *err, const ckc_fault *fault)
     if (ckc_diag_is_fault(err->status)) {
         ckc_diag_raise(err, fault);
     } else {
-        PyErr_Format(PyExc_RuntimeError, "%s: %s", fault->detected_by, err->message);
+        PyErr_Format(err->status == CKC_ERR_CAPTURE ? CaptureError : PyExc_RuntimeError, "%s: %s", fault->detected_by,
+                     err->message);
     }
     return NULL;
 }
@@ -446,6 +459,86 @@ refuse_host_mapping(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The emulated device's answer code as the Python exception (CaptureError for
+ * what a capture forbids). */
+static PyObject *
+emu_failed(const char *call, int code, const char *why)
+{
+    PyErr_Format(code == CKC_EMU_CAPTURE ? CaptureError : PyExc_RuntimeError, "%s: %s", call, why);
+    return NULL;
+}
+
+static PyObject *
+capture_begin(PyObject *self, PyObject *args)
+{
+    unsigned long long stream;
+    int mode;
+    char why[400];
+    int code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Ki", &stream, &mode)) {
+        return NULL;
+    }
+    code = ckc_emu_capture_begin((uintptr_t)stream, mode, why, sizeof why);
+    return code == CKC_EMU_OK ? Py_NewRef(Py_None) : emu_failed("capture_begin", code, why);
+}
+
+static PyObject *
+capture_end(PyObject *self, PyObject *args)
+{
+    unsigned long long stream;
+    uint64_t graph = 0;
+    char why[400];
+    int code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &stream)) {
+        return NULL;
+    }
+    code = ckc_emu_capture_end((uintptr_t)stream, &graph, why, sizeof why);
+    return code == CKC_EMU_OK ? PyLong_FromUnsignedLongLong(graph) : emu_failed("capture_end", code, why);
+}
+
+static PyObject *
+graph_launch(PyObject *self, PyObject *args)
+{
+    unsigned long long graph;
+    unsigned long long stream;
+    char why[400];
+    int code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KK", &graph, &stream)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    code = ckc_emu_graph_launch(graph, (uintptr_t)stream, why, sizeof why);
+    Py_END_ALLOW_THREADS
+    return code == CKC_EMU_OK ? Py_NewRef(Py_None) : emu_failed("graph_launch", code, why);
+}
+
+static PyObject *
+graph_destroy(PyObject *self, PyObject *args)
+{
+    unsigned long long graph;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &graph)) {
+        return NULL;
+    }
+    ckc_emu_graph_destroy(graph);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+capturing(PyObject *self, PyObject *args)
+{
+    unsigned long long stream;
+    uint64_t id;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &stream)) {
+        return NULL;
+    }
+    return PyBool_FromLong(ckc_emu_capture_status((uintptr_t)stream, &id));
+}
+
 static PyObject *
 reset_device(PyObject *self, PyObject *args)
 {
@@ -489,6 +582,15 @@ static PyMethodDef diag_functions[] = {
      "(as Linux >= 6.5 refuses CUDA), so completions go to pinned words."},
     {"reset_device", reset_device, METH_NOARGS,
      "reset_device()\n--\n\nDisarms faults, clears the sticky error and hung streams."},
+    {"capture_begin", capture_begin, METH_VARARGS,
+     "capture_begin(stream, mode)\n--\n\nBegins capturing the work issued to stream into a graph (mode: 0 global, "
+     "1 thread-local, 2 relaxed, as cudaStreamCaptureMode)."},
+    {"capture_end", capture_end, METH_VARARGS,
+     "capture_end(stream)\n--\n\nEnds the capture and returns its graph (CaptureError if it was invalidated)."},
+    {"graph_launch", graph_launch, METH_VARARGS,
+     "graph_launch(graph, stream)\n--\n\nReplays the graph's work on stream."},
+    {"graph_destroy", graph_destroy, METH_VARARGS, "graph_destroy(graph)\n--\n\nFrees the graph."},
+    {"capturing", capturing, METH_VARARGS, "capturing(stream)\n--\n\nWhether stream is being captured."},
 #endif
     {NULL, NULL, 0, NULL},
 };

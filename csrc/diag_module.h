@@ -11,6 +11,9 @@ int ckc_diag_add(PyObject *m);
 /* Whether status is a device fault (raised by ckc_diag_raise). */
 int ckc_diag_is_fault(ckc_status status);
 
+/* CaptureError (raised for CKC_ERR_CAPTURE). */
+PyObject *ckc_diag_capture_error(void);
+
 /* Sets the CudaFault subclass of err->status as the Python exception. */
 void ckc_diag_raise(const ckc_error *err, const ckc_fault *fault);
 

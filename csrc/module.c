@@ -39,6 +39,9 @@ raise_error(const char *op, const ckc_error *err)
     case CKC_ERR_MEMORY:
         type = PyExc_MemoryError;
         break;
+    case CKC_ERR_CAPTURE:
+        type = ckc_diag_capture_error();
+        break;
     default:
         type = PyExc_RuntimeError;
         break;

@@ -13,7 +13,7 @@
 #include "gpu/done_mark.h"
 
 /* The argument of a kernel that carries no mark (not its op's last). */
-constexpr ckc_done_mark CKC_NO_DONE_MARK = {NULL, 0, NULL};
+constexpr ckc_done_mark CKC_NO_DONE_MARK = {NULL, 0, NULL, NULL};
 
 __device__ __forceinline__ void
 ckc_done_mark_arrive(ckc_done_mark m)
@@ -34,7 +34,11 @@ ckc_done_mark_arrive(ckc_done_mark m)
                 *m.arrivals = 0; /* the kernel boundary orders this before the slot's next launch */
             }
             __threadfence_system();
-            *(volatile uint64_t *)m.word = m.seq;
+            /* A captured op's mark says which replay completed it: the counter's
+             * value, which this replay's begin kernel set before (stream order). */
+            *(volatile uint64_t *)m.word =
+                m.replay != NULL ? ((uint64_t)*(const volatile uint32_t *)m.replay << 32) | (m.seq & 0xFFFFFFFFull)
+                                 : m.seq;
         }
     }
 }

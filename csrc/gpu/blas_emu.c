@@ -1,13 +1,15 @@
 /* The GEMM seam on the emulated device: C references of what cuBLASLt computes.
  * The int8 GEMM is the CPU kernels' (exact: int32 sums do not depend on their
  * order), the NVFP4 GEMM a plain dequantize-and-accumulate in float32.  Device
- * memory is host memory; work runs synchronously. */
+ * memory is host memory; each GEMM is stream work of the emulated device (run
+ * when issued, or recorded into a CUDA-graph capture of the stream). */
 #if defined(CKC_EMULATED)
 
 #include <stdlib.h>
 
 #include "blas.h"
 #include "cpu/kernels.h"
+#include "emu/emu_api.h"
 #include "cpu/rows.h"
 #include "math/nvfp4.h"
 
@@ -22,6 +24,35 @@ ckc_blas_set_search_dirs(const char *dirs)
     (void)dirs;
 }
 
+/* A GEMM as the emulated device's stream work: its parameters, copied. */
+typedef struct {
+    ckc_int8_gemm_params p;
+    int nthreads;
+} int8_gemm_job;
+
+static void
+run_int8_gemm(const void *ctx)
+{
+    const int8_gemm_job *job = (const int8_gemm_job *)ctx;
+    ckc_error err; /* the shapes were checked when it was issued */
+    (void)ckc_cpu()->int8_gemm(&job->p, job->nthreads, &err);
+}
+
+static ckc_status
+int8_gemm_work(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    char why[400];
+    int8_gemm_job job;
+    int code;
+    job.p = *p;
+    job.nthreads = exec->nthreads;
+    code = ckc_emu_stream_work("cublasLtMatmul", exec->stream, run_int8_gemm, &job, sizeof job, why, sizeof why);
+    if (code != CKC_EMU_OK) {
+        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
+    }
+    return CKC_OK;
+}
+
 ckc_status
 ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
@@ -33,7 +64,7 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
                         "4-byte aligned pointers (k %lld, n %lld, lda %lld, ldb %lld, ldc %lld)",
                         (long long)p->k, (long long)p->n, (long long)p->lda, (long long)p->ldb, (long long)p->ldc);
     }
-    return ckc_cpu()->int8_gemm(p, exec->nthreads, err);
+    return int8_gemm_work(p, exec, err);
 }
 
 /* Values of one row of NVFP4 codes times their block scales (exact in float32:
@@ -51,19 +82,20 @@ decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, fl
     }
 }
 
-ckc_status
-ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+/* The NVFP4 GEMM when the stream runs it (the scratch was checked to be had
+ * when it was issued; a failure now leaves the output unwritten). */
+static void
+run_nvfp4_gemm(const void *ctx)
 {
+    const ckc_nvfp4_gemm_params *p = (const ckc_nvfp4_gemm_params *)ctx;
     /* b's values, a's current row, the bias and an output row, in float32. */
     float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + 2 * p->n) * sizeof(float));
     float *va = vb + p->n * p->k;
     float *bias = va + p->k;
     float *row = bias + p->n;
     const float alpha = p->alpha_beta[0];
-    (void)exec;
     if (vb == NULL) {
-        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %lld floats",
-                        (long long)(p->n * p->k + p->k + 2 * p->n));
+        return;
     }
     for (int64_t j = 0; j < p->n; j++) {
         decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
@@ -84,6 +116,23 @@ ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_er
         ckc_row_store(row, p->out_kind, p->n, (char *)p->out + i * p->n * ckc_kind_size(p->out_kind));
     }
     free(vb);
+}
+
+ckc_status
+ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    char why[400];
+    const size_t floats = (size_t)(p->n * p->k + p->k + 2 * p->n);
+    void *probe = malloc(floats * sizeof(float));
+    int code;
+    if (probe == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %zu floats", floats);
+    }
+    free(probe);
+    code = ckc_emu_stream_work("cublasLtMatmul", exec->stream, run_nvfp4_gemm, p, sizeof *p, why, sizeof why);
+    if (code != CKC_EMU_OK) {
+        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
+    }
     return CKC_OK;
 }
 

@@ -27,6 +27,11 @@ ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *
 /* ---- flight record (kernels/flight.cu) ---- */
 /* A one-thread kernel writing mark m (a null mark: nothing). */
 ckc_status ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err);
+/* A one-thread kernel beginning a replay of the captured work of `capture`:
+ * n = ++*counter (device memory), then *capture_word = capture and
+ * *number_word = n (host words the device can write). */
+ckc_status ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture,
+                                uintptr_t stream, ckc_error *err);
 
 #ifdef __cplusplus
 }

@@ -105,6 +105,24 @@ uint64_t *ckc_gpu_device_word(uint64_t *word, int device);
  * the memory cannot be had.  Every call for a device asks the same count. */
 uint32_t *ckc_gpu_mark_arrivals(int device, size_t count);
 
+/* ---- CUDA graphs (csrc/diag/capture.c) ------------------------------------
+ * While a stream is captured into a graph, nothing may wait for the device,
+ * allocate device or pinned memory, or register host memory: the two lookups
+ * below answer from what was set up before, without asking the runtime. */
+
+/* Whether work queued on stream is being captured into a CUDA graph: 1 with
+ * the capture's id (the runtime's unique id of the capture sequence; 0 when it
+ * cannot say), else 0.  A failed query counts as a capture: the runtime fails
+ * it only when a capture forbids the question. */
+int ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id);
+
+/* What ckc_gpu_map_host answered for [base, base + bytes): 1 mapped, 0
+ * refused, -1 not asked yet. */
+int ckc_gpu_host_mapped(const void *base, size_t bytes);
+
+/* The arrival counters ckc_gpu_mark_arrivals made for device, or NULL. */
+uint32_t *ckc_gpu_mark_arrivals_known(int device);
+
 #ifdef __cplusplus
 }
 #endif
