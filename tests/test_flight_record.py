@@ -44,7 +44,7 @@ def test_header_names_the_process():
     assert p["pid"] == os.getpid() and p["python"] == platform.python_version()
     assert p["package_version"] == ckc.__version__ and p["host"] == platform.node()[:63]
     assert abs(p["started_unix"] - time.time()) < 3600
-    assert analysis["format_version"] == 1 and analysis["capacity"] == 4096
+    assert analysis["format_version"] == 2 and analysis["capacity"] == 4096
     assert os.path.dirname(faults.record_path()) == flight.default_dir()
     assert faults.record_path() in flight.record_files()
 
@@ -104,13 +104,14 @@ def test_ring_wraps_around():
 
 
 def write_record_file(path: Path, slots):
-    """A flight-record file as another computer would write it (the documented format)."""
+    """A flight-record file as another computer would write it (the documented format 1, which
+    format 2's reader still reads: its replay words were reserved bytes, zero)."""
     header = flight.HEADER.pack(b"CKCFLIGHT", 1, 256, 512, len(slots), 4242, 1.7e9, 7, b"far-away-box",
-                                b"3.12.1", b"0.1.0")
+                                b"3.12.1", b"0.1.0", 0, 0, 0, 0)
     body = b""
     for seq, done, state in slots:
-        body += flight.RECORD.pack(seq, done, 1, state, 0, 0, 0x55, 1.7e9 + seq, 0.0, 0, 0, 0, 0,
-                                   f"op{seq}".encode(), b"x float16[2, 2]", b"", b"" if state != 3 else b"hang")
+        body += flight.RECORD_V1.pack(seq, done, 1, state, 0, 0, 0x55, 1.7e9 + seq, 0.0, 0, 0, 0, 0,
+                                      f"op{seq}".encode(), b"x float16[2, 2]", b"", b"" if state != 3 else b"hang")
     path.write_bytes(header + body)
 
 

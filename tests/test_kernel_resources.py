@@ -27,8 +27,9 @@ BLOCK_THREADS = {
     "int8_dequant_rotated_kernel": 256, "tensor_absmax_kernel": 256, "tensor_quantize_kernel": 256,
     "tensor_scale_kernel": 1, "nvfp4_quant_kernel": 128, "nvfp4_dequant_kernel": 128,
     # kernels/linear.cu: CKC_GEMV_WARPS = 8 warps, the epilogue CKC_ROW_THREADS
-    "int8_gemv_kernel": 256, "linear_epilogue_kernel": 256,
-    "flight_mark_kernel": 1,  # kernels/flight.cu: the flight record's completion mark
+    "int8_gemv_kernel": 256, "linear_epilogue_kernel": 256, "rms_factor_kernel": 32,
+    # kernels/flight.cu: the flight record's completion mark, the start of a CUDA-graph replay
+    "flight_mark_kernel": 1, "replay_begin_kernel": 1,
 }
 REGISTERS_PER_SM = 65536          # every target from sm_75 to sm_120
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)
