@@ -90,7 +90,8 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, boo
     const void *row = (const char *)p.x + r * lay.x_stride * elem;
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     const int segments = (int)((k + segment - 1) / segment);
-    const ckc_row_act act = {lay.args, ckc_act_needs_row_factor(ACT) ? lay.args.row_factor[r] : 0.0f};
+    const ckc_row_act act = {lay.args, ACT == CKC_ACT_COLUMNWISE && lay.args.row_factor != NULL ? lay.args.row_factor[r]
+                                                                                              : 0.0f};
     float v[CHUNKS][CKC_CHUNK];
     uint32_t bits = 0;
 
@@ -182,17 +183,13 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
         case CKC_ACT_SWIGLU:
             launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec, q_vec, done);
             break;
-        case CKC_ACT_RMS_NORM:
-            launch_rowwise<KIND, CKC_ACT_RMS_NORM>(p, lay, stream, chunks, vec, q_vec, done);
-            break;
         case CKC_ACT_SITU:
             launch_rowwise<KIND, CKC_ACT_SITU>(p, lay, stream, chunks, vec, q_vec, done);
             break;
+        case CKC_ACT_RMS_NORM:
         case CKC_ACT_MODULATE:
-            launch_rowwise<KIND, CKC_ACT_MODULATE>(p, lay, stream, chunks, vec, q_vec, done);
-            break;
-        case CKC_ACT_RMS_MODULATE:
-            launch_rowwise<KIND, CKC_ACT_RMS_MODULATE>(p, lay, stream, chunks, vec, q_vec, done);
+        case CKC_ACT_RMS_MODULATE: /* one instance for the three (lay->args.act) */
+            launch_rowwise<KIND, CKC_ACT_COLUMNWISE>(p, lay, stream, chunks, vec, q_vec, done);
             break;
         default:
             launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec, q_vec, done);

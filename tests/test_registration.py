@@ -24,11 +24,10 @@ def run_python(code: str, **env) -> str:
     return result.stdout.strip()
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """Counts calls into each C kernel (ops.py looks them up on _C at call time)."""
+def count_calls(monkeypatch, names) -> dict:
+    """Counts calls into the C kernels `names` (ops.py looks them up on _C at call time)."""
     calls = {}
-    for name in ("int8_rowwise", "int8_tensorwise", "int8_dequant", "nvfp4_quant"):
+    for name in names:
         real = getattr(_C, name)
 
         def spy(*args, _real=real, _name=name):
@@ -37,6 +36,11 @@ def kernel_calls(monkeypatch):
 
         monkeypatch.setattr(_C, name, spy)
     return calls
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    return count_calls(monkeypatch, ("int8_rowwise", "int8_tensorwise", "int8_dequant", "nvfp4_quant"))
 
 
 @pytest.mark.parametrize("first", ["comfy_kitchen", "comfy_kitchen_c"])
@@ -197,16 +201,7 @@ def test_the_layouts_fusion_probe_finds_c(activated):
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    calls = {}
-    for name in ("int8_linear", "int8_embedding"):
-        real = getattr(_C, name)
-
-        def spy(*args, _real=real, _name=name):
-            calls[_name] = calls.get(_name, 0) + 1
-            return _real(*args)
-
-        monkeypatch.setattr(_C, name, spy)
-    return calls
+    return count_calls(monkeypatch, ("int8_linear", "int8_embedding"))
 
 
 def test_the_new_ops_are_served_by_c_through_the_public_api(activated, fused_calls):

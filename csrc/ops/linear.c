@@ -137,6 +137,7 @@ linear_act_args(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'norm_kind'/'eps_bits': expected -1..2 and 32 bits, got %lld, %lld",
                         (long long)norm_kind, (long long)a->i[LI_EPS_BITS]);
     }
+    args->act = act;
     args->weight_to_row_kind = act == CKC_ACT_RMS_NORM; /* int8_linear's act_weight.to(x.dtype) */
     args->norm_kind = norm_kind < 0 ? p->kind : (ckc_float_kind)norm_kind;
     memcpy(&args->eps, &eps_bits, sizeof args->eps);

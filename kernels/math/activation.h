@@ -38,7 +38,11 @@ typedef enum {
     CKC_ACT_RMS_NORM = 3,
     CKC_ACT_SITU = 4,
     CKC_ACT_MODULATE = 5,
-    CKC_ACT_RMS_MODULATE = 6
+    CKC_ACT_RMS_MODULATE = 6,
+    /* Not an activation of its own: the GPU row kernels are instantiated once for
+     * the per-column activations (rms_norm and the modulations), which read
+     * args.act at run time (each instance costs the build a kernel per type). */
+    CKC_ACT_COLUMNWISE = 7
 } ckc_act;
 
 #define CKC_ACT_LAST CKC_ACT_RMS_MODULATE
@@ -46,6 +50,7 @@ typedef enum {
 /* What an activation reads beside the row's own values: per-column vectors of
  * k values in their own types, and per-row factors.  Uniform over a launch. */
 typedef struct {
+    int act;                       /* the activation (what CKC_ACT_COLUMNWISE kernels apply) */
     const void *weight;            /* rms_norm's weight, or NULL */
     ckc_float_kind weight_kind;
     int weight_to_row_kind;        /* 1: the weight is first rounded to the row's type (input_act) */
@@ -68,6 +73,13 @@ CKC_HD int
 ckc_act_needs_row_factor(int act)
 {
     return act == CKC_ACT_RMS_NORM || act == CKC_ACT_RMS_MODULATE;
+}
+
+/* Whether the activation is one of the per-column ones (CKC_ACT_COLUMNWISE's). */
+CKC_HD int
+ckc_act_is_columnwise(int act)
+{
+    return act == CKC_ACT_RMS_NORM || act == CKC_ACT_MODULATE || act == CKC_ACT_RMS_MODULATE;
 }
 
 /* 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), as aten computes it. */
@@ -110,21 +122,11 @@ ckc_situ(float hidden, float gate, ckc_float_kind kind)
     return ckc_round_to_kind(ckc_round_to_kind(soft * 25.0f, kind) * gated, kind);
 }
 
-/* A value of a per-column vector of the activation as float32. */
-CKC_HD float
-ckc_act_column(const void *v, ckc_float_kind kind, int64_t j)
-{
-    if (kind == CKC_F32) {
-        return ((const float *)v)[j];
-    }
-    return kind == CKC_BF16 ? ckc_bf16_to_f32(((const uint16_t *)v)[j]) : ckc_f16_to_f32(((const uint16_t *)v)[j]);
-}
-
 /* rms_norm of one value: (v * r) * w, rounded to the norm's type. */
 CKC_HD float
 ckc_rms_value(float v, float r, ckc_act_args a, ckc_float_kind kind, int64_t j)
 {
-    float w = ckc_act_column(a.weight, a.weight_kind, j);
+    float w = ckc_kind_value(a.weight, a.weight_kind, j);
     if (a.weight_to_row_kind) {
         w = ckc_round_to_kind(w, kind);
     }
@@ -135,7 +137,7 @@ ckc_rms_value(float v, float r, ckc_act_args a, ckc_float_kind kind, int64_t j)
 CKC_HD float
 ckc_modulate_value(float v, ckc_act_args a, ckc_float_kind kind, int64_t j)
 {
-    const float m = ckc_round_to_kind(1.0f + ckc_act_column(a.modulation, a.modulation_kind, j), a.modulation_kind);
+    const float m = ckc_round_to_kind(1.0f + ckc_kind_value(a.modulation, a.modulation_kind, j), a.modulation_kind);
     return ckc_round_to_kind(v * m, kind);
 }
 
@@ -144,6 +146,17 @@ ckc_modulate_value(float v, ckc_act_args a, ckc_float_kind kind, int64_t j)
  * (rms_norm; else unused), rounded as eager rounds.  The arguments go by value
  * (inlined, they cost nothing; a pointer to a kernel parameter would put it in
  * local memory). */
+/* The per-column activations (act: one of them). */
+CKC_HD float
+ckc_act_columnwise(int act, float v, float r, ckc_act_args a, ckc_float_kind kind, int64_t j)
+{
+    if (act == CKC_ACT_MODULATE) {
+        return ckc_modulate_value(v, a, kind, j);
+    }
+    v = ckc_rms_value(v, r, a, kind, j);
+    return act == CKC_ACT_RMS_MODULATE ? ckc_modulate_value(v, a, kind, j) : v;
+}
+
 CKC_HD float
 ckc_act_apply(int act, float v, float other, float r, ckc_act_args a, ckc_float_kind kind, int64_t j)
 {
@@ -152,14 +165,14 @@ ckc_act_apply(int act, float v, float other, float r, ckc_act_args a, ckc_float_
         return ckc_round_to_kind(ckc_gelu_tanh(v), kind);
     case CKC_ACT_SWIGLU:
         return ckc_round_to_kind(ckc_round_to_kind(ckc_silu(v), kind) * other, kind);
-    case CKC_ACT_RMS_NORM:
-        return ckc_rms_value(v, r, a, kind, j);
     case CKC_ACT_SITU:
         return ckc_situ(v, other, kind);
+    case CKC_ACT_RMS_NORM:
     case CKC_ACT_MODULATE:
-        return ckc_modulate_value(v, a, kind, j);
     case CKC_ACT_RMS_MODULATE:
-        return ckc_modulate_value(ckc_rms_value(v, r, a, kind, j), a, kind, j);
+        return ckc_act_columnwise(act, v, r, a, kind, j);
+    case CKC_ACT_COLUMNWISE:
+        return ckc_act_columnwise(a.act, v, r, a, kind, j);
     default:
         return v;
     }

@@ -30,15 +30,7 @@
 CKC_HD float
 ckc_linear_operand(const void *t, ckc_float_kind kind, ckc_float_kind out_kind, int64_t j)
 {
-    float b;
-    if (kind == CKC_F32) {
-        b = ((const float *)t)[j];
-    } else if (kind == CKC_BF16) {
-        b = ckc_bf16_to_f32(((const uint16_t *)t)[j]);
-    } else {
-        b = ckc_f16_to_f32(((const uint16_t *)t)[j]);
-    }
-    return ckc_round_to_kind(b, out_kind);
+    return ckc_round_to_kind(ckc_kind_value(t, kind, j), out_kind);
 }
 
 /* The bias term of column j (ckc_linear_operand of the bias). */

@@ -47,14 +47,7 @@ ckc_rms_lanes(int64_t k)
 CKC_HD float
 ckc_rms_square(const void *row, ckc_float_kind kind, int64_t i)
 {
-    float v;
-    if (kind == CKC_F32) {
-        v = ((const float *)row)[i];
-    } else if (kind == CKC_BF16) {
-        v = ckc_bf16_to_f32(((const uint16_t *)row)[i]);
-    } else {
-        v = ckc_f16_to_f32(((const uint16_t *)row)[i]);
-    }
+    const float v = ckc_kind_value(row, kind, i);
     return v * v;
 }
 
