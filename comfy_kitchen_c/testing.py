@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 
 from . import settings
+from ._call import CAPTURED_TENSORS
 from ._kernels import KERNELS
 
 
@@ -153,7 +154,7 @@ def emulated_capture(mode: str = "thread_local"):
     emu = _emu()
     graph = EmulatedGraph()
     emu.capture_begin(0, CAPTURE_MODES[mode])
-    token = ops.CAPTURED_TENSORS.set(graph.tensors)
+    token = CAPTURED_TENSORS.set(graph.tensors)
     try:
         yield graph
     except BaseException:
@@ -163,5 +164,5 @@ def emulated_capture(mode: str = "thread_local"):
             pass
         raise
     finally:
-        ops.CAPTURED_TENSORS.reset(token)
+        CAPTURED_TENSORS.reset(token)
     graph.handle = emu.capture_end(0)

@@ -257,8 +257,9 @@ def test_records_from_several_threads():
 def test_format_1_records_still_read_as_gpu_records(tmp_path):
     """A record written before format 2 (no device-kind bit) reads as a GPU's."""
     header = flight.HEADER.pack(flight.MAGIC.ljust(16, b"\0"), 1, flight.HEADER.size, flight.RECORD.size, 1, 42,
-                                1.0, 1, b"host", b"3.11", b"0.1.0")
-    record = flight.RECORD.pack(1, 1, 2, 0, 0, 1, 0, 2.0, 3.0, 8, 0x1000, 8, 0x2000, b"stage", b"src -> dst", b"", b"")
+                                1.0, 1, b"host", b"3.11", b"0.1.0", 0, 0, 0, 0)
+    record = flight.RECORD_V1.pack(1, 1, 2, 0, 0, 1, 0, 2.0, 3.0, 8, 0x1000, 8, 0x2000, b"stage", b"src -> dst", b"",
+                                   b"")
     path = tmp_path / "flight-old.ckcf"
     path.write_bytes(header + record)
     r = flight.load(str(path))["records"][0]

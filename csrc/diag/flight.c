@@ -240,7 +240,16 @@ ckc_flight_abandon(const char *note)
 {
     ckc_flight *f = ckc_flight_ring;
     if (f != NULL && f->state == 1) {
+        uint64_t *words = (uint64_t *)ckc_atomic_load_ptr(&f->words);
         (void)ckc_atomic_max64(&f->reset_below, ckc_atomic_load64(&f->seq) + 1);
+        /* No replay is in flight after a reset either: a graph's replay left
+         * incomplete then must not be blamed for a later fault. */
+        ckc_atomic_store64(&f->header->replay_number, 0);
+        ckc_atomic_store64(&f->header->replay_capture, 0);
+        if (words != NULL) {
+            ckc_atomic_store64(&words[CKC_FLIGHT_REPLAY_NUMBER_WORD], 0);
+            ckc_atomic_store64(&words[CKC_FLIGHT_REPLAY_CAPTURE_WORD], 0);
+        }
     }
     (void)scan(0, abandon_one, note, 0);
 }

@@ -273,7 +273,8 @@ ckc_flight_record *ckc_flight_last_completed(uint32_t kind, uint64_t below);
 
 /* Marks every record still queued as failed with note (after a device reset,
  * their work will never complete); hang-suspected ones keep their state.  No
- * record from before the reset is waited on again (fences, the mirror). */
+ * record from before the reset is waited on again (fences, the mirror), and no
+ * replay of a captured graph counts as in flight. */
 void ckc_flight_abandon(const char *note);
 
 /* Brings the records up to date with the pinned words and writes the ring's
