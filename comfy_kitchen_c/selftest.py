@@ -370,6 +370,13 @@ def _vector(d: Inputs, seed: int, scale: float = 1.0, offset: float = 0.0) -> to
     return (synthetic(1, COLS, seed=seed).reshape(-1) * scale + offset).to(d.device, d.dtype)
 
 
+def _modulation(d: Inputs) -> torch.Tensor:
+    """Modulation scales s small enough that x * (1 + s) stays finite in float16 after rms_norm of
+    the outlier rows (~1700 there): a row that overflows to inf is where eager's result is
+    undefined (README, "Results where eager's are undefined"), not a parity check."""
+    return _vector(d, SEED + 4, 0.02)
+
+
 def _residual_args(d: Inputs) -> tuple:
     residual = synthetic(ROWS, LINEAR_N, seed=SEED + 5).to(d.device, d.dtype)
     return (d.x, *_int8_weight(d), None, torch.bfloat16, False, 256, None, None, 0.0, residual,
@@ -389,9 +396,9 @@ CASES += [
     Case("int8_linear", "rms_norm", lambda d: (d.x, *_int8_weight(d), None, torch.bfloat16, False, 256, "rms_norm",
                                                _vector(d, SEED + 3, 0.5, 1.0), 1e-6), exact),
     Case("int8_linear", "residual", _residual_args, exact),
-    Case("int8_linear_modulated", "", lambda d: (d.x, _vector(d, SEED + 4, 0.2), *_int8_weight(d)), exact),
+    Case("int8_linear_modulated", "", lambda d: (d.x, _modulation(d), *_int8_weight(d)), exact),
     Case("int8_linear_rms_modulated", "", lambda d: (d.x, _vector(d, SEED + 3, 0.5, 1.0), 1e-6,
-                                                     _vector(d, SEED + 4, 0.2), *_int8_weight(d)), exact),
+                                                     _modulation(d), *_int8_weight(d)), exact),
     Case("dequantize_int8_embedding", "", lambda d: _embedding_args(d, 0), exact),
     Case("dequantize_int8_embedding", "group 256", lambda d: _embedding_args(d, 256), rotated_dequant),
     Case("scaled_mm_nvfp4", "", _fp4_operands, fp4_gemm, runs=_eager_runs_fp4_gemm,
