@@ -451,8 +451,52 @@ def predict_ms(op: str, m: int, k: int, dtype: str = "bfloat16", gpu: str = "h20
     return None if p is None else p["seconds"] * 1e3
 
 
-def plan_v2(op, m, k, kind, esize, group, n, ks, arch):
-    raise KeyError("the redesigned kernels' plans are not written yet")
+TILE = 32
+TILE_GROUPS = (0, 64, 256, 1024)
+
+
+def tile_geometry(cols: int, rows: int, max_threads: int) -> tuple[int, int, int] | None:
+    """(threads per row, rows per block, segments) as kernels/tile.cuh's ckc_tile_geometry
+    lays a launch out, or None where the tile kernels do not take the rows."""
+    if cols <= 0 or cols % TILE:
+        return None
+    chunks = cols // TILE
+    t = min(chunks, max_threads)
+    w = 1
+    while w < 32 and t % (2 * w) == 0:
+        w *= 2
+    least = 32 // w
+    if t * least > max_threads:
+        return None
+    r = least
+    while r + least <= 32 and (r + least) * t <= 512 and r < rows:
+        r += least
+    return t, r, -(-chunks // t)
+
+
+def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int | None, ks: dict, arch: str) -> Plan:
+    """Launches of the row-tile kernels (kernels/int8_tile.cu): 32 values per thread, rows
+    sized to whole warps; the general kernels (plan_v1) take what these do not."""
+    quant = op in ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "quantize_int8_convrot_weight",
+                   "int8_linear_quantize")
+    g = group if op in ROTATED else 0
+    if (quant or op in ("rotate_int8_convrot_weight", "dequantize_int8_simple", "dequantize_int8_convrot_weight")) \
+            and g in TILE_GROUPS:
+        geom = tile_geometry(k, m, 1024)
+        if geom is not None:
+            t, r, segments = geom
+            plan = Plan(op, op_bytes(op, m, k, esize, n))
+            blocks = -(-m // r)
+            if op.startswith("dequantize"):
+                plan.launches.append(Launch("ckc_tile_dequant_kernel", (kind, g), t * r, blocks, TILE * segments, 1,
+                                            esize, load_bytes=TILE))
+            else:
+                mode = 0 if quant else 2
+                out = 1 if quant else esize
+                plan.launches.append(Launch("ckc_tile_rows_kernel", (kind, g, mode, 0), t * r, blocks,
+                                            TILE * segments, esize, out, load_bytes=TILE * esize))
+            return plan
+    return plan_v1(op, m, k, kind, esize, group, n, ks, arch)
 
 
 # ---------------------------------------------------------------- tables and the command line
@@ -544,6 +588,10 @@ def plan_noise(op, m, k, dtype, group, n, ks, arch):
 
 
 def stochastic_args(launch: Launch, ks: dict, arch: str) -> tuple:
+    """The tile kernels' stochastic instance is its own (mode 1); the general kernels take the
+    noise at run time."""
+    if launch.name == "ckc_tile_rows_kernel":
+        return launch.args[:2] + (1,) + launch.args[3:]
     return launch.args
 
 
