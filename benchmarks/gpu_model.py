@@ -164,18 +164,19 @@ def source_key(tree: Path, source: Path, arch: str, nvcc: str) -> str:
 
 
 def compile_object(tree: Path, source: Path, arch: str) -> Path:
-    """Object of one kernel source for one target, with its ptxas report (.ptxas) and its
-    machine code listing (.sass) beside it; cached by source_key."""
+    """Device code (cubin) of one kernel source for one target, with its ptxas report
+    (ptxas.txt) and its machine code listing (sass.txt) beside it; cached by source_key."""
     nvcc, cuobjdump = find_nvcc(), find_cuobjdump()
     if nvcc is None or cuobjdump is None:
         raise RuntimeError("needs nvcc and cuobjdump")
     folder = CACHE / "objects" / f"{source.stem}-sm{arch}-{source_key(tree, source, arch, nvcc)}"
-    obj = folder / (source.name + ".o")
+    obj = folder / (source.name + ".cubin")
     if (folder / "done").exists():
         return obj
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [nvcc, *NVCC_FLAGS, "-c", str(source), "-o", str(obj), "--resource-usage", f"-I{tree / 'csrc'}",
-           f"-I{tree / 'kernels'}", f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+    # device code only (-cubin): the host compiler has nothing to do for a listing
+    cmd = [nvcc, *NVCC_FLAGS, "-cubin", str(source), "-o", str(obj), "--resource-usage", f"-I{tree / 'csrc'}",
+           f"-I{tree / 'kernels'}", f"-arch=sm_{arch}"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}\n{out.stderr[-4000:]}")
@@ -245,7 +246,12 @@ def _functions(sass: str) -> dict[str, list[str]]:
 def kernels(commit: str | None = None, archs: tuple = MODEL_ARCHS) -> dict[tuple[str, str], Kernel]:
     """{(mangled name, arch): Kernel} for every kernel of kernels/*.cu."""
     tree = tree_at(commit)
-    jobs = [(s, a) for s in sorted((tree / "kernels").glob("*.cu")) for a in archs]
+    return kernels_of(tree, sorted((tree / "kernels").glob("*.cu")), archs)
+
+
+def kernels_of(tree: Path, sources: list, archs: tuple) -> dict[tuple[str, str], Kernel]:
+    """{(mangled name, arch): Kernel} of the given sources (compiled in parallel, cached)."""
+    jobs = [(s, a) for s in sources for a in archs]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
         objects = list(pool.map(lambda j: compile_object(tree, *j), jobs))
     result = {}
@@ -460,7 +466,13 @@ def tile_geometry(cols: int, rows: int, max_threads: int) -> tuple[int, int, int
     lays a launch out, or None where the tile kernels do not take the rows."""
     if cols <= 0 or cols % TILE:
         return None
-    chunks = cols // TILE
+    return tile_geometry_chunks(cols // TILE, rows, max_threads)
+
+
+def tile_geometry_chunks(chunks: int, rows: int, max_threads: int) -> tuple[int, int, int] | None:
+    """ckc_tile_geometry_chunks: rows of `chunks` threads' work each."""
+    if chunks <= 0:
+        return None
     t = min(chunks, max_threads)
     w = 1
     while w < 32 and t % (2 * w) == 0:
@@ -496,7 +508,92 @@ def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
                 plan.launches.append(Launch("ckc_tile_rows_kernel", (kind, g, mode, 0), t * r, blocks,
                                             TILE * segments, esize, out, load_bytes=TILE * esize))
             return plan
+    if op in ("quantize_nvfp4", "quantize_and_rotate_nvfp4") and find_kernel(ks, arch, "nvfp4_quant_rows_kernel"):
+        scale_rows = -(-m // 128) * 128
+        buffer_cols = -(-k // 64) * 4
+        geom = tile_geometry_chunks(buffer_cols, scale_rows, 1024)
+        if geom is not None and geom[2] == 1:
+            t, r, _ = geom
+            plan = Plan(op, op_bytes(op, m, k, esize, n))
+            plan.launches.append(Launch("nvfp4_quant_rows_kernel", (kind,), t * r, -(-scale_rows // r), 16, esize,
+                                        0.5625, op in ROTATED, load_bytes=16 * esize))
+            return plan
+    if op == "dequantize_nvfp4" and k % 64 == 0 and find_kernel(ks, arch, "nvfp4_dequant_rows_kernel"):
+        geom = tile_geometry_chunks(k // 64, m, 1024)
+        if geom is not None and geom[2] == 1:
+            t, r, _ = geom
+            plan = Plan(op, op_bytes(op, m, k, esize, n))
+            plan.launches.append(Launch("nvfp4_dequant_rows_kernel", (kind,), t * r, -(-m // r), 64, 0.5625, esize,
+                                        load_bytes=32))
+            return plan
     return plan_v1(op, m, k, kind, esize, group, n, ks, arch)
+
+
+# ---------------------------------------------------------------- the limits (tests/test_gpu_model.py)
+
+# Instructions per element on the hot path, bfloat16, deterministic rounding (issue 11, item 2):
+# at 4.3 TB/s a quantizer moving 3 bytes per element leaves 132 SMs x 4 x 1.98 GHz x 32 /
+# (4.3e12 / 3) = 23 thread instructions per element; 18 keeps the plain one memory-bound with
+# room, 26 lets the rotated one (9 additions and 2.5 shuffles per element for G = 256) stay
+# within 15% of it.
+INSTRUCTION_LIMITS = {"quantize_int8_rowwise": 18.0, "quantize_and_rotate_rowwise": 26.0}
+# The memory-bound kernels held to the memory limits.
+HOT_OPS = ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "rotate_int8_convrot_weight",
+           "dequantize_int8_simple", "dequantize_int8_convrot_weight", "quantize_nvfp4", "dequantize_nvfp4",
+           "quantize_and_rotate_nvfp4", "int8_linear_quantize")
+LATENCY_TO_COVER_NS = 800.0
+
+
+def required_in_flight(gpu: Gpu) -> float:
+    """Bytes in flight per SM that sustain the datasheet bandwidth over the DRAM latency."""
+    return gpu.dram_gb_s * 1e9 * LATENCY_TO_COVER_NS * 1e-9 / gpu.sms
+
+
+def hot_launches(op: str, m: int, k: int, gpu: str, commit: str | None = None, dtype: str = "bfloat16"):
+    """[(launch, kernel, metrics)] of an op's kernels at a shape, as the model sees them."""
+    g = GPUS[gpu]
+    ks = kernels(commit)
+    plan = plan_for(op, m, k, dtype, table_group(op), None, ks, g.arch)
+    result = []
+    for launch in plan.launches:
+        kern = find_kernel(ks, g.arch, launch.name, launch.args)
+        if kern is None:
+            raise KeyError(f"{launch.name}{launch.args} not found for sm_{g.arch}")
+        result.append((launch, kern, launch_metrics(launch, kern, g)))
+    return result
+
+
+def limit_problems(launch: Launch, kern: Kernel, met: dict, gpu: Gpu) -> list[str]:
+    """What a launch breaks of the memory limits: loads after a use, spills or local memory,
+    too few bytes in flight per SM."""
+    where = f"{kern.name}{kern.args} on sm_{kern.arch}"
+    problems = []
+    if not met["loads_first"]:
+        problems.append(f"{where}: {met['cost']['loads_before_first_use']} of {met['cost']['loads']} loads "
+                        "issued before the first use of a loaded value")
+    if met["spills"] != (0, 0) or met["stack"] or met["per_element"]["local"]:
+        problems.append(f"{where}: spills {met['spills']}, stack frame {met['stack']} bytes, "
+                        f"{met['per_element']['local']:.2f} local accesses per element")
+    need = required_in_flight(gpu)
+    if met["in_flight_full"] < need:
+        problems.append(f"{where}: {met['in_flight_full'] / 1024:.1f} KB in flight per SM, "
+                        f"{need / 1024:.1f} KB needed")
+    return problems
+
+
+def check(commit: str | None = None) -> list[str]:
+    """Every limit the kernels break, at the tests' shapes, on both targets."""
+    problems = []
+    for gpu in GPUS:
+        for m, k in ((4096, 14336), (4096, 3072)):
+            for op in HOT_OPS:
+                for launch, kern, met in hot_launches(op, m, k, gpu, commit):
+                    problems += [f"{op} {m}x{k}: {p}" for p in limit_problems(launch, kern, met, GPUS[gpu])]
+                    limit = INSTRUCTION_LIMITS.get(op)
+                    if limit is not None and met["per_element"]["total"] > limit:
+                        problems.append(f"{op} {m}x{k}: {kern.name}{kern.args} on sm_{kern.arch}: "
+                                        f"{met['per_element']['total']:.1f} instructions per element, limit {limit}")
+    return sorted(set(problems))
 
 
 # ---------------------------------------------------------------- tables and the command line
@@ -632,7 +729,12 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", help="model the kernels of this commit (default: the working tree)")
     ap.add_argument("--measured", type=Path, help="a gpu_check.py report to set the predictions beside")
     ap.add_argument("--metrics-k", type=int, default=14336, help="K of the per-kernel metrics (default 14336)")
+    ap.add_argument("--check", action="store_true", help="only list the limits the kernels break (exit 1 if any)")
     args = ap.parse_args(argv)
+    if args.check:
+        problems = check(args.commit)
+        print("\n".join(problems) if problems else "every limit holds")
+        return 1 if problems else 0
     where = args.commit or "the working tree"
     print(f"## Predicted GPU time per call (us), bfloat16, {where}\n")
     header = ["op", "M", "K"]

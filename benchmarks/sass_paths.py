@@ -209,7 +209,9 @@ def hot_path(instrs: list[Instr], load_bytes: int | None = None, rotated: bool =
         closeness = loads if load_bytes is None else -abs(loads - load_bytes)
         return (score[0], closeness, score[1], score[2])
 
-    ends = [item for s in states if not bl[s].succ for item in states[s].items()]
+    # a path may end at any EXIT, also a predicated one (a thread past the mark's first lane)
+    ends = [item for s in states if not bl[s].succ or bl[s].instrs[-1].base in ("EXIT", "RET")
+            for item in states[s].items()]
     return [bl[s] for s in max(ends, key=rank)[1][1]]
 
 

@@ -179,21 +179,21 @@ ckc_tile_store_codes(int8_t *out, int64_t col, bool live, const float v[CKC_TILE
     }
 }
 
-/* Loads a thread's raw words for columns col .. col + 31 of row `row` (`live`:
- * inside the tensor): x, the up half for swiglu, the noise. */
+/* Loads a thread's raw words for columns col .. col + 31 of row `row`: x, the up
+ * half for swiglu, the noise.  Both inside the tensor (ckc_tile_load). */
 template <ckc_float_kind KIND, int MODE, int ACT>
 __device__ __forceinline__ void
-ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, bool live, ckc_tile_raw<KIND> &raw,
+ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, ckc_tile_raw<KIND> &raw,
                   ckc_tile_raw<KIND> &up, ckc_tile_raw<KIND> &noise)
 {
     const int64_t esize = ckc_kind_size(KIND);
     const char *x = (const char *)a.x + row * a.x_stride * esize;
-    ckc_tile_load<KIND>(x, col, live, raw);
-    if (ACT == CKC_ACT_SWIGLU) {
-        ckc_tile_load<KIND>(x + a.cols * esize, col, live, up);
-    }
     if (MODE == CKC_TILE_CODES_NOISE) {
-        ckc_tile_load<KIND>((const char *)a.noise + row * a.cols * esize, col, live, noise);
+        ckc_tile_load<KIND>((const char *)a.noise + row * a.cols * esize, col, noise);
+    }
+    ckc_tile_load<KIND>(x, col, raw);
+    if (ACT == CKC_ACT_SWIGLU) {
+        ckc_tile_load<KIND>(x + a.cols * esize, col, up);
     }
 }
 
@@ -214,7 +214,7 @@ ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
     }
     if (g.segments == 1) {
         const int64_t col = (int64_t)j * CKC_TILE;
-        ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, live_row, raw, up, noise);
+        ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, raw, up, noise);
         if (!CODES) {
             ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
             ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live_row, v);
@@ -229,34 +229,39 @@ ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
         }
     } else {
         /* Rows longer than one pass of the block: 32 * T columns at a time; columns
-         * past the row are whole rotation groups, loaded as zeros and never stored. */
+         * past the row are whole rotation groups, read as copies of its first columns, never stored.
+         * (The loops run at least once: do-while, which also keeps the model's hot
+         * path, benchmarks/sass_paths.py, from skipping them.) */
         const int64_t step = (int64_t)g.threads_per_row * CKC_TILE;
         uint32_t bits = 0;
-        for (int s = 0; s < g.segments; s++) {
+        int s = 0;
+        do {
             const int64_t col = s * step + (int64_t)j * CKC_TILE;
             const bool live = live_row && col < a.cols;
-            ckc_tile_load_row<KIND, CKC_TILE_CODES, ACT>(a, row, col, live, raw, up, noise);
+            ckc_tile_load_row<KIND, CKC_TILE_CODES, ACT>(a, row, live ? col : 0, raw, up, noise);
             if (!CODES) {
                 ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
                 ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live, v);
             } else {
+                /* columns past the row hold copies of its first ones: not part of its absmax */
                 const uint32_t b = ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
-                bits = b > bits ? b : bits;
+                bits = live && b > bits ? b : bits;
             }
-        }
+        } while (++s < g.segments);
         if (CODES) {
             __syncthreads(); /* row_max zeroed */
             const ckc_tile_scale sc = ckc_tile_row_scale<KIND>(ckc_tile_row_max(bits, g, row_max));
             if (j == 0 && live_row) {
                 a.scale[r] = sc.scale;
             }
-            for (int s = 0; s < g.segments; s++) {
+            s = 0;
+            do {
                 const int64_t col = s * step + (int64_t)j * CKC_TILE;
                 const bool live = live_row && col < a.cols;
-                ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, live, raw, up, noise);
+                ckc_tile_load_row<KIND, MODE, ACT>(a, row, live ? col : 0, raw, up, noise);
                 ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
                 ckc_tile_store_codes<KIND, MODE>((int8_t *)a.out + row * a.out_stride, col, live, v, noise, sc);
-            }
+            } while (++s < g.segments);
         }
     }
     ckc_done_mark_arrive(done);
@@ -382,19 +387,18 @@ ckc_tile_dequant_kernel(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mar
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
     const bool live_row = r < p.rows;
     const int64_t row = live_row ? r : 0;
-    const float scale = live_row ? p.scale[p.scale_mode == CKC_SCALE_PER_ROW ? r : 0] : 0.0f;
+    const float scale = p.scale[p.scale_mode == CKC_SCALE_PER_ROW ? row : 0];
     const int64_t step = (int64_t)g.threads_per_row * CKC_TILE;
-    for (int s = 0; s < g.segments; s++) {
+    int s = 0;
+    do {
         const int64_t col = s * step + (int64_t)j * CKC_TILE;
         const bool live = live_row && col < p.cols;
         uint32_t w[CKC_TILE / 4];
-        const ckc_bytes16 *src = (const ckc_bytes16 *)(p.q + row * p.cols + col);
+        /* threads of rows past the tensor (or columns past the row) read its first codes, store nothing */
+        const ckc_bytes16 *src = (const ckc_bytes16 *)(p.q + row * p.cols + (live ? col : 0));
         CKC_UNROLL
         for (int q = 0; q < 2; q++) {
-            ckc_bytes16 b = {{0, 0, 0, 0}};
-            if (live) {
-                b = src[q];
-            }
+            const ckc_bytes16 b = src[q];
             CKC_UNROLL
             for (int i = 0; i < 4; i++) {
                 w[4 * q + i] = b.w[i];
@@ -410,7 +414,7 @@ ckc_tile_dequant_kernel(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mar
             ckc_tile_rotate<G>(v, j);
         }
         ckc_tile_store_values<KIND>((char *)p.out + row * p.cols * ckc_kind_size(KIND), col, live, v);
-    }
+    } while (++s < g.segments);
     ckc_done_mark_arrive(done);
 }
 

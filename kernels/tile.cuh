@@ -55,17 +55,16 @@ typedef struct {
     int segments;        /* passes of 32 * T columns over a row: 1 keeps the row in registers */
 } ckc_tile_geom;
 
-/* The geometry for rows of `cols` values, or segments = 0 when the tile kernels
- * cannot take them (cols not a multiple of 32, or no whole number of warps fits a
- * block).  `rows`: rows of the tensor, so that a small M gets small blocks. */
+/* The geometry for rows of `chunks` threads' work each, or segments = 0 when no
+ * whole number of warps fits a block.  `rows`: rows of the tensor, so that a
+ * small M gets small blocks. */
 static inline ckc_tile_geom
-ckc_tile_geometry(int64_t cols, int64_t rows, int max_threads)
+ckc_tile_geometry_chunks(int64_t chunks, int64_t rows, int max_threads)
 {
     ckc_tile_geom g = {0, 0, 0, 0};
-    if (cols <= 0 || cols % CKC_TILE != 0) {
+    if (chunks <= 0) {
         return g;
     }
-    const int64_t chunks = cols / CKC_TILE;
     const int t = chunks > max_threads ? max_threads : (int)chunks;
     int w = 1;
     while (w < 32 && t % (2 * w) == 0) {
@@ -87,26 +86,35 @@ ckc_tile_geometry(int64_t cols, int64_t rows, int max_threads)
     return g;
 }
 
+/* The geometry for rows of `cols` values, 32 per thread (segments = 0: cols is not
+ * a multiple of 32, or no whole number of warps fits a block). */
+static inline ckc_tile_geom
+ckc_tile_geometry(int64_t cols, int64_t rows, int max_threads)
+{
+    const ckc_tile_geom none = {0, 0, 0, 0};
+    return cols % CKC_TILE != 0 ? none : ckc_tile_geometry_chunks(cols / CKC_TILE, rows, max_threads);
+}
+
 /* A thread's raw words: 32 values of 16 bits (16 words) or of 32 bits (32 words). */
 template <ckc_float_kind KIND>
 struct ckc_tile_raw {
     uint32_t w[KIND == CKC_F32 ? CKC_TILE : CKC_TILE / 2];
 };
 
-/* Loads 32 values from row + col with 16-byte loads, all issued before any use;
- * `live` false: zeros (a row past the tensor, or columns past the row). */
+/* Loads 32 values from row + col with 16-byte loads, all issued before any use.
+ * The address must be inside the tensor: callers point threads of rows past the
+ * tensor (or of columns past a row) at its first row (or column) and store
+ * nothing from them; a load under a condition is one the compiler may sink below
+ * the first use of the others. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-ckc_tile_load(const void *row, int64_t col, bool live, ckc_tile_raw<KIND> &raw)
+ckc_tile_load(const void *row, int64_t col, ckc_tile_raw<KIND> &raw)
 {
     constexpr int n = (int)(sizeof(raw.w) / 16);
     const ckc_bytes16 *s = (const ckc_bytes16 *)((const char *)row + col * ckc_kind_size(KIND));
     CKC_UNROLL
     for (int q = 0; q < n; q++) {
-        ckc_bytes16 b = {{0, 0, 0, 0}};
-        if (live) {
-            b = s[q];
-        }
+        const ckc_bytes16 b = s[q];
         CKC_UNROLL
         for (int i = 0; i < 4; i++) {
             raw.w[4 * q + i] = b.w[i];
@@ -244,11 +252,11 @@ ckc_tile_any_nan(const float v[CKC_TILE])
     return nan;
 }
 
-/* Stores 32 values rounded to the element type (NaNs as the software encoders
- * write them) with 16-byte stores; nothing when `live` is false. */
+/* Stores 32 values rounded to the element type with 16-byte stores; nothing when
+ * `live` is false.  `exact`: some value may be a NaN (ckc_tile_pack). */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-ckc_tile_store_values(void *row, int64_t col, bool live, const float v[CKC_TILE])
+ckc_tile_store_values(void *row, int64_t col, bool live, const float v[CKC_TILE], bool exact)
 {
     ckc_bytes16 *d = (ckc_bytes16 *)((char *)row + col * ckc_kind_size(KIND));
     if constexpr (KIND == CKC_F32) {
@@ -264,7 +272,6 @@ ckc_tile_store_values(void *row, int64_t col, bool live, const float v[CKC_TILE]
             }
         }
     } else {
-        const bool exact = !CKC_TILE_HW_CVT || ckc_tile_any_nan(v);
         CKC_UNROLL
         for (int q = 0; q < CKC_TILE / 8; q++) {
             ckc_bytes16 b;
@@ -277,6 +284,14 @@ ckc_tile_store_values(void *row, int64_t col, bool live, const float v[CKC_TILE]
             }
         }
     }
+}
+
+/* The same, NaNs written as the software encoders write them. */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ void
+ckc_tile_store_values(void *row, int64_t col, bool live, const float v[CKC_TILE])
+{
+    ckc_tile_store_values<KIND>(row, col, live, v, KIND != CKC_F32 && ckc_tile_any_nan(v));
 }
 
 /* ---- the rotation (see the file comment) ---- */
