@@ -125,7 +125,10 @@ ckc_tile_transform(const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &up, 
         }
     }
     if constexpr (G > 0) {
-        ckc_tile_rotate<G>(v, j);
+        /* The fused first stage for 16-bit values, where a NaN's sign cannot reach an
+         * output: bfloat16 rounds every NaN to 0x7FC0; the quantizer keeps only
+         * magnitudes and codes NaN as 0; float16 values it stores keep the sign. */
+        ckc_tile_rotate<G, KIND == CKC_BF16 || (KIND == CKC_F16 && ABSMAX)>(v, j);
     }
     ckc_tile_absmax m;
     CKC_UNROLL
@@ -404,6 +407,7 @@ ckc_tile_dequant_kernel(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mar
                 w[4 * q + i] = b.w[i];
             }
         }
+        ckc_tile_together(w, w + 4, 4, g.zero);
         float v[CKC_TILE];
         ckc_tile_codes_to_floats(w, v);
         CKC_UNROLL
@@ -411,7 +415,7 @@ ckc_tile_dequant_kernel(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mar
             v[i] *= scale;
         }
         if constexpr (G > 0) {
-            ckc_tile_rotate<G>(v, j);
+            ckc_tile_rotate<G, false>(v, j); /* q * scale: any float */
         }
         ckc_tile_store_values<KIND>((char *)p.out + row * p.cols * ckc_kind_size(KIND), col, live, v);
     } while (++s < g.segments);

@@ -227,9 +227,10 @@ ckc_nvfp4_value(uint32_t code)
 /* Four consecutive blocks of a row per thread (kernels/tile.cuh's geometry over
  * cols / 64 threads per row): two 16-byte code loads, their four scales (adjacent
  * bytes of the swizzled buffer: one 4-byte load) and the per-tensor scale, all
- * issued first; 64 values stored with 16-byte stores.  Eager forms
- * per_tensor_scale * block_scale in the output type; a value is a NaN only when
- * its block's total scale is not finite (e2m1 values are finite, 0 * inf = NaN). */
+ * issued first; then two blocks at a time decoded and stored with 16-byte stores.
+ * Eager forms per_tensor_scale * block_scale in the output type; a value is a NaN
+ * only when its block's total scale is not finite (e2m1 values are finite, and
+ * 0 * inf is a NaN). */
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_TILE_MAX_THREADS)
 nvfp4_dequant_rows_kernel(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
@@ -237,30 +238,34 @@ nvfp4_dequant_rows_kernel(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_
     const float pts_in = *p.per_tensor_scale;
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
     const bool live = r < p.rows;
-    const int64_t row = live ? r : 0;
+    const int64_t row = live ? r : 0; /* threads of rows past the tensor read its first row, store nothing */
     const int64_t scale_cols = p.cols / CKC_NVFP4_BLOCK;
     const int64_t c = (int64_t)threadIdx.x * CKC_NVFP4_ROW_BLOCKS;
     const ckc_bytes16 *src = (const ckc_bytes16 *)(p.qx + row * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2));
-    /* threads of rows past the tensor read its first row and store nothing */
-    const ckc_bytes16 codes[2] = {src[0], src[1]};
+    const ckc_bytes16 lo = src[0], hi = src[1];
     const uint32_t scales = *(const uint32_t *)(p.scales + ckc_nvfp4_scale_offset(row, c, scale_cols));
+    uint32_t w[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+    ckc_tile_together(w, w + 4, 4, g.zero);
     const float pts = ckc_round_to_kind(pts_in, KIND);
-    bool finite = true;
-    float v[CKC_NVFP4_ROW_BLOCKS * CKC_NVFP4_BLOCK];
-    CKC_UNROLL
-    for (int b = 0; b < CKC_NVFP4_ROW_BLOCKS; b++) {
-        const float total = ckc_round_to_kind(pts * ckc_e4m3_to_f32((uint8_t)(scales >> (8 * b))), KIND);
-        finite = finite && total - total == 0.0f;
-        CKC_UNROLL
-        for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
-            const uint32_t byte = codes[b / 2].w[(b % 2) * 2 + j / 4] >> (8 * (j % 4)) & 0xFFu;
-            v[16 * b + 2 * j] = ckc_nvfp4_value(ckc_nvfp4_unpack_even((uint8_t)byte, p.hi_first)) * total;
-            v[16 * b + 2 * j + 1] = ckc_nvfp4_value(ckc_nvfp4_unpack_odd((uint8_t)byte, p.hi_first)) * total;
-        }
-    }
     char *out = (char *)p.out + row * p.cols * ckc_kind_size(KIND);
-    ckc_tile_store_values<KIND>(out, c * CKC_NVFP4_BLOCK, live, v, !finite);
-    ckc_tile_store_values<KIND>(out, c * CKC_NVFP4_BLOCK + CKC_TILE, live, v + CKC_TILE, !finite);
+    CKC_UNROLL
+    for (int half = 0; half < 2; half++) {
+        bool finite = true;
+        float v[CKC_TILE];
+        CKC_UNROLL
+        for (int b = 0; b < 2; b++) {
+            const int block = 2 * half + b;
+            const float total = ckc_round_to_kind(pts * ckc_e4m3_to_f32((uint8_t)(scales >> (8 * block))), KIND);
+            finite = finite && total - total == 0.0f;
+            CKC_UNROLL
+            for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
+                const uint8_t byte = (uint8_t)(w[2 * block + j / 4] >> (8 * (j % 4)));
+                v[16 * b + 2 * j] = ckc_nvfp4_value(ckc_nvfp4_unpack_even(byte, p.hi_first)) * total;
+                v[16 * b + 2 * j + 1] = ckc_nvfp4_value(ckc_nvfp4_unpack_odd(byte, p.hi_first)) * total;
+            }
+        }
+        ckc_tile_store_values<KIND>(out, (c + 2 * half) * CKC_NVFP4_BLOCK, live, v, !finite);
+    }
     ckc_done_mark_arrive(done);
 }
 

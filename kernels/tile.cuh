@@ -53,6 +53,7 @@ typedef struct {
     int rows_per_block;  /* R */
     int segment_lanes;   /* W: the largest power of two (<= 32) dividing T: W-lane runs of a warp share a row */
     int segments;        /* passes of 32 * T columns over a row: 1 keeps the row in registers */
+    uint32_t zero;       /* 0, which the compiler cannot see (ckc_tile_together) */
 } ckc_tile_geom;
 
 /* The geometry for rows of `chunks` threads' work each, or segments = 0 when no
@@ -61,7 +62,7 @@ typedef struct {
 static inline ckc_tile_geom
 ckc_tile_geometry_chunks(int64_t chunks, int64_t rows, int max_threads)
 {
-    ckc_tile_geom g = {0, 0, 0, 0};
+    ckc_tile_geom g = {0, 0, 0, 0, 0};
     if (chunks <= 0) {
         return g;
     }
@@ -91,7 +92,7 @@ ckc_tile_geometry_chunks(int64_t chunks, int64_t rows, int max_threads)
 static inline ckc_tile_geom
 ckc_tile_geometry(int64_t cols, int64_t rows, int max_threads)
 {
-    const ckc_tile_geom none = {0, 0, 0, 0};
+    const ckc_tile_geom none = {0, 0, 0, 0, 0};
     return cols % CKC_TILE != 0 ? none : ckc_tile_geometry_chunks(cols / CKC_TILE, rows, max_threads);
 }
 
@@ -119,6 +120,18 @@ ckc_tile_load(const void *row, int64_t col, ckc_tile_raw<KIND> &raw)
         for (int i = 0; i < 4; i++) {
             raw.w[4 * q + i] = b.w[i];
         }
+    }
+}
+
+/* Makes words a[0..n) depend on words b[0..n) (a ^= b & zero, zero being 0 that the
+ * compiler cannot see): no use of a loaded chunk can then be scheduled before the
+ * load of the other is issued.  ptxas for sm_120 otherwise issued a thread's second
+ * 16-byte load only after unpacking its first, into the same registers. */
+__device__ __forceinline__ void
+ckc_tile_together(uint32_t *a, const uint32_t *b, int n, uint32_t zero)
+{
+    for (int i = 0; i < n; i++) {
+        a[i] ^= b[i] & zero;
     }
 }
 
@@ -358,21 +371,51 @@ ckc_tile_lane_stage(float v[CKC_TILE], int j, int o)
 #endif
 }
 
+/* Digit 0 of values of a 16-bit type scaled by norm (a power of two, 2^-2 ..
+ * 2^-5): x * norm is exact for them (8 or 11 significant bits, none below 2^-133,
+ * the smallest bfloat16: 2^-138 is still a float32), so fma(x0, norm, x1 * norm)
+ * rounds x0 * norm + x1 * norm once, as ckc_h4_butterfly's p = x0' + x1' does:
+ * ten instructions per quartet instead of twelve. */
+__device__ __forceinline__ void
+ckc_tile_scaled_butterfly(float *x0, float *x1, float *x2, float *x3, float norm)
+{
+    const float a1 = *x1 * norm;
+    const float a3 = *x3 * norm;
+    const float p = fmaf(*x0, norm, a1);
+    const float m = fmaf(*x0, norm, -a1);
+    const float q = fmaf(*x2, norm, a3);
+    const float r = fmaf(*x2, norm, -a3);
+    *x0 = p + r;
+    *x1 = p - r;
+    *x2 = m + q;
+    *x3 = q - m;
+}
+
 /* Rotates a thread's 32 values (of column chunk j) group-wise by the regular
- * Hadamard matrix of size G (64, 256 or 1024), scaled by 1/sqrt(G) first. */
-template <int G>
+ * Hadamard matrix of size G (64, 256 or 1024), scaled by 1/sqrt(G) first.
+ * HALF: the values are of a 16-bit type (ckc_tile_scaled_butterfly; a NaN's sign
+ * may then differ from ckc_h4_butterfly's on the emulated device: callers take it
+ * only where that sign cannot reach an output). */
+template <int G, bool HALF>
 __device__ __forceinline__ void
 ckc_tile_rotate(float v[CKC_TILE], int j)
 {
     static_assert(G == 64 || G == 256 || G == 1024, "tile rotation: G in {64, 256, 1024}");
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(G));
-    CKC_UNROLL
-    for (int i = 0; i < CKC_TILE; i++) {
-        v[i] *= norm;
-    }
-    CKC_UNROLL
-    for (int i = 0; i < CKC_TILE; i += 4) {
-        ckc_h4_butterfly(&v[i], &v[i + 1], &v[i + 2], &v[i + 3]);
+    if (HALF) {
+        CKC_UNROLL
+        for (int i = 0; i < CKC_TILE; i += 4) {
+            ckc_tile_scaled_butterfly(&v[i], &v[i + 1], &v[i + 2], &v[i + 3], norm);
+        }
+    } else {
+        CKC_UNROLL
+        for (int i = 0; i < CKC_TILE; i++) {
+            v[i] *= norm;
+        }
+        CKC_UNROLL
+        for (int i = 0; i < CKC_TILE; i += 4) {
+            ckc_h4_butterfly(&v[i], &v[i + 1], &v[i + 2], &v[i + 3]);
+        }
     }
     CKC_UNROLL
     for (int h = 0; h < CKC_TILE; h += 16) {
