@@ -109,6 +109,7 @@ GPUS = {
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8      # registers per thread are allocated in multiples of 8 (256 per warp)
 RESERVED_SMEM = 1024      # per block, sm_80 and later
+L1_BYTES = 256 * 1024     # L1 + shared memory per SM, at most (Hopper whitepaper; 128 KB on sm_120)
 
 
 # ---------------------------------------------------------------- building and reading the code
@@ -172,6 +173,7 @@ def compile_object(tree: Path, source: Path, arch: str) -> Path:
     folder = CACHE / "objects" / f"{source.stem}-sm{arch}-{source_key(tree, source, arch, nvcc)}"
     obj = folder / (source.name + ".cubin")
     if (folder / "done").exists():
+        os.utime(folder)  # recently used: kept by prune
         return obj
     folder.mkdir(parents=True, exist_ok=True)
     # device code only (-cubin): the host compiler has nothing to do for a listing
@@ -184,7 +186,20 @@ def compile_object(tree: Path, source: Path, arch: str) -> Path:
     sass = subprocess.run([cuobjdump, "-sass", str(obj)], capture_output=True, text=True, check=True).stdout
     (folder / "sass.txt").write_text(sass)
     (folder / "done").write_text("")
+    prune(folder)
     return obj
+
+
+CACHE_VERSIONS = 8  # compiled versions kept per source and target (old commits, recent edits)
+
+
+def prune(folder: Path) -> None:
+    """Drops all but the CACHE_VERSIONS newest cached compilations of the folder's source and target."""
+    prefix = folder.name.rsplit("-", 1)[0] + "-"
+    siblings = sorted((p for p in folder.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in siblings[CACHE_VERSIONS:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass
@@ -417,6 +432,13 @@ def predict_launch(launch: Launch, kern: Kernel, gpu: Gpu, bytes_: float) -> dic
     for pipe, rate in rates.items():
         count = cost["total"] if pipe == "issue" else cost[pipe]
         terms[pipe] = warps * count / (rate * active * clock)
+    # Local memory (stack frames: the kernels before dd59fcd): priced as traffic at the copy's
+    # bandwidth when the resident threads' frames exceed an SM's L1 (at most 256 KB on both
+    # targets), an upper bound standing in for L2 traffic the model does not otherwise see.
+    local_bytes = sum(n * int(key.split()[1]) / 8 for key, n in cost["accesses"].items()
+                      if key.startswith(("LDL", "STL"))) * warps * 32
+    if kern.stack * met["threads_per_sm"] > L1_BYTES:
+        terms["local_memory"] = local_bytes / (gpu.copy_gb_s * 1e9)
     sustained = met["in_flight_per_sm"] * active / (gpu.latency_ns * 1e-9)
     bandwidth = min(gpu.copy_gb_s * 1e9, sustained) if sustained > 0 else gpu.copy_gb_s * 1e9
     terms["memory_bytes"] = bytes_ / bandwidth
@@ -724,9 +746,42 @@ def calibration_rows(measured: Path, commit: str | None) -> list[list[str]]:
     return rows
 
 
+BEFORE_COMMIT = "f34a4f9"   # the kernels before issue 11's redesign
+MEASURED_COMMIT = "8a578f0"  # the kernels of the one GPU run (benchmarks/results/nvidia-h200.md)
+MEASURED = ROOT / "benchmarks" / "results" / "nvidia-h200.md"
+
+
+def comparison_rows() -> list[list[str]]:
+    """Per op and shape: the H200 measurement of 8a578f0, the model's predictions for 8a578f0,
+    for the kernels before the redesign and for the working tree (H200), and for the RTX 5070 Ti
+    before and now (us per call)."""
+    measured = {(MEASURED_OPS.get(op, op), m, k): ms for op, m, k, ms in read_measured(MEASURED)}
+    rows = []
+    for op in TABLE_OPS:
+        for m in TABLE_M:
+            for k in TABLE_K:
+                def us(gpu, commit):
+                    try:
+                        p = predict(op, m, k, gpu=gpu, group=table_group(op), commit=commit)
+                    except KeyError:
+                        return "-"
+                    return fmt_us(None if p is None else p["seconds"])
+                meas = measured.get((op, m, k))
+                rows.append([op, str(m), str(k), "-" if meas is None else f"{meas * 1e3:.1f}",
+                             us("h200", MEASURED_COMMIT), us("h200", BEFORE_COMMIT), us("h200", None),
+                             us("5070ti", BEFORE_COMMIT), us("5070ti", None)])
+    return rows
+
+
+COMPARISON_HEADER = ["op", "M", "K", f"H200 measured {MEASURED_COMMIT}", f"H200 model {MEASURED_COMMIT}",
+                     f"H200 model {BEFORE_COMMIT}", "H200 model now", f"5070 Ti model {BEFORE_COMMIT}",
+                     "5070 Ti model now"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--commit", help="model the kernels of this commit (default: the working tree)")
+    ap.add_argument("--commit", help="model only the kernels of this commit (default: compare "
+                                     f"{MEASURED_COMMIT}, {BEFORE_COMMIT} and the working tree)")
     ap.add_argument("--measured", type=Path, help="a gpu_check.py report to set the predictions beside")
     ap.add_argument("--metrics-k", type=int, default=14336, help="K of the per-kernel metrics (default 14336)")
     ap.add_argument("--check", action="store_true", help="only list the limits the kernels break (exit 1 if any)")
@@ -735,18 +790,25 @@ def main(argv=None) -> int:
         problems = check(args.commit)
         print("\n".join(problems) if problems else "every limit holds")
         return 1 if problems else 0
+    if args.commit:
+        print(f"## Predicted GPU time per call (us), bfloat16, {args.commit}\n")
+        header = ["op", "M", "K"]
+        for gpu in ("h200", "5070ti"):
+            header += [f"{gpu} us", f"{gpu} bound"]
+        print(markdown(header, prediction_rows(args.commit)))
+    else:
+        print("## GPU time per call (us), bfloat16, G = 256 (16 for quantize_and_rotate_nvfp4)\n")
+        print(markdown(COMPARISON_HEADER, comparison_rows()))
     where = args.commit or "the working tree"
-    print(f"## Predicted GPU time per call (us), bfloat16, {where}\n")
-    header = ["op", "M", "K"]
-    for gpu in ("h200", "5070ti"):
-        header += [f"{gpu} us", f"{gpu} bound"]
-    print(markdown(header, prediction_rows(args.commit)))
-    print(f"\n## Per-kernel metrics at M = 4096, K = {args.metrics_k}, bfloat16\n")
+    print(f"\n## Per-kernel metrics of {where} at M = 4096, K = {args.metrics_k}, bfloat16\n")
     print(markdown(METRIC_HEADER, metric_rows(args.commit, args.metrics_k)))
-    if args.measured:
-        print(f"\n## Against {args.measured} (ours ms measured, predicted for {where})\n")
+    measured = args.measured or (None if args.commit else MEASURED)
+    if measured:
+        commit = args.commit or MEASURED_COMMIT
+        print(f"\n## Against {measured.relative_to(ROOT) if measured.is_absolute() else measured} "
+              f"(ours, measured; predicted for {commit})\n")
         print(markdown(["op", "M", "K", "measured ms", "predicted ms", "measured/predicted", "bound"],
-                       calibration_rows(args.measured, args.commit)))
+                       calibration_rows(measured, commit)))
     print("\n## Constants\n")
     for gpu in GPUS.values():
         print(f"- {gpu.name}: " + "; ".join(gpu.sources))

@@ -5,10 +5,11 @@ counts per element.
 
 The hot path is found without running anything.  Back edges (a branch to an earlier
 address) are set aside, which leaves a DAG of basic blocks from the entry to the
-exits; of its paths, the hot one is the path that stores the most bytes with wide
-(64- or 128-bit) global stores (the vector path over a scalar fallback, a thread
-inside the tensor over one past its end), and among those the one with the fewest
-instructions (a completion mark or a slow path for non-finite scales is skipped).
+exits; of its paths, the hot one is the path that stores the most bytes (a thread inside
+the tensor over one past its end), the most of them with wide (64- or 128-bit)
+global stores (the vector path over a scalar fallback), and among those the one
+with the fewest instructions (a completion mark or a slow path for non-finite
+scales is skipped).
 Code reached only by CALL (the IEEE division's slow path) is not on it.  Loops are
 weighted afterwards (path_cost): a loop whose body moves elements runs once per
 element group, any other loop an assumed number of times."""
@@ -169,32 +170,38 @@ def blocks(instrs: list[Instr]) -> dict[int, Block]:
     return {s: b for s, b in result.items() if s in seen}
 
 
-def _wide_bytes(b: Block, store: bool) -> int:
-    # a .STRONG (volatile) store is a flag, such as the completion mark's word, not data
+def _is_data_store(ins: Instr) -> bool:
+    """A global store of data: not a .STRONG (volatile) flag such as the completion mark's
+    word, nor a store of the zero register (the mark's counter reset)."""
+    return ins.is_global_store() and ".STRONG" not in ins.op and not ins.args.rstrip().endswith("RZ")
+
+
+def _bytes(b: Block, store: bool, least_bits: int = 0) -> int:
     return sum(ins.width() // 8 for ins in b.instrs
-               if (ins.is_global_store() if store else ins.is_global_load()) and ins.width() >= 64
-               and ".STRONG" not in ins.op)
+               if (_is_data_store(ins) if store else ins.is_global_load()) and ins.width() >= least_bits)
 
 
 def hot_path(instrs: list[Instr], load_bytes: int | None = None, rotated: bool = False) -> list[Block]:
     """The hot path through the DAG of forward edges (see the module comment): of the paths
-    that store the most bytes with wide stores, the one whose wide loads come closest to
-    load_bytes (the thread's data, once: not the noise of a stochastic instance it was not
-    asked for, not a second pass; None: the most), with the most shuffles if `rotated` (a
-    kernel whose rotation is a run-time choice), then the fewest instructions.  The DP keeps,
-    per block, the best prefix for each amount of wide loads."""
+    that store the most bytes, those storing the most with wide (64- and 128-bit) stores; of
+    these the one whose wide loads come closest to load_bytes (the thread's data, once: not
+    the noise of a stochastic instance it was not asked for, not a second pass; None: the
+    most), with the most shuffles if `rotated` (a kernel whose rotation is a run-time choice),
+    then the fewest instructions.  The DP keeps, per block, the best prefix for each amount
+    of wide loads."""
     bl = blocks(instrs)
     entry = instrs[0].addr
-    states: dict[int, dict[int, tuple]] = {entry: {0: ((0, 0, 0), [entry])}}
+    states: dict[int, dict[int, tuple]] = {entry: {0: ((0, 0, 0, 0), [entry])}}
     for s in sorted(bl):
         if s not in states:
             continue
         b = bl[s]
         shuffled = sum(1 for ins in b.instrs if ins.base == "SHFL") if rotated else 0
         done = {}
-        for loads, ((stored, shuffles, neg_count), path) in states[s].items():
-            score = (stored + _wide_bytes(b, True), shuffles + shuffled, neg_count - len(b.instrs))
-            done[loads + _wide_bytes(b, False)] = (score, path)
+        for loads, ((stored, wide, shuffles, neg_count), path) in states[s].items():
+            score = (stored + _bytes(b, True), wide + _bytes(b, True, 64), shuffles + shuffled,
+                     neg_count - len(b.instrs))
+            done[loads + _bytes(b, False, 64)] = (score, path)
         states[s] = done
         for t in b.succ:
             if t not in bl:
@@ -207,7 +214,7 @@ def hot_path(instrs: list[Instr], load_bytes: int | None = None, rotated: bool =
     def rank(item):
         loads, (score, _) = item
         closeness = loads if load_bytes is None else -abs(loads - load_bytes)
-        return (score[0], closeness, score[1], score[2])
+        return (score[0], score[1], closeness, score[2], score[3])
 
     # a path may end at any EXIT, also a predicated one (a thread past the mark's first lane)
     ends = [item for s in states if not bl[s].succ or bl[s].instrs[-1].base in ("EXIT", "RET")

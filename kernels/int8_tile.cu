@@ -186,17 +186,19 @@ ckc_tile_store_codes(int8_t *out, int64_t col, bool live, const float v[CKC_TILE
  * half for swiglu, the noise.  Both inside the tensor (ckc_tile_load). */
 template <ckc_float_kind KIND, int MODE, int ACT>
 __device__ __forceinline__ void
-ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, ckc_tile_raw<KIND> &raw,
+ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, uint32_t zero, ckc_tile_raw<KIND> &raw,
                   ckc_tile_raw<KIND> &up, ckc_tile_raw<KIND> &noise)
 {
     const int64_t esize = ckc_kind_size(KIND);
     const char *x = (const char *)a.x + row * a.x_stride * esize;
-    if (MODE == CKC_TILE_CODES_NOISE) {
-        ckc_tile_load<KIND>((const char *)a.noise + row * a.cols * esize, col, noise);
-    }
     ckc_tile_load<KIND>(x, col, raw);
     if (ACT == CKC_ACT_SWIGLU) {
         ckc_tile_load<KIND>(x + a.cols * esize, col, up);
+    }
+    if (MODE == CKC_TILE_CODES_NOISE) {
+        /* the noise is used last: tie it to x so that its loads are issued with x's */
+        ckc_tile_load<KIND>((const char *)a.noise + row * a.cols * esize, col, noise);
+        ckc_tile_together(raw.w, noise.w, 4, zero);
     }
 }
 
@@ -217,7 +219,7 @@ ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
     }
     if (g.segments == 1) {
         const int64_t col = (int64_t)j * CKC_TILE;
-        ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, raw, up, noise);
+        ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, g.zero, raw, up, noise);
         if (!CODES) {
             ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
             ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live_row, v);
@@ -232,16 +234,16 @@ ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
         }
     } else {
         /* Rows longer than one pass of the block: 32 * T columns at a time; columns
-         * past the row are whole rotation groups, read as copies of its first columns, never stored.
-         * (The loops run at least once: do-while, which also keeps the model's hot
-         * path, benchmarks/sass_paths.py, from skipping them.) */
+         * past the row are whole rotation groups, read as copies of its first
+         * columns and never stored.  The loops run at least once (do-while, which
+         * also keeps the model's hot path, benchmarks/sass_paths.py, through them). */
         const int64_t step = (int64_t)g.threads_per_row * CKC_TILE;
         uint32_t bits = 0;
         int s = 0;
         do {
             const int64_t col = s * step + (int64_t)j * CKC_TILE;
             const bool live = live_row && col < a.cols;
-            ckc_tile_load_row<KIND, CKC_TILE_CODES, ACT>(a, row, live ? col : 0, raw, up, noise);
+            ckc_tile_load_row<KIND, CKC_TILE_CODES, ACT>(a, row, live ? col : 0, g.zero, raw, up, noise);
             if (!CODES) {
                 ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
                 ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live, v);
@@ -261,7 +263,7 @@ ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
             do {
                 const int64_t col = s * step + (int64_t)j * CKC_TILE;
                 const bool live = live_row && col < a.cols;
-                ckc_tile_load_row<KIND, MODE, ACT>(a, row, live ? col : 0, raw, up, noise);
+                ckc_tile_load_row<KIND, MODE, ACT>(a, row, live ? col : 0, g.zero, raw, up, noise);
                 ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
                 ckc_tile_store_codes<KIND, MODE>((int8_t *)a.out + row * a.out_stride, col, live, v, noise, sc);
             } while (++s < g.segments);
