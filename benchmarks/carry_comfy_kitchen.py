@@ -11,13 +11,17 @@ backend alone is about 150 MB). Then, on the GPU machine:
     PYTHONPATH=.devpkgs python benchmarks/gpu_check.py ...      (with carry: [".devpkgs"])
 
 comfy_kitchen's cuda extension links no torch library (tensors cross by DLPack), so one wheel
-serves the GPU machine's torch whatever its version.
+serves the GPU machine's torch whatever its version.  A folder already holding that version is
+kept (no download).  Every run also writes <dest>/SOURCE, the commit of this checkout (and
+whether it has uncommitted changes), which gpu_check.py reports: a device copy of a working
+tree carries no git repository of its own.  So run this right before each device run.
 
     python benchmarks/carry_comfy_kitchen.py [--python 3.12] [--version 0.2.40] [--dest .devpkgs]
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import shutil
 import subprocess
 import sys
@@ -55,6 +59,31 @@ def unpack(wheel: Path, dest: Path) -> int:
     return written
 
 
+VERSION_FILE = "VERSION"  # in dest/comfy_kitchen: the version unpacked there
+
+
+def write_stamp(dest: Path) -> str:
+    """dest/SOURCE: commit=<short hash>, dirty=0/1 (tracked files changed), written=<time>."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = "1" if git("status", "--porcelain", "--untracked-files=no") else "0"
+    written = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    (dest / "SOURCE").write_text(f"commit={commit}\ndirty={dirty}\nwritten={written}\n")
+    return commit + ("-dirty" if dirty == "1" else "")
+
+
+def unpacked_version(dest: Path) -> str | None:
+    try:
+        return (dest / PACKAGE / VERSION_FILE).read_text().strip()
+    except OSError:
+        return None
+
+
 def installed_version() -> str | None:
     try:
         from importlib.metadata import version
@@ -82,14 +111,20 @@ def main(argv=None) -> int:
     p.add_argument("--wheel", type=Path, help="unpack this wheel instead of downloading one")
     p.add_argument("--dest", type=Path, default=ROOT / ".devpkgs", help="folder to fill (default %(default)s)")
     args = p.parse_args(argv)
+    args.dest.mkdir(parents=True, exist_ok=True)
+    print(f"commit stamp: {write_stamp(args.dest)} in {args.dest / 'SOURCE'}")
+    if args.wheel is None and args.version is not None and unpacked_version(args.dest) == args.version:
+        print(f"comfy_kitchen {args.version} is already in {args.dest / PACKAGE}")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         wheel = args.wheel
         if wheel is None:
             if args.version is None:
                 raise SystemExit("comfy-kitchen is not installed here: pass --version")
             wheel = download(args.version, args.python, Path(tmp))
-        args.dest.mkdir(parents=True, exist_ok=True)
         written = unpack(wheel, args.dest)
+        version = wheel.name.split("-")[1]
+        (args.dest / PACKAGE / VERSION_FILE).write_text(version + "\n")
     print(f"{wheel.name}: {written / 1e6:.1f} MB unpacked into {args.dest / PACKAGE}")
     print(f"on the GPU machine: carry {args.dest.relative_to(ROOT) if args.dest.is_relative_to(ROOT) else args.dest}"
           f" and set PYTHONPATH={args.dest.name}")

@@ -142,15 +142,21 @@ def _check_tensorwise_scale(op: str, scale) -> None:
                                 f"'recalculate', got {scale!r}")
 
 
+def _number_scale(value, shape: tuple, device: torch.device) -> torch.Tensor:
+    """A scale given as a Python number, as a float32 tensor of `shape` on device, without a
+    synchronization: torch.full passes the value to its fill kernel as an argument, where
+    torch.tensor(value, device=cuda) would be a blocking host-to-device copy (which also
+    breaks CUDA-graph capture).  Both round the number to float32 the same way."""
+    return torch.full(shape, float(value), dtype=torch.float32, device=device)
+
+
 def _tensorwise_scale(x: torch.Tensor, scale):
     """(float32 scale tensor, 1 if the kernel computes it) for a checked scale."""
     if scale is None or isinstance(scale, str):
         return torch.empty((), dtype=torch.float32, device=x.device), 1
     if isinstance(scale, torch.Tensor):
         return scale.to(device=x.device, dtype=torch.float32), 0
-    scale_t = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
-    faults.check_host_copy("copy of the scale to the device", x.device)
-    return scale_t, 0
+    return _number_scale(scale, (), x.device), 0
 
 
 def check_quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
@@ -303,9 +309,7 @@ def _check_per_tensor_scale(op: str, value, name: str = "per_tensor_scale", **sa
 def _per_tensor_scale(value, device) -> torch.Tensor:
     """The checked per-tensor scale as the one-element float32 tensor the kernels read."""
     if _is_number(value):
-        scale = torch.tensor([float(value)], dtype=torch.float32, device=device)
-        faults.check_host_copy("copy of the per-tensor scale to the device", device)
-        return scale
+        return _number_scale(value, (1,), device)
     return value.reshape(1)
 
 

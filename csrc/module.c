@@ -11,6 +11,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
+#include "blas_module.h"
 #include "diag_module.h"
 #include "dlpack.h"
 #include "gpu/blas.h"
@@ -437,7 +438,7 @@ CKC_MODULE_INIT(void)
 #if defined(CKC_WITH_GPU)
     ckc_blas_init();
 #endif
-    if (add_exceptions(m) < 0 || ckc_diag_add(m) < 0 || add_ops(m) < 0 ||
+    if (add_exceptions(m) < 0 || ckc_diag_add(m) < 0 || ckc_blas_add(m) < 0 || add_ops(m) < 0 ||
         PyModule_AddIntConstant(m, "HAS_CUDA", CKC_HAS_CUDA) < 0) {
         Py_DECREF(m);
         return NULL;

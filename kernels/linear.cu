@@ -1,13 +1,12 @@
 /* int8_linear on the GPU: per chunk of rows, the row quantizer of int8.cu (the
  * input activation fused into its load, the ConvRot rotation in registers,
  * codes written with the GEMM's padded stride), the int8 GEMM of the BLAS seam
- * (cuBLASLt IMMA, int32 out) and one epilogue kernel (kernels/math/linear.h).
- * A single row (text encoders) takes a dp4a GEMV with the epilogue fused
- * instead of the GEMM. */
+ * (cuBLASLt IMMA, int32 out; a cached plan per shape) and one epilogue kernel
+ * (kernels/math/linear.h), 8 outputs per thread and step.  A single row (text
+ * encoders) takes a dp4a GEMV with the epilogue fused instead of the GEMM. */
 #include "done_mark.cuh"
 #include "elements.cuh"
 #include "int8_rows.h"
-#include "row_tile.cuh"
 
 #include "gpu/blas.h"
 #include "gpu/launch.h"
@@ -16,7 +15,11 @@
 #include "ops/linear_plan.h"
 
 #define CKC_GEMV_WARPS 8
-#define CKC_EPILOGUE_COL_BLOCKS 64 /* column blocks per row; rows go in gridDim.y */
+
+/* 16 bytes, for one vector access where the alignment allows. */
+struct __align__(16) lin_bytes16 {
+    uint32_t w[4];
+};
 
 /* out[j] = epilogue(q . w[j, :]): one warp per output, 16 codes per lane per step
  * (four dp4a), a scalar tail; `vec`: the codes and w's rows are 16-byte aligned. */
@@ -31,8 +34,8 @@ int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
         const int64_t k16 = vec ? p.k / 16 * 16 : 0;
         int32_t acc = 0;
         for (int64_t i = (int64_t)lane * 16; i < k16; i += 32 * 16) {
-            const ckc_bytes16 a = *(const ckc_bytes16 *)(p.q + i);
-            const ckc_bytes16 b = *(const ckc_bytes16 *)(w + i);
+            const lin_bytes16 a = *(const lin_bytes16 *)(p.q + i);
+            const lin_bytes16 b = *(const lin_bytes16 *)(w + i);
             for (int e = 0; e < 4; e++) {
                 acc = __dp4a((int)a.w[e], (int)b.w[e], acc);
             }
@@ -52,22 +55,220 @@ int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
     ckc_done_mark_arrive(done);
 }
 
-/* The chunk's outputs from its int32 accumulator: rows in gridDim.y steps,
- * columns in a grid-stride loop. */
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
-linear_epilogue_kernel(ckc_linear_epilogue_params e, ckc_done_mark done)
+/* ---- the epilogue: out = round(float(acc) * (x_scale * w_scale) + round(bias)) ----
+ *
+ * Memory-bound: it reads the chunk's int32 accumulator (4 bytes per output)
+ * and writes the output (2 or 4).  A thread finishes CKC_EPI_VEC consecutive
+ * outputs per step, with 16-byte accesses (two loads of acc, one store of a
+ * 16-bit output, two of float32), where the launcher checked the alignment
+ * (lin_epilogue_layout); else one output per step.  The grid is capped at
+ * CKC_EPI_MAX_BLOCKS (about eight 256-thread blocks per SM on an H200, enough
+ * bytes in flight to cover DRAM latency) and threads walk the chunk's
+ * [rows, n / VEC] vectors in grid-sized strides, carried as (rows, columns)
+ * the host divided out once: no division in the loop.
+ *
+ * Fusing this into cuBLASLt's GEMM would need its epilogue to form
+ * float(acc) * (x_scale[r] * w_scale[j]) in that order, from a per-row and a
+ * per-column vector: cuBLASLt's int8 epilogues scale by alpha (one value, or
+ * one vector) only, so the outer product would need a second rounding, and
+ * the results would no longer be eager's bit for bit.  So it stays a kernel. */
+
+#define CKC_EPI_THREADS 256
+#define CKC_EPI_VEC 8
+#define CKC_EPI_MAX_BLOCKS 1024
+
+/* The walk over a chunk of VEC-output vectors, per_row of them in each row. */
+typedef struct {
+    uint32_t per_row;
+    uint32_t step_rows; /* CKC_EPI_THREADS * blocks = step_rows * per_row + step_cols */
+    uint32_t step_cols;
+    bool ws_vec;        /* the per-channel scales allow 16-byte loads */
+    bool bias_vec;      /* the bias allows 16-byte loads */
+} lin_epilogue_layout;
+
+/* VEC int32 accumulators from a (16-byte aligned when VEC = 8). */
+template <int VEC>
+__device__ __forceinline__ void
+lin_load_acc(const int32_t *a, int32_t v[VEC])
 {
-    for (int64_t r = blockIdx.y; r < e.rows; r += gridDim.y) {
-        const float sx = e.x_scale[r];
-        const int32_t *acc = e.acc + r * e.ldacc;
-        for (int64_t j = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x; j < e.n;
-             j += (int64_t)gridDim.x * CKC_ROW_THREADS) {
-            ckc_store_value(e.out, e.out_kind, r * e.n + j,
-                            ckc_linear_value_of(acc[j], sx, e.w_scale[e.w_per_channel ? j : 0], e.bias,
-                                                e.bias_kind, e.out_kind, j));
+    if (VEC == CKC_EPI_VEC) {
+        CKC_UNROLL
+        for (int q = 0; q < VEC / 4; q++) {
+            const lin_bytes16 b = ((const lin_bytes16 *)a)[q];
+            CKC_UNROLL
+            for (int e = 0; e < 4; e++) {
+                v[4 * q + e] = (int32_t)b.w[e];
+            }
+        }
+    } else {
+        CKC_UNROLL
+        for (int e = 0; e < VEC; e++) {
+            v[e] = a[e];
+        }
+    }
+}
+
+/* VEC float values of kind (float32, or a 16-bit type converted) from p[j..];
+ * `vec`: p + j is 16-byte aligned. */
+template <int VEC>
+__device__ __forceinline__ void
+lin_load_floats(const void *p, ckc_float_kind kind, int64_t j, bool vec, float v[VEC])
+{
+    if (VEC == CKC_EPI_VEC && vec && kind == CKC_F32) {
+        CKC_UNROLL
+        for (int q = 0; q < VEC / 4; q++) {
+            const lin_bytes16 b = ((const lin_bytes16 *)((const float *)p + j))[q];
+            CKC_UNROLL
+            for (int e = 0; e < 4; e++) {
+                v[4 * q + e] = ckc_f32_from_bits(b.w[e]);
+            }
+        }
+    } else if (VEC == CKC_EPI_VEC && vec) {
+        const lin_bytes16 b = *(const lin_bytes16 *)((const uint16_t *)p + j);
+        CKC_UNROLL
+        for (int e = 0; e < VEC; e++) {
+            v[e] = ckc_half_value(kind, (uint16_t)(b.w[e / 2] >> (16 * (e % 2))));
+        }
+    } else {
+        CKC_UNROLL
+        for (int e = 0; e < VEC; e++) {
+            v[e] = kind == CKC_F32 ? ((const float *)p)[j + e] : ckc_half_value(kind, ((const uint16_t *)p)[j + e]);
+        }
+    }
+}
+
+/* y rounded to out's kind into out[i..i + VEC) (16-byte aligned when VEC = 8). */
+template <int VEC>
+__device__ __forceinline__ void
+lin_store(void *out, ckc_float_kind kind, int64_t i, const float y[VEC])
+{
+    if (VEC == CKC_EPI_VEC && kind == CKC_F32) {
+        CKC_UNROLL
+        for (int q = 0; q < VEC / 4; q++) {
+            lin_bytes16 b;
+            CKC_UNROLL
+            for (int e = 0; e < 4; e++) {
+                b.w[e] = ckc_f32_bits(y[4 * q + e]);
+            }
+            ((lin_bytes16 *)((float *)out + i))[q] = b;
+        }
+    } else if (VEC == CKC_EPI_VEC) {
+        lin_bytes16 b;
+        CKC_UNROLL
+        for (int q = 0; q < 4; q++) {
+            b.w[q] = (uint32_t)ckc_half_bits(kind, y[2 * q]) | ((uint32_t)ckc_half_bits(kind, y[2 * q + 1]) << 16);
+        }
+        *(lin_bytes16 *)((uint16_t *)out + i) = b;
+    } else {
+        CKC_UNROLL
+        for (int e = 0; e < VEC; e++) {
+            ckc_store_value(out, kind, i + e, y[e]);
+        }
+    }
+}
+
+/* Outputs (r, j .. j + VEC): ckc_linear_value_of's arithmetic (kernels/math/linear.h), the bias term
+ * rounded to out's type first, as ckc_linear_bias does. */
+template <int VEC>
+__device__ __forceinline__ void
+lin_epilogue_vector(const ckc_linear_epilogue_params &e, const lin_epilogue_layout &lay, int64_t r, int64_t j)
+{
+    int32_t acc[VEC];
+    float ws[VEC];
+    float bias[VEC];
+    float y[VEC];
+    const float sx = e.x_scale[r];
+    lin_load_acc<VEC>(e.acc + r * e.ldacc + j, acc);
+    if (e.w_per_channel) {
+        lin_load_floats<VEC>(e.w_scale, CKC_F32, j, lay.ws_vec, ws);
+    } else {
+        CKC_UNROLL
+        for (int i = 0; i < VEC; i++) {
+            ws[i] = e.w_scale[0];
+        }
+    }
+    if (e.bias != NULL) {
+        lin_load_floats<VEC>(e.bias, e.bias_kind, j, lay.bias_vec, bias);
+    }
+    CKC_UNROLL
+    for (int i = 0; i < VEC; i++) {
+        y[i] = e.bias != NULL ? ckc_linear_value(acc[i], sx, ws[i], 1, ckc_round_to_kind(bias[i], e.out_kind))
+                              : ckc_linear_value(acc[i], sx, ws[i], 0, 0.0f);
+    }
+    /* A residual (out = residual + residual_scale[j] * y, in out's type) would
+     * round y to out's type here and add it, before the store. */
+    lin_store<VEC>(e.out, e.out_kind, r * e.n + j, y);
+}
+
+/* The chunk's outputs from its int32 accumulator, VEC at a time. */
+template <int VEC>
+__global__ void __launch_bounds__(CKC_EPI_THREADS)
+linear_epilogue_kernel(ckc_linear_epilogue_params e, lin_epilogue_layout lay, ckc_done_mark done)
+{
+    const uint32_t t = blockIdx.x * CKC_EPI_THREADS + threadIdx.x;
+    int64_t r = t / lay.per_row;
+    uint32_t c = t % lay.per_row;
+    while (r < e.rows) {
+        lin_epilogue_vector<VEC>(e, lay, r, (int64_t)c * VEC);
+        c += lay.step_cols;
+        r += lay.step_rows;
+        if (c >= lay.per_row) {
+            c -= lay.per_row;
+            r++;
         }
     }
     ckc_done_mark_arrive(done);
+}
+
+/* Whether the chunk allows CKC_EPI_VEC outputs per step: n a multiple of it
+ * (every row's outputs and accumulators then start 16-byte aligned, given
+ * aligned bases and ldacc), and the per-channel vectors' alignment. */
+static bool
+lin_epilogue_vec(const ckc_linear_epilogue_params *e, lin_epilogue_layout *lay)
+{
+    lay->ws_vec = e->w_per_channel && (uintptr_t)e->w_scale % 16 == 0;
+    lay->bias_vec = e->bias != NULL && (uintptr_t)e->bias % 16 == 0;
+    return e->n % CKC_EPI_VEC == 0 && e->ldacc % 4 == 0 && (uintptr_t)e->acc % 16 == 0 &&
+           (uintptr_t)e->out % 16 == 0;
+}
+
+/* The grid and the walk for `vec` outputs per step; false when the chunk is
+ * too large for 32-bit column counts (never for real layers). */
+static bool
+lin_epilogue_grid(const ckc_linear_epilogue_params *e, int vec, lin_epilogue_layout *lay, unsigned *blocks)
+{
+    const int64_t per_row = e->n / vec;
+    const int64_t total = per_row * e->rows;
+    const int64_t want = (total + CKC_EPI_THREADS - 1) / CKC_EPI_THREADS;
+    int64_t step;
+    if (per_row < 1 || per_row > (int64_t)UINT32_MAX) {
+        return false;
+    }
+    *blocks = (unsigned)(want < CKC_EPI_MAX_BLOCKS ? (want > 0 ? want : 1) : CKC_EPI_MAX_BLOCKS);
+    step = (int64_t)*blocks * CKC_EPI_THREADS;
+    lay->per_row = (uint32_t)per_row;
+    lay->step_rows = (uint32_t)(step / per_row);
+    lay->step_cols = (uint32_t)(step % per_row);
+    return true;
+}
+
+static ckc_status
+linear_epilogue(const ckc_linear_epilogue_params *e, const ckc_exec *exec, ckc_done_mark done, ckc_error *err)
+{
+    lin_epilogue_layout lay;
+    unsigned blocks = 1;
+    const bool vec = lin_epilogue_vec(e, &lay);
+    if (!lin_epilogue_grid(e, vec ? CKC_EPI_VEC : 1, &lay, &blocks)) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': %lld output features are too many for the "
+                        "epilogue", (long long)e->n);
+    }
+    if (vec) {
+        CKC_LAUNCH(linear_epilogue_kernel<8>, dim3(blocks), dim3(CKC_EPI_THREADS), 0, exec->stream, *e,
+                   lay, done);
+    } else {
+        CKC_LAUNCH(linear_epilogue_kernel<1>, dim3(blocks), dim3(CKC_EPI_THREADS), 0, exec->stream, *e, lay, done);
+    }
+    return ckc_gpu_launch_status("linear_epilogue_kernel", err);
 }
 
 /* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
@@ -80,7 +281,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
     CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
     if (p->acc == NULL) {
         /* The codes' base is checked too, not assumed from the scratch carving. */
-        const bool vec = ckc_aligned16(p->w, p->ldw) && ckc_aligned16(p->q, 0);
+        const bool vec = (uintptr_t)p->w % 16 == 0 && p->ldw % 16 == 0 && (uintptr_t)p->q % 16 == 0;
         const int64_t blocks = (p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS;
         CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec,
                    last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK);
@@ -93,12 +294,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
         ckc_linear_gemm_params(p, (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS, p->ldacc, p->ldq);
     CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
     const ckc_linear_epilogue_params e = ckc_linear_epilogue_for(p, r0, rows);
-    const int64_t col_blocks = (p->n + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
-    const dim3 grid((unsigned)(col_blocks < CKC_EPILOGUE_COL_BLOCKS ? col_blocks : CKC_EPILOGUE_COL_BLOCKS),
-                    (unsigned)(rows < 65535 ? rows : 65535));
-    CKC_LAUNCH(linear_epilogue_kernel, grid, dim3(CKC_ROW_THREADS), 0, exec->stream, e,
-               last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK);
-    return ckc_gpu_launch_status("linear_epilogue_kernel", err);
+    return linear_epilogue(&e, exec, last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK, err);
 }
 
 extern "C" ckc_status

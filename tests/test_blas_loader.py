@@ -30,6 +30,7 @@ def test_loader_finds_cublaslt_and_binds_every_function(tmp_path):
     subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-DCKC_WITH_CUDA=1", "-DCKC_WITH_GPU=1",
                     f"-I{ROOT / 'csrc'}", f"-I{ROOT / 'kernels'}", f"-I{CUDA_HOME / 'include'}", str(SOURCE),
                     str(ROOT / "csrc" / "status.c"), str(ROOT / "csrc" / "platform" / "threads_posix.c"),
+                    str(ROOT / "csrc" / "gpu" / "blas_plan.c"),
                     "-o", str(exe), f"-L{CUDA_HOME / 'lib64'}", "-lcudart_static", "-ldl", "-lpthread", "-lrt"],
                    check=True, capture_output=True, text=True)
     out = subprocess.run([str(exe), torch_cuda_dirs()], capture_output=True, text=True, timeout=60).stdout

@@ -114,3 +114,87 @@ def test_scaled_mm_nvfp4_on_cublaslt(gpu, m, n, k):
     qa, qb, pa, pb, sa, sb, bias = make_fp4(m, n, k, torch.bfloat16, bias=True)
     out = ops.scaled_mm_nvfp4(*to(gpu, qa, qb, pa, pb, sa, sb, bias), torch.bfloat16).cpu()
     assert_close_to_reference(out, qa, qb, sa, sb, pa * pb, bias, torch.bfloat16, "cuBLASLt FP4")
+
+
+# ---- the epilogue's vector path, the GEMM plans and workspaces, no synchronization ----
+
+@pytest.mark.parametrize("out_dtype,bias_dtype", [(torch.bfloat16, torch.bfloat16), (torch.float32, torch.float16)])
+def test_int8_linear_unaligned_scale_and_bias_small(gpu, out_dtype, bias_dtype):
+    """Per-channel scales and a bias that start 4 and 2 bytes into their storage: the epilogue
+    loads them element by element, its accumulator and output 16 bytes at a time."""
+    x, w, _, _ = make(70, 256, 48, torch.bfloat16, "channel")
+    ws = (torch.rand(49) * 0.01 + 0.001)[1:]
+    b = (torch.randn(49) * 4).to(bias_dtype)[1:]
+    cpu = ops.int8_linear(x, w, ws, b, out_dtype)
+    ws_g, b_g = torch.rand(49, device=gpu)[1:], torch.randn(49, device=gpu).to(bias_dtype)[1:]
+    ws_g.copy_(ws)
+    b_g.copy_(b)
+    assert ws_g.data_ptr() % 16 and b_g.data_ptr() % 16
+    out = ops.int8_linear(*to(gpu, x, w), ws_g, b_g, out_dtype).cpu()
+    assert_bitwise_equal(out, cpu, "unaligned scale and bias")
+
+
+def test_int8_linear_plan_is_reused_small(gpu):
+    """The second call of a shape asks cuBLASLt's heuristic nothing: its plan is cached."""
+    from comfy_kitchen_c import _C
+
+    x, w, ws, b = to(gpu, *make(64, 256, 48, torch.bfloat16, "channel", bias=True))
+    ops.int8_linear(x, w, ws, b)
+    before = _C.blas_stats()
+    for _ in range(3):
+        ops.int8_linear(x, w, ws, b)
+    after = _C.blas_stats()
+    assert after["misses"] == before["misses"] and after["hits"] == before["hits"] + 3
+    assert after["last_choice"] >= 0 and after["workspaces"] >= 2  # the stream's and the spare
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_int8_linear_plans_are_per_device_small():
+    from comfy_kitchen_c import _C
+
+    args = make(64, 256, 48, torch.bfloat16, "channel")
+    for index in (0, 1):
+        with torch.cuda.device(index):
+            ops.int8_linear(*to(torch.device("cuda", index), *args))
+    before = _C.blas_stats()
+    for index in (0, 1):
+        with torch.cuda.device(index):
+            ops.int8_linear(*to(torch.device("cuda", index), *args))
+    assert _C.blas_stats()["hits"] == before["hits"] + 2 and _C.blas_stats()["misses"] == before["misses"]
+
+
+def test_scales_given_as_numbers_do_not_synchronize_small(gpu):
+    x = torch.randn(32, 64, device=gpu).to(torch.bfloat16)
+    want_q, want_s = ops.quantize_nvfp4(x, torch.tensor(0.05, device=gpu))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        q, s = ops.quantize_nvfp4(x, 0.05)
+        d = ops.dequantize_nvfp4(q, 0.05, s, torch.bfloat16)
+        t, ts = ops.quantize_int8_tensorwise(x, 0.02)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert_bitwise_equal(q.cpu(), want_q.cpu(), "quantize_nvfp4 with a number")
+    assert_bitwise_equal(d.cpu(), ops.dequantize_nvfp4(want_q, torch.tensor(0.05, device=gpu), want_s,
+                                                       torch.bfloat16).cpu(), "dequantize_nvfp4 with a number")
+    assert float(ts) == pytest.approx(0.02) and t.dtype == torch.int8
+
+
+def test_int8_linear_is_captured_in_a_cuda_graph_small(gpu):
+    """Captured on a stream it never ran on (torch's capture stream): the GEMM takes the spare
+    workspace made before the capture, allocates nothing, and the replay gives the eager bits."""
+    from comfy_kitchen_c import _C
+
+    x, w, ws, b = to(gpu, *make(96, 512, 64, torch.bfloat16, "channel", bias=True))
+    want = ops.int8_linear(x, w, ws, b, torch.bfloat16, True, 256)  # a workspace and a spare exist now
+    torch.cuda.synchronize()
+    made = _C.blas_stats()["workspaces"]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.int8_linear(x, w, ws, b, torch.bfloat16, True, 256)
+        q, s = ops.quantize_nvfp4(x, 0.05)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_bitwise_equal(out.cpu(), want.cpu(), "int8_linear from a CUDA graph")
+    assert_bitwise_equal(q.cpu(), ops.quantize_nvfp4(x, 0.05)[0].cpu(), "quantize_nvfp4 from a CUDA graph")
+    assert _C.blas_stats()["workspaces"] == made  # nothing allocated during the capture

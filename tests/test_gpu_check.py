@@ -1,570 +1,474 @@
-"""benchmarks/gpu_check.py: its plan (--dry-run), its exit without a GPU, and the helpers that
-turn measurements into the report and the targets (with synthetic numbers)."""
-import dataclasses
-import importlib.util
+# SPDX-License-Identifier: Apache-2.0
+"""benchmarks/gpu_check.py and its parts (benchmarks/gpucheck), with fakes instead of a GPU:
+the timing arithmetic on a simulated GPU timeline, the targets, the records, the report, the
+step budget, the profiler's attribution, the model lookup and the commit stamp."""
+import io
 import json
-import subprocess
+from dataclasses import asdict
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.autograd import DeviceType
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import carry_comfy_kitchen  # noqa: E402
+import gpu_check  # noqa: E402
+from gpucheck import bench, model, profile, records, report, steps, targets, timing, workload  # noqa: E402
+from gpucheck.records import Kernels, Row  # noqa: E402
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+# ---- timing, on a simulated GPU ----
+
+class FakeGpu:
+    """A host clock and one stream's GPU timeline, in milliseconds.  Work queued at host time
+    t starts when the GPU is free and no earlier than t; an event completes when the GPU gets
+    to it; a call costs the host `host_ms` and the GPU `gpu_ms`."""
+
+    def __init__(self, host_ms: float, gpu_ms: float):
+        self.t = 0.0          # host
+        self.free = 0.0       # when the GPU has done everything queued
+        self.host_ms, self.gpu_ms = host_ms, gpu_ms
+        self.spins = []
+
+    def _queue(self, ms: float) -> float:
+        start = max(self.free, self.t)
+        self.free = start + ms
+        return self.free
+
+    def call(self, i):
+        self.t += self.host_ms
+        self._queue(self.gpu_ms)
+
+    def sync(self):
+        self.t = max(self.t, self.free)
+
+    def spin(self, ms):
+        self.spins.append(ms)
+        self._queue(ms)
+
+    def mark(self):
+        return self._queue(0.0)
+
+    def reached(self, mark):
+        return self.t >= mark
+
+    def elapsed_ms(self, a, b):
+        return b - a
+
+    def now(self):
+        return self.t / 1e3
 
 
-G = _load()
+def test_a_gpu_bound_call_is_timed_by_the_gpu_and_the_host_apart():
+    gpu = FakeGpu(host_ms=0.010, gpu_ms=0.050)
+    t = timing.time_queued(gpu.call, gpu, calls=20, rounds=3, spin_ms=1.0)
+    assert t.ahead and t.rounds == 3
+    assert t.gpu_us == pytest.approx(50.0) and t.host_us == pytest.approx(10.0)
 
 
-def run_script(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+def test_a_host_bound_call_gets_a_longer_spin_and_its_gpu_time():
+    """The host needs 2 ms to queue 20 calls: a 0.5 ms spin leaves the GPU waiting for the host
+    (the round does not count), the spin grows, and the GPU's own 5 us per call comes out."""
+    gpu = FakeGpu(host_ms=0.100, gpu_ms=0.005)
+    t = timing.time_queued(gpu.call, gpu, calls=20, rounds=3, spin_ms=0.5)
+    assert t.ahead and t.rounds == 3
+    assert t.gpu_us == pytest.approx(5.0) and t.host_us == pytest.approx(100.0)
+    assert gpu.spins[0] == 0.5 and gpu.spins[-1] >= 4.0 and t.spin_ms >= 4.0
 
 
-def row(op="quantize_and_rotate_rowwise", m=4096, k=3072, ours=1.0, cuda=None, triton=None, copy=None,
-        notes=None, host=None):
-    return G.Row(op, m, k, 10_000_000, {"ours": ours, "cuda": cuda, "triton": triton, "copy": copy, G.HOST: host},
-                 dict(notes or {}))
+def test_without_a_long_enough_spin_the_time_is_the_hosts_and_is_flagged():
+    """What plain event timing measures: the host's 100 us per call, flagged as not ahead."""
+    gpu = FakeGpu(host_ms=0.100, gpu_ms=0.005)
+    t = timing.time_queued(gpu.call, gpu, calls=20, rounds=3, spin_ms=0.0, max_spin_ms=0.0)
+    assert not t.ahead
+    assert t.gpu_us == pytest.approx(100.0, rel=0.01)
 
 
-def target(items, op, metric):
-    return next(t for t in items if t.op == op and t.metric == metric)
+def test_warm_up_and_the_first_spin():
+    gpu = FakeGpu(host_ms=0.2, gpu_ms=1.0)
+    assert timing.warm_up(gpu.call, gpu, 4) == pytest.approx(0.2e-3)
+    assert timing.first_spin_ms(0.2e-3, 20) == pytest.approx(12.0)      # 3x the host's 4 ms
+    assert timing.first_spin_ms(1e-6, 20) == 1.0                       # at least 1 ms
+    assert timing.first_spin_ms(1.0, 20) == timing.MAX_SPIN_MS
 
 
-# ---- the command ----------------------------------------------------------------------------
+# ---- targets ----
 
-def test_dry_run_prints_every_step_command_op_and_shape():
-    result = run_script("--dry-run")
-    assert result.returncode == 0, result.stderr
-    plan = result.stdout
-    for step in ("a. build", "b. tests", "c. memcheck", "d. bench", "e. profile", "f. faults", "g. report"):
-        assert step in plan
-    for text in ("-m pip install -e . --no-build-isolation", "COMFY_KITCHEN_C_WERROR=1",
-                 "COMFY_KITCHEN_C_CUDA_ARCHS=", "-m pytest tests/test_cuda.py tests/test_cuda_linear.py -q",
-                 "compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1", "-k small",
-                 "--profile-worker", "benchmarks/bench_faults.py --out 'benchmarks/results/faults_<gpu name slug>.md'",
-                 "benchmarks/results/<gpu name slug>.md", "45 s reserved"):
-        assert text in plan, text
-    for op, shape in G.BREAKDOWN_CALLS:
-        assert G.call_name(op, shape) in plan
-    for op in G.BENCH_OPS:
-        assert op in plan, op
-    for op in G.LINEAR_OPS:
-        assert op in plan, op
-    for m, k, n in G.linear_shapes(False):
-        assert f"{m}x{k}x{n}" in plan
-    for b in G.BACKENDS:
-        assert f"comfy_kitchen {b}" in plan
-    for m in G.M_VALUES:
-        for k in G.K_VALUES:
-            assert f"{m}x{k}" in plan
-    assert f"shapes ({len(G.M_VALUES) * len(G.K_VALUES)}," in plan
-    for t in G.targets([]):
-        assert t.label in plan
+def row(op="quantize_int8_rowwise", m=4096, k=3072, n=0, **gpu_us):
+    host = gpu_us.pop("host", None)
+    r = Row(op, m, k, n, nbytes=10_000_000, gpu_us=dict(gpu_us))
+    if host is not None:
+        r.host_us["ours"] = host
+    return r
 
 
-def test_dry_run_quick_and_no_build():
-    plan = run_script("--dry-run", "--quick", "--no-build").stdout
-    assert f"shapes ({len(G.QUICK_M_VALUES) * len(G.QUICK_K_VALUES)}," in plan
-    assert "skipped (--no-build)" in plan and "pip install" not in plan
-    assert "--quick" in plan  # passed on to the benchmark worker
+def by_target(r: Row) -> dict:
+    return {c.target: c for c in targets.checks(r)}
+
+
+def test_checks_of_a_quantizer_row():
+    r = row(ours=100.0, copy=85.0, cuda=120.0, triton=110.0, ours_flight_off=99.0, host=9.0)
+    r.model_us = 140.0
+    c = by_target(r)
+    assert c["bandwidth"].value == pytest.approx(0.85) and c["bandwidth"].met
+    assert c["speed"].value == pytest.approx(1.10) and c["speed"].met and "triton" in c["speed"].text
+    assert c["host"].value == 9.0 and not c["host"].met                # over 8 us
+    assert c["flight"].value == pytest.approx(100 / 99 - 1) and c["flight"].met
+    assert c["model"].value == pytest.approx(0.4) and not c["model"].met
+
+
+def test_checks_that_do_not_apply_are_left_out():
+    small = by_target(row(m=1, ours=10.0, copy=2.0, ours_flight_off=5.0))
+    assert "bandwidth" not in small and "flight" not in small           # taken at M = 4096 only
+    assert "speed" not in small                                          # no backend measured
+    lin = by_target(row("int8_linear", 4096, 3072, 3072, ours=200.0, copy=50.0, cuda=150.0, host=14.0))
+    assert "bandwidth" not in lin
+    assert lin["speed"].value == pytest.approx(0.75) and not lin["speed"].met
+    assert lin["host"].met                                               # int8_linear: 15 us
+
+
+def test_summary_counts_rows_and_names_the_worst():
+    rows = [row(k=3072, ours=100.0, copy=90.0), row(k=5120, ours=100.0, copy=60.0), row(m=1, ours=5.0, copy=1.0)]
+    summary = {s.target: s for s in targets.summarize(rows)}
+    bw = summary["bandwidth"]
+    assert (bw.counted, bw.met, bw.result) == (2, 1, "missed")
+    assert bw.worst == "60% (quantize_int8_rowwise 4096x5120)"
+    assert summary["speed"].result == "not measured" and summary["speed"].worst == "-"
+
+
+# ---- records ----
+
+def test_records_survive_a_line_cut_short(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    r = row(ours=1.5, cuda=2.0)
+    r.notes["triton"] = "not registered"
+    with open(path, "w") as out:
+        records.write_record(out, "backends", {"backends": {"cuda": {"available": True}}})
+        records.write_record(out, "row", r)
+        out.write('{"kind": "row", "op": "cut')
+    back = records.read_records(str(path))
+    assert len(back) == 2
+    assert records.rows_from(back) == [r]
+    assert records.of_kind(back, "backends") == [{"backends": {"cuda": {"available": True}}}]
+
+
+def test_kernels_merge_into_their_rows():
+    rows = [row(ours=1.0), row("int8_linear", 1, 3072, 3072, ours=2.0)]
+    items = [Kernels("quantize_int8_rowwise", 4096, 3072, 0, "ours", [["k", 1.0, 0.9]]),
+             Kernels("int8_linear", 1, 3072, 3072, "triton", [], "PTXASError"),
+             Kernels("dequantize_nvfp4", 1, 5120, 0, "ours", [["k", 1.0, 0.1]])]
+    orphans = records.merge_kernels(rows, items)
+    assert rows[0].kernels == {"ours": [["k", 1.0, 0.9]]}
+    assert rows[1].notes == {"profile triton": "PTXASError"}
+    assert [o.op for o in orphans] == ["dequantize_nvfp4"]
+
+
+# ---- report ----
+
+def test_report_tables_show_the_computed_values_and_say_which_time():
+    r = row(ours=100.0, copy=80.0, cuda=125.0, triton=130.0, ours_flight_off=100.0, host=6.5)
+    r.ahead = {"ours": True, "cuda": False}
+    r.graph_us = 97.0
+    r.kernels = {"ours": [["void ns::int8_rowwise_kernel<(ckc_float_kind)2>(ckc_params)", 1.0, 99.5]]}
+    r.notes = {"triton": "not registered by this backend"}
+    text = report.render({"GPU": "NVIDIA H200, compute capability 9.0", "commit": "abc1234 (git)"},
+                         [report.StepResult("d", "bench", "passed", 80.0, 135.0, "1 rows")], [r],
+                         {"cuda": {"available": True, "reason": None, "ops": ["quantize_int8_rowwise"]}})
+    assert "## GPU check: NVIDIA H200" in text and "- commit: abc1234 (git)" in text
+    assert "### GPU time per call (us, host running ahead)" in text and "### Host time per call (us)" in text
+    assert "### GPU time per kernel (us per call, torch.profiler)" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("| quantize_int8_rowwise | 4096x3072 | 10 |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3:9] == ["100", "97", "125*", "130", "80", "80%"]       # '*': cuda had no round ahead
+    assert cells[9] == "1.25x" and "bandwidth 80% ok" in cells[-1] and "host 6.5 us ok" in cells[-1]
+    assert "`int8_rowwise_kernel<(ckc_float_kind)2>` x1 99.5" in text
+    assert "| d. bench | passed | 80.0 s | 135 s | 1 rows |" in text
+    assert "- triton quantize_int8_rowwise (4096x3072): not registered by this backend" in text
+
+
+def test_report_without_rows_says_so():
+    assert "No rows were measured." in report.render({}, [], [], {})
+
+
+# ---- steps and the time budget ----
+
+def test_the_quick_plan_fits_six_minutes_without_memcheck():
+    assert steps.planned_total(gpu_check.STEPS, quick=True) <= steps.QUICK_BUDGET_S == 360
+    assert steps.planned_total(gpu_check.STEPS, quick=False) <= steps.FULL_BUDGET_S
+    assert [s.name for s in gpu_check.STEPS if s.quick_s == 0] == ["memcheck"]
+
+
+def test_step_time_keeps_the_later_steps_plans():
+    s = [steps.Step("a", "a", "", None, 100, 100), steps.Step("b", "b", "", None, 50, 50, takes_rest=True),
+         steps.Step("c", "c", "", None, 40, 40)]
+    assert steps.step_time(s, s[0], 400, True) == 150          # capped at 1.5x its plan
+    assert steps.step_time(s, s[0], 160, True) == 70           # 160 - 50 - 40
+    assert steps.step_time(s, s[1], 300, True) == 260          # takes the rest, less c's 40
+    assert steps.step_time(s, s[2], 5, True) == steps.MIN_STEP_S
+
+
+class FakeSteps:
+    """Steps that take a given time on a fake clock: cut at their allowance (as a command is
+    killed at its timeout) unless `overrun`."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.calls = []
+
+    def step(self, key, plan, takes, optional=False, raises=False, overrun=False):
+        def run(ctx, allowed):
+            self.calls.append((key, allowed))
+            if raises:
+                raise RuntimeError("bug")
+            self.now += takes if overrun else min(takes, allowed)
+            return steps.Outcome(steps.PASSED if takes <= allowed else steps.FAILED, f"took {takes}")
+        return steps.Step(key, key, "", run, plan, plan, optional=optional)
+
+
+def test_each_step_gets_what_the_later_plans_leave_within_its_limit():
+    f = FakeSteps()
+    plan = [f.step("a", 50, 1000), f.step("b", 50, 10), f.step("c", 40, 10, optional=True), f.step("d", 40, 10)]
+    ctx = steps.Context(None, deadline=300 + steps.REPORT_RESERVE_S, quick=True, clock=lambda: f.now)
+    results = steps.run_steps(ctx, plan, log=lambda line: None)
+    assert f.calls == [("a", 75), ("b", 75), ("c", 60), ("d", 60)]
+    assert [r.status for r in results] == ["failed", "passed", "passed", "passed"]
+    assert [r.budget_s for r in results] == [75, 75, 60, 60] and results[0].seconds == 75
+
+
+def test_when_the_budget_is_used_up_the_later_steps_do_not_run():
+    f = FakeSteps()
+    plan = [f.step("a", 50, 290, overrun=True), f.step("b", 50, 10), f.step("c", 40, 10, optional=True),
+            f.step("d", 40, 10)]
+    ctx = steps.Context(None, deadline=300 + steps.REPORT_RESERVE_S, quick=True, clock=lambda: f.now)
+    results = steps.run_steps(ctx, plan, log=lambda line: None)
+    assert [r.status for r in results] == ["failed", "failed", "skipped", "failed"]
+    assert [key for key, _ in f.calls] == ["a"]
+    assert results[1].detail == "not run: 10 s of the time budget left"
+    assert steps.exit_status(results) == 1
+
+
+def test_a_bug_in_a_step_is_reported_and_the_next_runs():
+    f = FakeSteps()
+    plan = [f.step("a", 20, 0, optional=True, raises=True), f.step("b", 20, 5, raises=True), f.step("c", 20, 5)]
+    results = steps.run_steps(steps.Context(None, 1000, True, clock=lambda: f.now), plan, log=lambda line: None)
+    assert [r.status for r in results] == ["incomplete", "failed", "passed"]
+    assert results[1].detail == "RuntimeError: bug"
+
+
+def test_dry_run_prints_the_budget(capsys):
+    assert gpu_check.main(["--dry-run", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "budget 360 s: fits" in out and "memcheck" in out and "not part of a --quick run" in out
+    assert "--iterations 20000" in out and "--rounds 3" in out      # --quick: 3 rounds, passed on
+    assert "--rounds 5" in " ".join(gpu_check.worker_command("bench", "x", gpu_check.parse_args([]), "9"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
-@pytest.mark.parametrize("args", [["--no-build"], []], ids=["no-build", "default"])
-def test_without_gpu_exits_2_with_a_clear_message(args):
-    result = run_script(*args)
-    assert result.returncode == 2
-    assert "no CUDA GPU" in result.stderr and "Nothing was run" in result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-
-
-# ---- numbers --------------------------------------------------------------------------------
-
-def test_row_ratios():
-    r = row(ours=2.0, cuda=3.0, copy=1.0)
-    assert r.ratio("copy") == pytest.approx(0.5)   # half the copy's bandwidth
-    assert r.ratio("cuda") == pytest.approx(1.5)   # 1.5x faster than cuda
-    assert r.ratio("triton") is None
-    assert row(ours=None, cuda=1.0).ratio("cuda") is None
-    assert r.shape == "4096x3072"
-
-
-def test_bandwidth_target_counts_large_shapes_only():
-    rows = [row(m=1, ours=1.0, copy=0.1), row(m=4096, ours=1.0, copy=0.85), row(m=32768, ours=1.0, copy=0.9)]
-    t = target(G.targets(rows), "quantize_and_rotate_rowwise", "copy")
-    assert [shape for shape, _ in t.values] == ["4096x3072", "32768x3072"]
-    assert t.worst == ("4096x3072", pytest.approx(0.85))
-    assert t.result == "PASS"
-    rows[2].ms["copy"] = 0.7
-    t = target(G.targets(rows), "quantize_and_rotate_rowwise", "copy")
-    assert t.worst == ("32768x3072", pytest.approx(0.7)) and t.result == "MISS"
-
-
-def test_speedup_targets():
-    rows = [row(ours=2.0, cuda=1.0), row(m=1, ours=1.0, cuda=1.5),
-            row(op="quantize_nvfp4", ours=1.0, cuda=1.2, triton=None)]
-    items = G.targets(rows)
-    rotate = target(items, "quantize_and_rotate_rowwise", "cuda")
-    assert rotate.worst == ("4096x3072", pytest.approx(0.5)) and rotate.result == "MISS"
-    assert target(items, "quantize_nvfp4", "cuda").result == "PASS"
-    assert target(items, "quantize_nvfp4", "triton").result == "not measured"
-    # exactly at the goal passes
-    assert target(G.targets([row(op="quantize_nvfp4", ours=1.0, cuda=1.0)]), "quantize_nvfp4", "cuda").result == "PASS"
-
-
-def test_targets_table():
-    rows = [row(m=4096, ours=1.0, cuda=0.8, copy=0.85), row(m=32768, ours=2.0, cuda=4.0, copy=1.9)]
-    text = G.targets_table(G.targets(rows))
-    lines = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[2:]}
-    bandwidth = lines["fused rotate+quantize >= 80% of copy bandwidth"]
-    assert "| M >= 4096 |" in bandwidth and "85% (4096x3072)" in bandwidth and "| 90% |" in bandwidth
-    assert bandwidth.endswith("| 2/2 | PASS |")
-    speed = lines["fused rotate+quantize >= 1.0x comfy_kitchen cuda"]
-    assert "0.80x (4096x3072)" in speed and "| 1/2 | MISS |" in speed
-    assert lines["NVFP4 quantize >= 1.0x comfy_kitchen cuda"].endswith("| - | - | - | not measured |")
-
-
-def test_results_table_and_notes():
-    rows = [row(ours=2.0, host=0.05, cuda=4.0, triton=None, copy=1.0, notes={"triton": "rejects the call: x: dtype"}),
-            row(m=1, ours=0.01234, cuda=None, triton=None, copy=0.005,
-                notes={"triton": "rejects the call: x: dtype", "cuda": "AssertionError: rows"})]
-    text = G.results_table(rows)
-    header, _, first, second = text.splitlines()
-    assert header.split(" | ")[4:] == ["ours ms", "ours host ms", "cuda ms", "triton ms", "copy ms", "of copy BW",
-                                       "vs cuda", "vs triton |"]
-    assert first == "| quantize_and_rotate_rowwise | 4096 | 3072 | 10 | 2 | 0.05 | 4 | - | 1 | 50% | 2.00x | - |"
-    assert "| 0.01234 | - | - | - | 0.005 | 41% | - | - |" in second
-    notes = G.notes_list(rows)
-    assert "- triton quantize_and_rotate_rowwise (4096x3072, 1x3072): rejects the call: x: dtype\n" in notes
-    assert "- cuda quantize_and_rotate_rowwise (1x3072): AssertionError: rows\n" in notes
-
-
-def test_slug():
-    assert G.slug("NVIDIA H200") == "nvidia-h200"
-    assert G.slug("NVIDIA GeForce RTX 4090 (Laptop)") == "nvidia-geforce-rtx-4090-laptop"
-
-
-# ---- steps and report -----------------------------------------------------------------------
-
-def step(key, status, detail="", log_tail=""):
-    return G.StepResult(key, {"a": "build", "b": "tests", "c": "memcheck", "d": "bench", "e": "profile",
-                              "f": "faults"}[key], status, 1.25,
-                        detail, f"cmd {key}", log_tail)
-
-
-def test_exit_status():
-    assert G.exit_status([step("a", G.SKIPPED), step("b", G.PASSED), step("c", G.SKIPPED)]) == 0
-    assert G.exit_status([step("d", G.PASSED), step("e", G.INCOMPLETE), step("f", G.PASSED)]) == 0
-    assert G.exit_status([step("a", G.PASSED), step("b", G.FAILED)]) == 1
-
-
-def test_steps_table_and_logs():
-    results = [step("a", G.SKIPPED, "--no-build"), step("b", G.FAILED, "exit status 1: 1 failed | 2 passed", "E boom")]
-    text = G.steps_table(results)
-    assert "| a. build | skipped | 1.2 s | --no-build |" in text
-    assert "| b. tests | failed | 1.2 s | exit status 1: 1 failed \\| 2 passed |" in text
-    logs = G.step_logs(results)
-    assert "`cmd a`" in logs and "E boom" in logs and logs.count("<details>") == 1
-
-
-def test_report_has_every_section():
-    info = {"GPU": "NVIDIA H200, compute capability 9.0", "driver": "570.1", "CUDA runtime": "13.0"}
-    args = G.parse_args(["--quick"])
-    backends = {"cuda": {"available": True, "reason": None, "ops": ["quantize_nvfp4"]},
-                "triton": {"available": False, "reason": "no triton", "ops": []}}
-    rows = [row(ours=1.0, cuda=2.0, copy=0.9, notes={"triton": "x"})]
-    text = G.report(info, "python benchmarks/gpu_check.py --quick", args, [step("a", G.PASSED)], rows, backends)
-    for part in ("## GPU check: NVIDIA H200", "- driver: 570.1", "`python benchmarks/gpu_check.py --quick`",
-                 "### Steps", "| a. build | passed |", "### Backends", "- cuda: available; registers quantize_nvfp4",
-                 "- triton: unavailable (no triton)", "### Benchmarks", "### Linear ops",
-                 "No linear rows were measured.",
-                 "Why cells are empty", "### Targets (computed, not asserted)", "| PASS |"):
-        assert part in text, part
-    assert "No rows were measured." in G.report(info, "c", args, [], [], {})
-
-
-def test_bench_problems():
-    rows = [row(), row(ours=None, notes={"ours": "RuntimeError: CUDA error"})]
-    assert G.bench_problems(0, rows[:1], 1) == []
-    problems = G.bench_problems(None, rows, 3)
-    assert problems == ["killed at the time limit", "2 of 3 rows measured", "our op failed in 1 rows (see the notes)"]
-    assert G.bench_problems(1, rows[:1], 1) == ["exit status 1"]
-
-
-def test_read_bench_round_trip_drops_a_line_cut_short(tmp_path):
-    original = row(cuda=1.5, notes={"triton": "not registered by this backend"})
-    path = tmp_path / "rows.jsonl"
-    path.write_text(json.dumps({"kind": "backends", "backends": {"cuda": {"available": True}}}) + "\n"
-                    + json.dumps({"kind": "row", **dataclasses.asdict(original)}) + "\n"
-                    + '{"kind": "row", "op": "quantize_nvf')
-    backends, rows = G.read_bench(str(path))
-    assert backends == {"cuda": {"available": True}} and rows == [original]
-
-
-@pytest.mark.parametrize("code,expect,status,detail", [
-    ("print('3 passed in 0.1s')", "passed", G.PASSED, "3 passed in 0.1s"),
-    ("print('5 skipped in 0.1s')", "passed", G.FAILED, "expected 'passed' in: 5 skipped in 0.1s"),
-    ("import sys; print('1 failed'); sys.exit(1)", None, G.FAILED, "exit status 1: 1 failed"),
-    ("import time; time.sleep(30)", None, G.FAILED, "killed after 1 s (time limit)"),
-], ids=["passed", "all-skipped", "failed", "timeout"])
-def test_command_outcome(code, expect, status, detail):
-    outcome = G.command_outcome([sys.executable, "-c", code], timeout=1 if "sleep" in code else 60, expect=expect)
-    assert (outcome.status, outcome.detail) == (status, detail)
+def test_without_a_gpu_nothing_runs(capsys):
+    assert gpu_check.main(["--quick"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
 
-
-# ---- the linear ops ---------------------------------------------------------------------------
-
-def linear_row(op="int8_linear", m=4096, k=3072, n=3072, ours=1.0, cuda=None, triton=None, extra=None,
-               notes=None):
-    return G.LinearRow(op, m, k, n, {"ours": ours, "cuda": cuda, "triton": triton},
-                       {"ours": extra, "cuda": None, "triton": None}, notes or {})
-
-
-def test_linear_target_counts_m_from_256():
-    rows = [linear_row(m=1, ours=1.0, cuda=0.1), linear_row(m=256, ours=1.0, cuda=0.95),
-            linear_row(m=4096, ours=2.0, cuda=1.0)]
-    (t,) = G.linear_targets(rows)
-    assert t.values == [("256x3072x3072", 0.95), ("4096x3072x3072", 0.5)]
-    assert t.result == "MISS" and t.worst == ("4096x3072x3072", 0.5)
-    assert G.linear_targets([linear_row(m=256, ours=1.0, cuda=0.9)])[0].result == "PASS"
-
-
-def test_linear_table_and_report():
-    rows = [linear_row(ours=2.0, cuda=3.0, extra=12.25, notes={"triton": "rejects the call: x"})]
-    text = G.linear_table(rows)
-    assert "| int8_linear | 4096 | 3072 | 3072 | 2 | 3 | - | 1.50x | - | 12.2 | - | - |" in text
-    assert "- int8_linear 4096x3072x3072 triton: rejects the call: x" in text
-    info = {"GPU": "NVIDIA H200, compute capability 9.0"}
-    report = G.report(info, "c", G.parse_args([]), [], [], {}, rows)
-    assert "### Linear ops" in report and "int8_linear >= 0.9x comfy_kitchen cuda" in report
-    assert "Extra MiB" in report
-
-
-def test_linear_rows_round_trip(tmp_path):
-    original = linear_row(cuda=1.5, extra=3.0)
-    path = tmp_path / "rows.jsonl"
-    path.write_text(json.dumps({"kind": "row", **dataclasses.asdict(row())}) + "\n"
-                    + json.dumps({"kind": "linear", **dataclasses.asdict(original)}) + "\n"
-                    + '{"kind": "linear", "op": "int8_')
-    assert G.read_linear_rows(str(path)) == [original]
-    assert G.read_bench(str(path))[1] == [row()]
-
-
-def test_linear_shapes():
-    assert len(G.linear_shapes(False)) == len(G.M_VALUES) * len(G.LINEAR_KN)
-    assert G.linear_shapes(True) == [(m, k, n) for m in G.QUICK_M_VALUES for k, n in G.QUICK_LINEAR_KN]
-
-
-# ---- time budget of the steps ---------------------------------------------------------------------
-
-def test_step_time_keeps_the_later_steps_reserves():
-    build, bench, profile, faults = (next(s for s in G.STEPS if s.name == name)
-                                     for name in ("build", "bench", "profile", "faults"))
-    reserved = G.STEP_RESERVES_S["profile"] + G.STEP_RESERVES_S["faults"]
-    assert G.step_time(bench, 400) == 400 - reserved
-    assert G.step_time(bench, reserved + 1) == G.MIN_STEP_S  # never less than a step's minimum
-    assert G.step_time(build, 1000) == G.STEP_CAPS_S["build"]
-    assert G.step_time(build, 300) == 300 - reserved
-    assert G.step_time(profile, 1000) == G.STEP_CAPS_S["profile"]
-    assert G.step_time(profile, 100) == 100 - G.STEP_RESERVES_S["faults"]
-    assert G.step_time(faults, 50) == 50
-    assert [s.name for s in G.STEPS][-3:] == ["bench", "profile", "faults"]
-
-
-def fake_step(run, optional):
-    return G.Step("e", "profile", "purpose", run, 60, 0, optional)
-
-
-def ctx_with(seconds_left):
-    return G.Context(G.parse_args([]), G.time.monotonic() + seconds_left + G.REPORT_RESERVE_S, "90")
-
-
-def broken_run(ctx, timeout):
-    raise RuntimeError("profiler unavailable")
-
-
-@pytest.mark.parametrize("optional,seconds_left,status,detail", [
-    (True, 100, G.INCOMPLETE, "RuntimeError: profiler unavailable"),
-    (False, 100, G.FAILED, "RuntimeError: profiler unavailable"),
-    (True, 1, G.SKIPPED, "not run: the 570 s time budget is used up"),
-    (False, 1, G.FAILED, "not run: the 570 s time budget is used up"),
-], ids=["optional-raises", "required-raises", "optional-no-time", "required-no-time"])
-def test_an_optional_step_never_fails_the_check(optional, seconds_left, status, detail):
-    result = G.run_step(ctx_with(seconds_left), fake_step(broken_run, optional))
-    assert (result.status, result.detail) == (status, detail)
-
-
-# ---- kernel breakdown -----------------------------------------------------------------------------
-
-CUTLASS = ("void cutlass::Kernel2<cutlass_80_tensorop_i16832gemm_s8_256x128_64x3_tn_align16_with_a_long_epilogue>"
-           "(cutlass_80_tensorop_i16832gemm_s8_256x128_64x3_tn_align16_with_a_long_epilogue::Params)")
-FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
-        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
-
-
-def ev(name, start, end, gpu=False, annotation=False):
-    """A profiler event as summarize_profile reads one (torch's FunctionEvent)."""
-    return SimpleNamespace(name=name, device_type=G.DeviceType.CUDA if gpu else G.DeviceType.CPU,
-                           time_range=SimpleNamespace(start=start, end=end), is_user_annotation=annotation)
-
-
-def one_call(t):
-    """One call's events, starting at t: 100 us on the host; on the GPU a fill kernel, the GEMM, a memset.
-    The profiled implementation has a profiler range of its own, which the GPU's timeline shows too."""
-    return [ev(G.CALL_LABEL, t, t + 100, annotation=True), ev(G.CALL_LABEL, t + 30, t + 80, gpu=True, annotation=True),
-            ev("backend::op", t + 5, t + 95, annotation=True),
-            ev("backend::op", t + 31, t + 80, gpu=True, annotation=True),
-            ev("aten::zeros", t + 10, t + 30), ev("aten::empty", t + 12, t + 15),
-            ev("cudaLaunchKernel", t + 20, t + 28), ev(FILL, t + 31, t + 33, gpu=True),
-            ev("cudaLaunchKernel", t + 40, t + 50), ev("cuLaunchKernel", t + 41, t + 49),
-            ev(CUTLASS, t + 50, t + 80, gpu=True),
-            ev("cudaMemsetAsync", t + 60, t + 62), ev("Memset (Device)", t + 63, t + 64, gpu=True)]
-
-
-def fake_profile():
-    """Two calls; a memcpy in the first only; host work between and after the calls."""
-    return (one_call(0) + one_call(200) + [ev("Memcpy HtoD (Pageable -> Device)", 70, 71, gpu=True),
-                                           ev("aten::empty", 150, 160), ev("cudaDeviceSynchronize", 310, 400)])
-
-
-def test_summarize_profile_sums_each_kind_of_work():
-    b = G.summarize_profile(fake_profile(), "int8_linear 1x3072x3072", "ours", 2)
-    assert (b.call, b.impl, b.calls, b.note) == ("int8_linear 1x3072x3072", "ours", 2, "")
-    # most time first; the GPU side of the call ranges is not work
-    assert b.gpu == [[CUTLASS, 2, 60], [FILL, 2, 4], ["Memset (Device)", 2, 2],
-                     ["Memcpy HtoD (Pageable -> Device)", 1, 1]]
-    # inside the calls only, and nested calls (cuLaunchKernel, aten::empty) counted in their callers
-    assert b.host == [["runtime", "cudaLaunchKernel", 4, 36], ["runtime", "cudaMemsetAsync", 2, 4],
-                      ["torch", "aten::zeros", 2, 40]]
-    assert b.wrapper_us == 200
-
-
-def test_breakdown_rows_are_per_call_with_the_gpu_total():
-    b = G.summarize_profile(fake_profile(), "c", "ours", 2)
-    rows = G.breakdown_rows(b)
-    assert rows == [
-        ["ours", "GPU", f"`{G.short_kernel_name(CUTLASS)}`", "1", "30.0"],
-        ["ours", "GPU", f"`{G.short_kernel_name(FILL)}`", "1", "2.0"],
-        ["ours", "GPU", "`Memset (Device)`", "1", "1.0"],
-        ["ours", "GPU", "`Memcpy HtoD (Pageable -> Device)`", "0.5", "0.5"],
-        ["ours", "GPU", "**total**", "3.5", "33.5"],
-        ["ours", "host", "whole call", "1", "100.0"],
-        ["ours", "host", "runtime: `cudaLaunchKernel`", "2", "18.0"],
-        ["ours", "host", "runtime: `cudaMemsetAsync`", "1", "2.0"],
-        ["ours", "host", "torch: `aten::zeros`", "1", "20.0"]]
-
-
-@pytest.mark.parametrize("name,short", [
-    ("void (anonymous namespace)::quantize_rows_kernel<__nv_bfloat16, 256>(const __nv_bfloat16*, signed char*, int)",
-     "quantize_rows_kernel<__nv_bfloat16, 256>"),
-    ("void ckc::int8_dequant_kernel<(int)2>(const signed char*, const float*, void*, long)",
-     "int8_dequant_kernel<(int)2>"),
-    ("_quantize_rowwise_kernel", "_quantize_rowwise_kernel"),                              # Triton's
-    ("nvjet_tst_128x256_64x4_2x1_v_bz_coopB_NTN", "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_NTN"),  # cuBLAS's
-    ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD (Device -> Device)"),
-    ("Memset (Device)", "Memset (Device)"),
-])
-def test_short_kernel_name(name, short):
-    assert G.short_kernel_name(name) == short
-
-
-def test_short_kernel_name_cuts_a_long_name_in_the_middle():
-    short = G.short_kernel_name(CUTLASS)
-    assert len(short) == G.KERNEL_NAME_CHARS
-    assert short.startswith("Kernel2<cutlass_80_tensorop_i16832gemm_s8") and short.endswith("_long_epilogue>")
-    assert "..." in short and "Params" not in short and "::" not in short
-
-
-def test_breakdown_section():
-    ours = G.summarize_profile(fake_profile(), "int8_linear 1x3072x3072", "ours", 2)
-    triton = G.summarize_profile(one_call(0), "int8_linear 1x3072x3072", "triton", 1)
-    items = [ours, G.Breakdown("int8_linear 1x3072x3072", "cuda", note="not registered by this backend"), triton,
-             G.Breakdown("scaled_mm_nvfp4 4096x5120x14336", "", note="not on this GPU: needs compute capability 10.0+")]
-    text = G.breakdown_section(items)
-    assert "\n#### int8_linear 1x3072x3072\n\n| impl | side | name | count/call | us/call |\n" in text
-    lines = text.splitlines()
-    totals = [line for line in lines if "**total**" in line]
-    assert totals == ["| ours | GPU | **total** | 3.5 | 33.5 |", "| triton | GPU | **total** | 3 | 33.0 |"]
-    assert lines.index(totals[0]) < lines.index(totals[1])  # ours first, then the backends
-    assert "- cuda: not registered by this backend\n" in text
-    assert "#### scaled_mm_nvfp4 4096x5120x14336\n\n- not on this GPU: needs compute capability 10.0+\n" in text
-    # the full name of each shortened kernel, once
-    assert text.count(f"- `{G.short_kernel_name(CUTLASS)}`: `{CUTLASS}`") == 1
-    assert f"`{FILL}`" in text and "- `Memset (Device)`" not in text
-    assert G.breakdown_section([]) == "No call was profiled (see step e under Steps).\n"
-
-
-def test_summarize_profile_reads_torch_profiler_events():
-    """The attributes summarize_profile reads, from the real profiler (host side: no GPU here)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    x = torch.randn(64, 64)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(3):
-            with record_function(G.CALL_LABEL):
-                torch.zeros(3) + x.sum()
-        x.mul(2)  # outside the calls
-    b = G.summarize_profile(list(prof.events()), "c", "ours", 3)
-    host = {name: (kind, count) for kind, name, count, _ in b.host}
-    assert host["aten::zeros"] == ("torch", 3) and host["aten::sum"] == ("torch", 3)
-    assert "aten::empty" not in host and "aten::mul" not in host  # nested in aten::zeros; outside the calls
-    assert b.gpu == [] and b.wrapper_us > sum(us for *_, us in b.host)
-
-
-def test_unprofiled_calls_get_a_note():
-    seen = [G.Breakdown(G.call_name(*G.BREAKDOWN_CALLS[0]), "ours", 5)]
-    missing = G.unprofiled(seen)
-    assert [b.call for b in missing] == [G.call_name(op, shape) for op, shape in G.BREAKDOWN_CALLS[1:]]
-    assert all(b.note.startswith("not profiled") and b.calls == 0 for b in missing)
-
-
-def test_read_breakdowns_round_trip_drops_a_line_cut_short(tmp_path):
-    original = G.summarize_profile(fake_profile(), "c", "ours", 2)
-    path = tmp_path / "breakdowns.jsonl"
-    path.write_text(json.dumps({"kind": "breakdown", **dataclasses.asdict(original)}) + "\n"
-                    + '{"kind": "breakdown", "call": "in')
-    assert G.read_breakdowns(str(path)) == [original]
-
-
-def fake_worker(rc):
-    """A stand-in for the profile worker: writes one Breakdown to its output file, then exits with rc."""
-    record = {"kind": "breakdown", **dataclasses.asdict(G.Breakdown(G.call_name(*G.BREAKDOWN_CALLS[0]), "ours", 5))}
-    code = f"import sys; open(sys.argv[1], 'a').write({json.dumps(record)!r} + '\\n'); print('boom'); sys.exit({rc})"
-    return lambda out, args, budget: [sys.executable, "-c", code, out]
-
-
-@pytest.mark.parametrize("rc,status,detail", [
-    (0, G.PASSED, "1 of 7 calls profiled; 6 notes (see Kernel breakdown)"),
-    (3, G.INCOMPLETE, "exit status 3; 1 of 7 calls profiled; 6 notes (see Kernel breakdown)"),
-], ids=["finished", "stopped"])
-def test_step_profile(monkeypatch, rc, status, detail):
-    monkeypatch.setattr(G, "profile_command", fake_worker(rc))
-    ctx = ctx_with(100)
-    outcome = G.step_profile(ctx, 60)
-    assert (outcome.status, outcome.detail) == (status, detail)
-    assert ("boom" in outcome.log_tail) == (rc != 0)
-    assert len(ctx.breakdowns) == len(G.BREAKDOWN_CALLS) and ctx.breakdowns[0].calls == 5
-
-
-def test_report_ends_with_the_kernel_breakdown():
-    items = [G.summarize_profile(fake_profile(), "int8_linear 1x3072x3072", "ours", 2)]
-    text = G.report({"GPU": "NVIDIA H200, compute capability 9.0"}, "c", G.parse_args([]), [], [], {}, [], items)
-    assert text.index("### Targets") < text.index("### Kernel breakdown (torch.profiler)")
-    assert "| ours | GPU | **total** | 3.5 | 33.5 |" in text
-    assert "No call was profiled" in G.report({"GPU": "x"}, "c", G.parse_args([]), [], [], {})
-
-
-# ---- fault checks (bench_faults.py) ----------------------------------------------------------------
-
-FAULTS_REPORT = """### Flight record: host cost per op whose kernel carries its mark, launch mode (on minus off)
-
-| device | completion words | on ns | off ns | record cost ns | target ns |
-|---|---|---:|---:|---:|---:|
-| emulated | file | 2048 | 1649 | 398 | 1000 (within) |
-| NVIDIA H200 | pinned | 5210 | 3900 | 1310 | 1000 (OVER) |
-"""
-
-
-def test_faults_summary_gives_the_gpu_row():
-    assert G.faults_summary(FAULTS_REPORT) == ("flight record on NVIDIA H200 (pinned words): 1310 ns per op in "
-                                               "launch mode, target 1000 (OVER)")
-    # bench_faults' report from a machine without a GPU
-    cpu_report = (ROOT / "benchmarks" / "results" / "faults_cpu.md").read_text()
-    assert "| emulated | file |" in cpu_report
-    assert G.faults_summary(cpu_report) == "no GPU row in its flight record cost table"
-
-
-def test_step_faults(monkeypatch, tmp_path):
-    def fake_bench_faults(out):  # writes its report where gpu_check asks, as bench_faults --out does
-        return [sys.executable, "-c", f"import sys; open(sys.argv[1], 'w').write({FAULTS_REPORT!r})", out]
-
-    monkeypatch.setattr(G, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(G, "faults_command", fake_bench_faults)
-    monkeypatch.setattr(G.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
-    outcome = G.step_faults(ctx_with(100), 60)
-    path = tmp_path / "results" / "faults_nvidia-h200.md"
-    assert outcome.status == G.PASSED and path.read_text() == FAULTS_REPORT
-    assert outcome.detail == f"{path}; {G.faults_summary(FAULTS_REPORT)}"
-    monkeypatch.setattr(G, "faults_command", lambda out: [sys.executable, "-c", "raise SystemExit(4)"])
-    assert G.step_faults(ctx_with(100), 60).status == G.FAILED
-
-
-def test_faults_command_is_bench_faults_cli():
-    cmd = G.faults_command("out.md")
-    assert cmd[1:] == [str(ROOT / "benchmarks" / "bench_faults.py"), "--out", "out.md"]
-    assert '"--out"' in (ROOT / "benchmarks" / "bench_faults.py").read_text()
-
-
-# ---- the profile worker's plumbing, with the GPU parts faked --------------------------------------
-
-def test_profile_call_turns_every_failure_into_a_note(monkeypatch):
-    def fake_profile_events(fn, args, warmup, calls):
-        return fn()
-
-    def triton_fails():
-        raise RuntimeError("PTXAS error")
-
-    backends = {"cuda": {"available": False, "reason": "Extension file not found", "ops": []},
-                "triton": {"available": True, "reason": None, "ops": ["int8_linear"]}}
-    monkeypatch.setattr(G, "profile_events", fake_profile_events)
-    monkeypatch.setattr(G, "breakdown_arguments", lambda op, shape, ours: ((), ()))
-    monkeypatch.setattr(G, "their_implementation",
-                        lambda backends, b, op, args: (None, None) if b == "cuda" else (triton_fails, None))
-    ours = SimpleNamespace(int8_linear=fake_profile)
-    items = G.profile_call("int8_linear", (1, 3072, 3072), ours, backends, 3)
-    assert [(b.impl, b.calls, b.note) for b in items] == [
-        ("ours", G.BREAKDOWN_CALLS_PER_PROFILE, ""),
-        ("cuda", 0, "comfy_kitchen cuda is unavailable: Extension file not found"),
-        ("triton", 0, "RuntimeError: PTXAS error")]
-    assert items[0].gpu[0] == [CUTLASS, 2, 60]
-
-    monkeypatch.setattr(G, "breakdown_arguments", lambda op, shape, ours: None)
-    (item,) = G.profile_call("scaled_mm_nvfp4", (4096, 5120, 14336), ours, backends, 3)
-    assert (item.impl, item.note) == ("", "not on this GPU: needs compute capability 10.0+")
-
-    def no_memory(op, shape, ours):
-        raise MemoryError("x")
-
-    monkeypatch.setattr(G, "breakdown_arguments", no_memory)
-    (item,) = G.profile_call("int8_linear", (4096, 5120, 14336), ours, backends, 3)
-    assert item.note == "no arguments: MemoryError: x"
-
-
-@pytest.mark.parametrize("budget,profiled", [(60, len(G.BREAKDOWN_CALLS)), (-1, 0)], ids=["in-time", "no-time"])
-def test_profile_worker_writes_a_record_per_implementation_until_its_budget(monkeypatch, tmp_path, budget, profiled):
-    def no_comfy_kitchen():
-        raise ModuleNotFoundError("No module named 'comfy_kitchen'")
-
-    seen_backends = []
-
-    def fake_profile_call(op, shape, ours, backends, warmup):
-        seen_backends.append(backends)
-        return [G.Breakdown(G.call_name(op, shape), "ours", 5)]
-
-    monkeypatch.setattr(G, "cuda_ops", lambda: SimpleNamespace())
-    monkeypatch.setattr(G, "backend_status", no_comfy_kitchen)
-    monkeypatch.setattr(G, "profile_call", fake_profile_call)
-    path = tmp_path / "breakdowns.jsonl"
-    args = G.parse_args(["--profile-worker", str(path), "--budget", str(budget)])
-    assert G.profile_worker(args) == 0
-    items = G.read_breakdowns(str(path))
-    assert [b.call for b in items] == [G.call_name(op, shape) for op, shape in G.BREAKDOWN_CALLS][:profiled]
-    # without comfy_kitchen, ours are still profiled and the backends say why they are not
-    assert all(b[name]["reason"] == "ModuleNotFoundError: No module named 'comfy_kitchen'"
-               for b in seen_backends for name in G.BACKENDS)
-
-
-def test_code_cell_keeps_the_table_whole():
-    assert G.code_cell("kernel<int>") == "`kernel<int>`"
-    assert G.code_cell("a|b") == "`a\\|b`"  # a pipe would end the cell
+
+# ---- the profiler's attribution ----
+
+def event(name, start, end, device=DeviceType.CUDA):
+    return SimpleNamespace(name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end),
+                           is_user_annotation=False)
+
+
+def test_gpu_events_go_to_the_range_they_fall_in():
+    events = [event("gpu_check|quantize_nvfp4|ours", 0, 100, DeviceType.CPU),
+              event("gpu_check|quantize_nvfp4|triton", 100, 200, DeviceType.CPU),
+              event("cudaLaunchKernel", 1, 2, DeviceType.CPU),
+              event("nvfp4_quant_kernel", 10, 16), event("nvfp4_quant_kernel", 20, 26), event("memset", 30, 31),
+              event("_quantize_kernel", 120, 130), event("gpu_check|quantize_nvfp4|ours", 5, 60)]  # its GPU shadow
+    got = profile.attribute(events, calls=2)
+    assert got[("quantize_nvfp4", "ours")] == [["nvfp4_quant_kernel", 1.0, 6.0], ["memset", 0.5, 0.5]]
+    assert got[("quantize_nvfp4", "triton")] == [["_quantize_kernel", 0.5, 5.0]]
+
+
+def test_short_kernel_names():
+    assert profile.short_kernel_name("void ns::int8_gemv_kernel(ckc_int8_linear_params, bool)") == "int8_gemv_kernel"
+    assert profile.short_kernel_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
+    long = "void cutlass::Kernel<" + "x" * 200 + ">(Params)"
+    assert len(profile.short_kernel_name(long)) == profile.KERNEL_NAME_CHARS
+
+
+# ---- the model, the workload, the commit ----
+
+def test_model_gpu_and_prediction():
+    assert model.model_gpu("NVIDIA H200", (9, 0)) == "h200"
+    assert model.model_gpu("NVIDIA GeForce RTX 5070 Ti", (12, 0)) == "rtx5070ti"
+    assert model.model_gpu("NVIDIA GeForce RTX 4090", (8, 9)) == "rtx5070ti"
+    seen = {}
+
+    def predict(op, m, k, dtype="bfloat16", gpu="h200", n=None, group=256):
+        seen.update(op=op, m=m, k=k, dtype=dtype, gpu=gpu, n=n, group=group)
+        return 0.25
+
+    assert model.predict_us(predict, "int8_linear", 4096, 3072, 5120, "h200") == 250.0
+    assert seen == {"op": "int8_linear", "m": 4096, "k": 3072, "dtype": "bfloat16", "gpu": "h200", "n": 5120,
+                    "group": 256}
+    assert model.predict_us(predict, "quantize_nvfp4", 1, 3072, 0, "h200") == 250.0 and seen["n"] is None
+    assert model.predict_us(None, "quantize_nvfp4", 1, 3072, 0, "h200") is None
+    assert model.predict_us(lambda *a, **k: None, "quantize_nvfp4", 1, 3072, 0, "h200") is None
+
+
+def test_rows_are_measured_targets_first_and_inputs_span_the_l2():
+    assert not any(op == "scaled_mm_nvfp4" for op, *_ in bench.plan_rows((9, 0)))
+    rows = bench.plan_rows((10, 0))
+    ms = [m for op, m, k, n in rows]
+    first_linear = next(i for i, r in enumerate(rows) if r[0] in workload.LINEAR_OPS)
+    assert set(ms[:first_linear]) == {4096} and ms[-1] == 1
+    assert {op for op, *_ in rows} == set(workload.OPS) | set(workload.LINEAR_OPS)
+    assert {(m, k) for op, m, k, n in rows if n == 0} == {(m, k) for m in (4096, 1) for k in (3072, 5120, 14336)}
+    assert {m for op, m, k, n in rows if op == "int8_linear"} == {1, 256, 1024, 4096}
+    assert workload.input_sets(40 << 20, 50 << 20) == 4 and workload.input_sets(200 << 20, 50 << 20) == 1
+    assert workload.input_sets(10, 50 << 20) == workload.MAX_SETS
+
+
+def test_the_commit_comes_from_git_or_the_stamp(tmp_path):
+    stamp = {"commit": "abc1234", "dirty": "0", "written": "2026-12-01 10:00"}
+    assert gpu_check.source_commit("abc1234", stamp) == "abc1234 (git)"
+    assert gpu_check.source_commit("", stamp) == "abc1234 (stamp, stamped 2026-12-01 10:00; no git repository here)"
+    assert gpu_check.source_commit("dc7413c-dirty", {**stamp, "dirty": "1"}).startswith("abc1234-dirty (stamp")
+    assert gpu_check.source_commit("", {}) == "unknown"
+    written = carry_comfy_kitchen.write_stamp(tmp_path)
+    back = gpu_check.read_stamp(tmp_path / "SOURCE")
+    assert written.startswith(back["commit"]) and back["dirty"] in ("0", "1") and back["written"]
+
+
+def test_faults_summary_reads_the_gpu_rows():
+    text = io.StringIO("| emulated | file | 900 | 500 | 400 | 1000 (within) |\n"
+                       "| NVIDIA H200 | pinned | 1500 | 800 | 700 | 1000 (within) |\n").getvalue()
+    assert gpu_check.faults_summary(text) == ("flight record on NVIDIA H200 (pinned words): 700 ns per op, "
+                                              "target 1000 (within)")
+    assert gpu_check.faults_summary("") == "no GPU row in its flight record cost table"
+
+
+def test_worker_records_are_plain_json(tmp_path):
+    path = tmp_path / "k.jsonl"
+    with open(path, "w") as out:
+        records.write_record(out, "kernels", Kernels("int8_linear", 1, 3072, 3072, "ours", [["g", 1.0, 2.0]]))
+    assert json.loads(path.read_text())["impl"] == "ours"
+
+
+# ---- the benchmark worker's measuring code, on the CPU with a clock that never waits ----
+
+class HostClock:
+    """Every call done when made; the GPU 'time' is the host's, always ahead."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def sync(self):
+        pass
+
+    def spin(self, ms):
+        pass
+
+    def mark(self):
+        self.t += 1e-3
+        return self.t
+
+    def reached(self, mark):
+        return False
+
+    def elapsed_ms(self, a, b):
+        return (b - a) * 1e3
+
+    def now(self):
+        return self.t
+
+
+@pytest.fixture
+def on_cpu(monkeypatch):
+    monkeypatch.setattr(workload, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "set_flight", lambda on: None)
+
+
+@pytest.mark.parametrize("op", workload.OPS)
+def test_every_op_row_is_measured_for_ours_and_the_copy(on_cpu, op):
+    from comfy_kitchen_c import ops
+
+    cfg = bench.Config(calls=2, rounds=1, warmup=1, graph=False)
+    r = bench.measure_op(op, 4096 if op == "quantize_int8_rowwise" else 2, 512, ops,
+                         workload.no_backends("none here"), HostClock(), cfg, l2_bytes=1 << 20)
+    assert set(r.gpu_us) == {"ours", "copy"} | ({"ours_flight_off"} if r.m == 4096 else set()), r.notes
+    assert r.ahead["ours"] and r.host_us["ours"] >= 0 and not r.notes
+    assert r.nbytes >= r.m * 512 * 3  # at least a bfloat16 input and int8 codes, or the reverse
+
+
+def test_the_linear_row_is_measured(on_cpu):
+    from comfy_kitchen_c import ops
+
+    cfg = bench.Config(calls=2, rounds=1, warmup=1, graph=False)
+    r = bench.measure_linear("int8_linear", 3, 256, 64, ops, workload.no_backends("none here"), HostClock(), cfg,
+                             l2_bytes=1 << 20)
+    assert set(r.gpu_us) == {"ours", "copy"} and r.shape == "3x256x64"
+    x, w, ws, bias = (3 * 256 * 2, 64 * 256, 64 * 4, 64 * 2)
+    assert r.nbytes == x + w + ws + bias + 3 * 64 * 2
+    assert bench.measure_linear("scaled_mm_nvfp4", 3, 256, 64, ops, {}, HostClock(), cfg, 1 << 20) is None
+
+
+def test_the_profile_covers_every_implementation_of_a_shape(on_cpu):
+    from comfy_kitchen_c import ops
+
+    calls, notes = profile.group_items((2, 512, 0), workload.OPS, ops, workload.no_backends("none here"))
+    assert {(op, impl) for op, impl, _ in calls} == {(op, i) for op in workload.OPS for i in ("ours", "copy")}
+    assert not notes
+    kernels, failure = profile.profile_group(calls)
+    assert failure is None and set(kernels) == {(op, impl) for op, impl, _ in calls}
+
+
+def test_the_bench_and_profile_steps_read_their_workers_records(monkeypatch):
+    rows = [row(ours=10.0), row(k=5120)]
+    rows[1].notes["ours"] = "RuntimeError: boom"
+    worker_output = {
+        "bench": [{"kind": "backends", "backends": {"triton": {"available": True}}},
+                  {"kind": "device", "model_gpu": "h200", "model": True},
+                  *({"kind": "row", **asdict(r)} for r in rows)],
+        "profile": [{"kind": "kernels", **asdict(Kernels("quantize_int8_rowwise", 4096, 3072, 0, "ours",
+                                                                  [["k", 1.0, 9.0]]))}],
+    }
+    monkeypatch.setattr(gpu_check, "run_worker", lambda kind, ctx, timeout: ("cmd", 0, "", worker_output[kind]))
+    ctx = steps.Context(None, 1000, True, data={"capability": (9, 0)})
+    outcome = gpu_check.step_bench(ctx, 100)
+    assert outcome.status == steps.FAILED
+    assert outcome.detail == f"2 of {len(bench.plan_rows((9, 0)))} rows measured; our op failed in 1 rows"
+    assert ctx.data["backends"] == {"triton": {"available": True}} and ctx.data["device"]["model_gpu"] == "h200"
+    assert gpu_check.step_profile(ctx, 50).status == steps.PASSED
+    assert ctx.data["rows"][0].kernels == {"ours": [["k", 1.0, 9.0]]}
+
+
+def test_main_runs_the_steps_and_writes_the_report(monkeypatch, tmp_path):
+    """main's glue on a pretended GPU: the steps run in order with the data they share, and
+    the report lands in results/<gpu slug>.md; a failed step makes the exit status 1."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(gpu_check, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path.parent)
+    monkeypatch.setattr(gpu_check, "gpu_info", lambda torch, command, device: {"GPU": "NVIDIA H200", "command": command})
+    seen = []
+
+    def bench_step(ctx, allowed):
+        seen.append(("bench", ctx.data["arch"], ctx.quick))
+        ctx.data["rows"] = [row(ours=10.0, copy=9.0)]
+        return steps.Outcome(steps.PASSED, "1 rows")
+
+    monkeypatch.setattr(gpu_check, "STEPS", [
+        steps.Step("a", "build", "", lambda ctx, t: steps.Outcome(steps.FAILED, "nvcc missing"), 10, 10),
+        steps.Step("d", "bench", "", bench_step, 10, 10, takes_rest=True)])
+    assert gpu_check.main(["--quick", "--no-build"]) == 1
+    assert seen == [("bench", "90", True)]
+    text = (tmp_path / "nvidia-h200.md").read_text()
+    assert "| a. build | failed |" in text and "nvcc missing" in text
+    assert "| quantize_int8_rowwise | 4096x3072 |" in text and "bandwidth 90% ok" in text
+    assert "python benchmarks/gpu_check.py --quick --no-build" in text

@@ -8,22 +8,14 @@
  * The few declarations used are written here (values from cublasLt.h of CUDA
  * 12.8 and 13, identical in both), so the build needs no cuBLAS headers.
  *
- * No split-K and no stream-K: the field report's prime suspect for a hang is a
- * GEMM whose blocks spin-wait on each other's partial sums.  The preference
- * allows no reduction scheme, and of the heuristic's answers only an algorithm
- * whose configuration reads SPLITK_NUM <= 1 and REDUCTION_SCHEME == NONE is
- * taken, preferring one that needs no workspace at all (stream-K's fix-up
- * partials and flags live in the workspace, so a workspace-free kernel cannot
- * be one).
- *
- * The workspace is device memory allocated once per (device, stream) and never
- * freed: work queued on that stream may still use it after a call returns, and
- * one buffer per stream keeps concurrent streams from sharing one.
- *
- * The heuristic query costs more than a small GEMM, so the chosen algorithm is
- * cached per problem (device, kind, sizes, leading dimensions, alignments,
- * workspace): a model's layers repeat a few shapes.  Descriptors are cheap and
- * made per call. */
+ * What is shared with the emulated device lives in blas_plan.c: the filter
+ * (the heuristic's order, no split-K, no reduction scheme: no blocks that
+ * spin-wait on each other's partial sums; workspace allowed), the plan cache
+ * (the int8 GEMM's descriptors and algorithm per problem, device included)
+ * and the workspaces per (device, stream), made before any CUDA-graph capture
+ * can need one.  The int8 GEMM then costs the host one cublasLtMatmul per
+ * call.  The NVFP4 GEMM caches its algorithm only: its descriptor carries the
+ * call's scale and bias pointers. */
 #if defined(CKC_WITH_CUDA)
 
 #include <stdio.h>
@@ -39,6 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include "blas.h"
+#include "blas_plan.h"
 #include "platform/threads.h"
 
 /* ---- cuBLASLt declarations (cublasLt.h, cublas_api.h, library_types.h) ---- */
@@ -118,33 +111,13 @@ static struct {
     LT_FUNCTIONS(LT_FIELD)
 } lt;
 
-static ckc_mutex lt_lock;  /* loading, handles and workspaces */
+static ckc_mutex lt_lock;  /* loading and handles (blas_plan.c locks the rest) */
 static int lt_loaded;
 static char lt_load_error[2560];
 static char lt_search_dirs[4096];
 
 #define CKC_MAX_GPUS 64
 static lt_handle lt_handles[CKC_MAX_GPUS];
-
-/* Chosen algorithms by problem, replaced round-robin when full. */
-#define LT_CACHE_SIZE 256
-#define LT_KEY_LEN 12
-typedef struct {
-    int used;
-    int64_t key[LT_KEY_LEN];
-    lt_algo algo;
-} lt_cached;
-static lt_cached lt_cache[LT_CACHE_SIZE];
-static int lt_cache_next;
-
-typedef struct workspace {
-    int device;
-    uintptr_t stream;
-    void *ptr;
-    size_t bytes;
-    struct workspace *next;
-} workspace;
-static workspace *workspaces;
 
 void
 ckc_blas_init(void)
@@ -338,12 +311,41 @@ lt_status_name(lt_status s)
 
 /* ---- per-device handle, per-(device, stream) workspace ---- */
 
+static void *
+lt_alloc(size_t bytes, ckc_error *err)
+{
+    void *p = NULL;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* else the next launch check blames this on a kernel */
+        CKC_FAIL(err, CKC_ERR_RUNTIME, "cuBLASLt workspace: cudaMalloc of %zu bytes failed: %s: %s", bytes,
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+/* Whether work queued on stream is being captured into a CUDA graph (no
+ * allocation allowed).  A failed query counts as a capture: it fails only
+ * when a capture forbids the question (the legacy stream during another
+ * thread's global capture). */
+static int
+lt_capturing(uintptr_t stream)
+{
+    enum cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &s) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return s != cudaStreamCaptureStatusNone;
+}
+
 static ckc_status
 lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes, ckc_error *err)
 {
     const int device = exec->device_index;
-    ckc_status status = CKC_OK;
-    workspace *w;
+    int major = 0;
+    cudaError_t e;
     if (device < 0 || device >= CKC_MAX_GPUS) {
         return CKC_FAIL(err, CKC_ERR_RUNTIME, "device index %d is beyond %d", device, CKC_MAX_GPUS);
     }
@@ -353,186 +355,52 @@ lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes,
         const lt_status s = lt.cublasLtCreate(&lt_handles[device]);
         if (s != 0) {
             lt_handles[device] = NULL;
-            status = ckc_error_set(err, CKC_ERR_RUNTIME, __FILE__, __LINE__, __func__,
-                                   "cublasLtCreate failed: %s (%d) at %s:%d", lt_status_name(s), s, __FILE__,
-                                   __LINE__);
+            ckc_mutex_unlock(&lt_lock);
+            return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtCreate failed: %s (%d)", lt_status_name(s), s);
         }
     }
-    for (w = workspaces; status == CKC_OK && w != NULL; w = w->next) {
-        if (w->device == device && w->stream == exec->stream) {
-            break;
-        }
-    }
-    if (status == CKC_OK && w == NULL) {
-        int major = 0;
-        cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-        w = (workspace *)calloc(1, sizeof *w);
-        if (w == NULL) {
-            status = CKC_FAIL(err, CKC_ERR_MEMORY, "cannot allocate a workspace record");
-        } else {
-            /* comfy_kitchen's sizes: 32 MiB from Hopper on (the FP4 GEMM wants it), else 4 MiB. */
-            w->bytes = (size_t)(major >= 9 ? 32 : 4) << 20;
-            if (e == cudaSuccess) {
-                e = cudaMalloc(&w->ptr, w->bytes);
-            }
-            if (e != cudaSuccess) {
-                (void)cudaGetLastError(); /* else the next launch check blames this on a kernel */
-                free(w);
-                w = NULL;
-                status = ckc_error_set(err, CKC_ERR_RUNTIME, __FILE__, __LINE__, __func__,
-                                       "cuBLASLt workspace (cudaDeviceGetAttribute, cudaMalloc) failed: %s: %s at "
-                                       "%s:%d", cudaGetErrorName(e), cudaGetErrorString(e), __FILE__, __LINE__);
-            } else {
-                w->device = device;
-                w->stream = exec->stream;
-                w->next = workspaces;
-                workspaces = w;
-            }
-        }
-    }
-    if (status == CKC_OK) {
-        *handle = lt_handles[device];
-        *ws = w->ptr;
-        *ws_bytes = w->bytes;
-    }
+    *handle = lt_handles[device];
     ckc_mutex_unlock(&lt_lock);
-    return status;
+    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cudaDeviceGetAttribute failed: %s: %s", cudaGetErrorName(e),
+                        cudaGetErrorString(e));
+    }
+    /* comfy_kitchen's sizes: 32 MiB from Hopper on (the FP4 GEMM wants it), else 4 MiB. */
+    return ckc_blas_workspace(device, exec->stream, lt_capturing(exec->stream), (size_t)(major >= 9 ? 32 : 4) << 20,
+                              lt_alloc, ws, ws_bytes, err);
 }
 
-/* ---- one matmul: descriptors, an algorithm without split-K, the call ---- */
+/* ---- plans: descriptors and an algorithm ---- */
 
 typedef struct {
-    lt_handle handle;   /* the device's, with the stream's workspace */
-    void *ws;
-    size_t ws_bytes;
     lt_desc desc;
     lt_layout a, b, c;
-    lt_pref pref;
+    lt_algo algo;
 } lt_plan;
 
-/* Frees what a GEMM created in its plan, whether it succeeded or not, and
- * passes its status on. */
-static ckc_status
-lt_plan_done(lt_plan *pl, ckc_status status)
+static void
+lt_plan_free(void *p)
 {
-    if (pl->pref != NULL) (void)lt.cublasLtMatmulPreferenceDestroy(pl->pref);
+    lt_plan *pl = (lt_plan *)p;
     if (pl->c != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl->c);
     if (pl->b != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl->b);
     if (pl->a != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl->a);
     if (pl->desc != NULL) (void)lt.cublasLtMatmulDescDestroy(pl->desc);
-    return status;
-}
-
-static uint32_t
-alignment_of(const void *p)
-{
-    uint32_t a = 256;
-    while (a > 1 && (uintptr_t)p % a != 0) {
-        a /= 2;
-    }
-    return a;
-}
-
-/* The cached algorithm of a problem, if any (lock held by the caller). */
-static const lt_cached *
-lt_cache_find(const int64_t key[LT_KEY_LEN])
-{
-    for (int i = 0; i < LT_CACHE_SIZE; i++) {
-        if (lt_cache[i].used && memcmp(lt_cache[i].key, key, sizeof lt_cache[i].key) == 0) {
-            return &lt_cache[i];
-        }
-    }
-    return NULL;
-}
-
-/* Picks an algorithm for the plan's problem: the cached one, or the heuristic's
- * first with no reduction scheme and split-K of at most 1, preferring one
- * without workspace (see the top of the file).  `problem` holds kind, device,
- * m, n, k, lda, ldb, ldc; the alignments and workspace size complete the key. */
-static ckc_status
-lt_pick(lt_plan *pl, const int64_t problem[8], const void *a, const void *b, const void *c, lt_algo *algo,
-        ckc_error *err)
-{
-    const size_t ws_bytes = pl->ws_bytes;
-    const uint64_t ws = ws_bytes;
-    const uint32_t reduction = LT_REDUCTION_NONE;
-    const uint32_t align_a = alignment_of(a), align_b = alignment_of(b), align_c = alignment_of(c);
-    int64_t key[LT_KEY_LEN];
-    const lt_cached *hit;
-    lt_heuristic results[16];
-    int count = 0;
-    int chosen = -1;
-    memcpy(key, problem, 8 * sizeof key[0]);
-    key[8] = align_a;
-    key[9] = align_b;
-    key[10] = align_c;
-    key[11] = (int64_t)ws_bytes;
-    ckc_mutex_lock(&lt_lock);
-    hit = lt_cache_find(key);
-    if (hit != NULL) {
-        *algo = hit->algo;
-    }
-    ckc_mutex_unlock(&lt_lock);
-    if (hit != NULL) {
-        return CKC_OK;
-    }
-    LT_TRY(err, lt.cublasLtMatmulPreferenceCreate(&pl->pref));
-    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_REDUCTION_SCHEME_MASK, &reduction,
-                                                         sizeof reduction));
-    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MIN_ALIGNMENT_A, &align_a, sizeof align_a));
-    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MIN_ALIGNMENT_B, &align_b, sizeof align_b));
-    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MIN_ALIGNMENT_C, &align_c, sizeof align_c));
-    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, LT_PREF_MIN_ALIGNMENT_D, &align_c, sizeof align_c));
-    LT_TRY(err, lt.cublasLtMatmulAlgoGetHeuristic(pl->handle, pl->desc, pl->a, pl->b, pl->c, pl->c, pl->pref, 16,
-                                                   results, &count));
-    for (int pass = 0; pass < 2 && chosen < 0; pass++) {
-        for (int i = 0; i < count && chosen < 0; i++) {
-            int32_t splitk = 1;
-            uint32_t scheme = LT_REDUCTION_NONE;
-            size_t written = 0;
-            if (results[i].state != 0 || (pass == 0 && results[i].workspace_size != 0)) {
-                continue;
-            }
-            LT_TRY(err, lt.cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, LT_CONFIG_SPLITK_NUM, &splitk,
-                                                                  sizeof splitk, &written));
-            LT_TRY(err, lt.cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, LT_CONFIG_REDUCTION_SCHEME,
-                                                                  &scheme, sizeof scheme, &written));
-            if (splitk <= 1 && scheme == LT_REDUCTION_NONE) {
-                chosen = i;
-            }
-        }
-    }
-    if (chosen < 0) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME,
-                        "cublasLtMatmulAlgoGetHeuristic offered no algorithm without split-K (%d candidates; "
-                        "cuBLASLt %zu)", count, lt.cublasLtGetVersion());
-    }
-    *algo = results[chosen].algo;
-    ckc_mutex_lock(&lt_lock);
-    if (lt_cache_find(key) == NULL) {
-        lt_cached *slot = &lt_cache[lt_cache_next];
-        lt_cache_next = (lt_cache_next + 1) % LT_CACHE_SIZE;
-        slot->used = 1;
-        memcpy(slot->key, key, sizeof slot->key);
-        slot->algo = *algo;
-    }
-    ckc_mutex_unlock(&lt_lock);
-    return CKC_OK;
+    free(pl);
 }
 
 /* Both GEMMs multiply row-major [m, k] activations by [n, k] weights into a
  * row-major [m, n] output: in cuBLASLt's column-major view that is
  * C[n, m] = W^T[n, k] . X[k, m], "TN", so cuBLASLt's A is our weight and its B
- * our activation.  This loads cuBLASLt and the device's handle and workspace
- * (lt_context), then creates the descriptor (compute and scale types, TN) and
+ * our activation.  Creates the descriptor (compute and scale types, TN) and
  * the three layouts (leading dimensions ldw, ldx, ldc). */
 static ckc_status
-lt_begin_tn(const ckc_exec *exec, lt_plan *pl, int compute, int scale_type, int in_type, int out_type, int64_t m,
-            int64_t n, int64_t k, int64_t ldw, int64_t ldx, int64_t ldc, ckc_error *err)
+lt_describe_tn(lt_plan *pl, int compute, int scale_type, int in_type, int out_type, int64_t m, int64_t n, int64_t k,
+               int64_t ldw, int64_t ldx, int64_t ldc, ckc_error *err)
 {
     const int32_t trans_a = LT_OP_T, trans_b = LT_OP_N;
-    CKC_TRY(lt_context(exec, &pl->handle, &pl->ws, &pl->ws_bytes, err));
     LT_TRY(err, lt.cublasLtMatmulDescCreate(&pl->desc, compute, scale_type));
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSA, &trans_a, sizeof trans_a));
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_TRANSB, &trans_b, sizeof trans_b));
@@ -542,36 +410,127 @@ lt_begin_tn(const ckc_exec *exec, lt_plan *pl, int compute, int scale_type, int 
     return CKC_OK;
 }
 
-/* out = alpha * (w . x) + beta * out with the plan, on the caller's stream,
- * through an algorithm lt_pick chose (or recalled) for `problem`. */
+#define LT_HEURISTICS 16
+
+/* The heuristic's answers as the filter reads them. */
 static ckc_status
-lt_run(const ckc_exec *exec, lt_plan *pl, const int64_t problem[8], const void *alpha, const void *w, const void *x,
-       const void *beta, void *out, ckc_error *err)
+lt_candidates(const lt_heuristic *r, int count, ckc_blas_candidate *c, ckc_error *err)
 {
-    lt_algo algo;
-    CKC_TRY(lt_pick(pl, problem, w, x, out, &algo, err));
-    LT_TRY(err, lt.cublasLtMatmul(pl->handle, pl->desc, alpha, w, pl->a, x, pl->b, beta, out, pl->c, out, pl->c, &algo,
-                                  pl->ws, pl->ws_bytes, (cudaStream_t)exec->stream));
+    for (int i = 0; i < count; i++) {
+        size_t written = 0;
+        c[i].ok = r[i].state == 0;
+        c[i].workspace = r[i].workspace_size;
+        c[i].split_k = 1;
+        c[i].reduction = 0;
+        LT_TRY(err, lt.cublasLtMatmulAlgoConfigGetAttribute(&r[i].algo, LT_CONFIG_SPLITK_NUM, &c[i].split_k,
+                                                              sizeof c[i].split_k, &written));
+        LT_TRY(err, lt.cublasLtMatmulAlgoConfigGetAttribute(&r[i].algo, LT_CONFIG_REDUCTION_SCHEME, &c[i].reduction,
+                                                              sizeof c[i].reduction, &written));
+    }
+    return CKC_OK;
+}
+
+/* Asks the heuristic for pl's problem (pointers of these alignments, ws_bytes
+ * of workspace) and takes the filter's choice into pl->algo. */
+static ckc_status
+lt_choose(lt_handle handle, lt_plan *pl, const uint32_t align[3], size_t ws_bytes, lt_pref pref, ckc_error *err)
+{
+    const uint64_t ws = ws_bytes;
+    const uint32_t reduction = LT_REDUCTION_NONE;
+    lt_heuristic results[LT_HEURISTICS];
+    ckc_blas_candidate candidates[LT_HEURISTICS];
+    int count = 0;
+    int chosen;
+    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                         sizeof reduction));
+    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MIN_ALIGNMENT_A, &align[0], sizeof align[0]));
+    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MIN_ALIGNMENT_B, &align[1], sizeof align[1]));
+    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MIN_ALIGNMENT_C, &align[2], sizeof align[2]));
+    LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MIN_ALIGNMENT_D, &align[2], sizeof align[2]));
+    LT_TRY(err, lt.cublasLtMatmulAlgoGetHeuristic(handle, pl->desc, pl->a, pl->b, pl->c, pl->c, pref, LT_HEURISTICS,
+                                                   results, &count));
+    CKC_TRY(lt_candidates(results, count, candidates, err));
+    chosen = ckc_blas_choose(candidates, count, ws_bytes);
+    if (chosen < 0) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME,
+                        "cublasLtMatmulAlgoGetHeuristic offered no algorithm without split-K or a reduction scheme "
+                        "(%d candidates; cuBLASLt %zu)", count, lt.cublasLtGetVersion());
+    }
+    pl->algo = results[chosen].algo;
     return CKC_OK;
 }
 
 static ckc_status
-int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ckc_error *err)
+lt_choose_with_pref(lt_handle handle, lt_plan *pl, const uint32_t align[3], size_t ws_bytes, ckc_error *err)
 {
-    const int32_t alpha = 1, beta = 0;
-    CKC_TRY(lt_begin_tn(exec, pl, LT_COMPUTE_32I, LT_R_32I, LT_R_8I, LT_R_32I, p->m, p->n, p->k, p->ldb, p->lda,
-                        p->ldc, err));
-    const int64_t problem[8] = {0, exec->device_index, p->m, p->n, p->k, p->lda, p->ldb, p->ldc};
-    return lt_run(exec, pl, problem, &alpha, p->b, p->a, &beta, p->c, err);
+    lt_pref pref = NULL;
+    ckc_status status;
+    LT_TRY(err, lt.cublasLtMatmulPreferenceCreate(&pref));
+    status = lt_choose(handle, pl, align, ws_bytes, pref, err);
+    (void)lt.cublasLtMatmulPreferenceDestroy(pref);
+    return status;
+}
+
+/* ---- the int8 GEMM: a cached plan, one cublasLtMatmul per call ---- */
+
+static ckc_status
+int8_plan_new(lt_handle handle, const ckc_int8_gemm_params *p, size_t ws_bytes, lt_plan **out, ckc_error *err)
+{
+    const uint32_t align[3] = {ckc_blas_alignment(p->b), ckc_blas_alignment(p->a), ckc_blas_alignment(p->c)};
+    lt_plan *pl = (lt_plan *)calloc(1, sizeof *pl);
+    ckc_status status;
+    if (pl == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "cannot allocate a cuBLASLt plan");
+    }
+    status = lt_describe_tn(pl, LT_COMPUTE_32I, LT_R_32I, LT_R_8I, LT_R_32I, p->m, p->n, p->k, p->ldb, p->lda, p->ldc,
+                            err);
+    if (status == CKC_OK) {
+        status = lt_choose_with_pref(handle, pl, align, ws_bytes, err);
+    }
+    if (status != CKC_OK) {
+        lt_plan_free(pl);
+        return status;
+    }
+    *out = pl;
+    return CKC_OK;
 }
 
 ckc_status
 ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    lt_plan pl;
-    memset(&pl, 0, sizeof pl);
-    return lt_plan_done(&pl, int8_gemm(p, exec, &pl, err));
+    const int32_t alpha = 1, beta = 0;
+    lt_handle handle;
+    void *ws;
+    size_t ws_bytes;
+    lt_plan *pl = NULL;
+    ckc_blas_key key;
+    ckc_blas_entry *entry;
+    lt_status s;
+    CKC_TRY(lt_context(exec, &handle, &ws, &ws_bytes, err));
+    key = ckc_blas_int8_key(p, exec->device_index, ws_bytes);
+    entry = ckc_blas_find(&key);
+    if (entry == NULL) {
+        CKC_TRY(int8_plan_new(handle, p, ws_bytes, &pl, err));
+        entry = ckc_blas_insert(&key, pl, lt_plan_free);
+    }
+    if (entry != NULL) {
+        pl = (lt_plan *)ckc_blas_plan(entry);
+    }
+    s = lt.cublasLtMatmul(handle, pl->desc, &alpha, p->b, pl->a, p->a, pl->b, &beta, p->c, pl->c, p->c, pl->c,
+                          &pl->algo, ws, ws_bytes, (cudaStream_t)exec->stream);
+    if (entry != NULL) {
+        ckc_blas_release(entry);
+    } else {
+        lt_plan_free(pl); /* its slot, or every slot, was busy: used once */
+    }
+    if (s != 0) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (int8) failed: %s (%d)", lt_status_name(s), s);
+    }
+    return CKC_OK;
 }
+
+/* ---- the NVFP4 GEMM: descriptors per call (they carry its pointers), the algorithm cached ---- */
 
 static int
 lt_type_of(ckc_float_kind kind)
@@ -580,13 +539,13 @@ lt_type_of(ckc_float_kind kind)
 }
 
 static ckc_status
-nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ckc_error *err)
+nvfp4_describe(const ckc_nvfp4_gemm_params *p, lt_plan *pl, ckc_error *err)
 {
     const int32_t pointer_mode = LT_POINTER_MODE_DEVICE;
     const int32_t scale_mode = LT_SCALE_VEC16_UE4M3;
     const int out_type = lt_type_of(p->out_kind);
-    CKC_TRY(lt_begin_tn(exec, pl, LT_COMPUTE_32F, LT_R_32F, LT_R_4F_E2M1, out_type, p->m, p->n, p->k, p->k, p->k,
-                        p->n, err));
+    CKC_TRY(lt_describe_tn(pl, LT_COMPUTE_32F, LT_R_32F, LT_R_4F_E2M1, out_type, p->m, p->n, p->k, p->k, p->k, p->n,
+                           err));
     /* cuBLASLt's A is our b (the weight), so its A scales are scale_b. */
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_POINTER_MODE, &pointer_mode,
                                                   sizeof pointer_mode));
@@ -603,18 +562,82 @@ nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, lt_plan *pl, ck
         LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_BIAS_DATA_TYPE, &out_type,
                                                       sizeof out_type));
     }
-    /* kind: 1 + output type, and whether the bias epilogue is on */
-    const int64_t problem[8] = {1 + 2 * out_type + (p->bias != NULL), exec->device_index, p->m, p->n, p->k,
-                                p->k, p->k, p->n};
-    return lt_run(exec, pl, problem, p->alpha_beta, p->b, p->a, p->alpha_beta + 1, p->out, err);
+    return CKC_OK;
+}
+
+static void
+lt_algo_free(void *p)
+{
+    free(p);
+}
+
+/* pl->algo for the problem: the cached one, or the filter's choice, cached. */
+static ckc_status
+nvfp4_algo(lt_handle handle, const ckc_nvfp4_gemm_params *p, int device, size_t ws_bytes, lt_plan *pl,
+           ckc_error *err)
+{
+    const uint32_t align[3] = {ckc_blas_alignment(p->b), ckc_blas_alignment(p->a), ckc_blas_alignment(p->out)};
+    ckc_blas_key key;
+    ckc_blas_entry *entry;
+    lt_algo *algo;
+    memset(&key, 0, sizeof key);
+    /* kind: 1 + 2 * output type + whether the bias epilogue is on */
+    key.v[0] = 1 + 2 * lt_type_of(p->out_kind) + (p->bias != NULL);
+    key.v[1] = device;
+    key.v[2] = p->m;
+    key.v[3] = p->n;
+    key.v[4] = p->k;
+    key.v[8] = align[0];
+    key.v[9] = align[1];
+    key.v[10] = align[2];
+    key.v[11] = (int64_t)ws_bytes;
+    entry = ckc_blas_find(&key);
+    if (entry == NULL) {
+        CKC_TRY(lt_choose_with_pref(handle, pl, align, ws_bytes, err));
+        algo = (lt_algo *)malloc(sizeof *algo);
+        if (algo != NULL) { /* without memory, the choice is simply not kept */
+            *algo = pl->algo;
+            entry = ckc_blas_insert(&key, algo, lt_algo_free);
+            if (entry == NULL) {
+                free(algo);
+            }
+        }
+    } else {
+        pl->algo = *(const lt_algo *)ckc_blas_plan(entry);
+    }
+    if (entry != NULL) {
+        ckc_blas_release(entry);
+    }
+    return CKC_OK;
 }
 
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
+    lt_handle handle;
+    void *ws;
+    size_t ws_bytes;
     lt_plan pl;
+    ckc_status status;
+    lt_status s = 0;
     memset(&pl, 0, sizeof pl);
-    return lt_plan_done(&pl, nvfp4_gemm(p, exec, &pl, err));
+    CKC_TRY(lt_context(exec, &handle, &ws, &ws_bytes, err));
+    status = nvfp4_describe(p, &pl, err);
+    if (status == CKC_OK) {
+        status = nvfp4_algo(handle, p, exec->device_index, ws_bytes, &pl, err);
+    }
+    if (status == CKC_OK) {
+        s = lt.cublasLtMatmul(handle, pl.desc, p->alpha_beta, p->b, pl.a, p->a, pl.b, p->alpha_beta + 1, p->out, pl.c,
+                              p->out, pl.c, &pl.algo, ws, ws_bytes, (cudaStream_t)exec->stream);
+    }
+    if (pl.c != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.c);
+    if (pl.b != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.b);
+    if (pl.a != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.a);
+    if (pl.desc != NULL) (void)lt.cublasLtMatmulDescDestroy(pl.desc);
+    if (status == CKC_OK && s != 0) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (NVFP4) failed: %s (%d)", lt_status_name(s), s);
+    }
+    return status;
 }
 
 #endif /* CKC_WITH_CUDA */

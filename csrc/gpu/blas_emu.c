@@ -1,12 +1,20 @@
 /* The GEMM seam on the emulated device: C references of what cuBLASLt computes.
  * The int8 GEMM is the CPU kernels' (exact: int32 sums do not depend on their
  * order), the NVFP4 GEMM a plain dequantize-and-accumulate in float32.  Device
- * memory is host memory; work runs synchronously. */
+ * memory is host memory; work runs synchronously.
+ *
+ * The int8 GEMM goes through blas_plan.c as on a GPU: a workspace per stream
+ * (a capture can be pretended), the plan cache, and the algorithm filter run
+ * on a heuristic answer made up here (by default one to skip for split-K, one
+ * needing workspace, one without: the filter must take the second); the tests
+ * set others (ckc_blas_emu_set_heuristic). */
 #if defined(CKC_EMULATED)
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "blas.h"
+#include "blas_plan.h"
 #include "cpu/kernels.h"
 #include "cpu/rows.h"
 #include "math/nvfp4.h"
@@ -22,9 +30,76 @@ ckc_blas_set_search_dirs(const char *dirs)
     (void)dirs;
 }
 
+#define EMU_WORKSPACE_BYTES ((size_t)4 << 20)
+
+static ckc_blas_candidate emu_heuristic[CKC_BLAS_EMU_CANDIDATES] = {
+    {1, (size_t)1 << 20, 4, 1}, /* split K, with a reduction: skipped */
+    {1, (size_t)2 << 20, 1, 0}, /* workspace, no split: taken */
+    {1, 0, 1, 0},
+};
+static int emu_heuristic_count = 3;
+static int emu_capturing;
+
+void
+ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count)
+{
+    emu_heuristic_count = count < CKC_BLAS_EMU_CANDIDATES ? count : CKC_BLAS_EMU_CANDIDATES;
+    memcpy(emu_heuristic, c, (size_t)emu_heuristic_count * sizeof *c);
+}
+
+void
+ckc_blas_emu_set_capturing(int capturing)
+{
+    emu_capturing = capturing;
+}
+
+static void *
+emu_alloc(size_t bytes, ckc_error *err)
+{
+    void *p = malloc(bytes);
+    if (p == NULL) {
+        CKC_FAIL(err, CKC_ERR_MEMORY, "emulated workspace: cannot allocate %zu bytes", bytes);
+    }
+    return p;
+}
+
+/* An emulated plan: the index of the candidate the filter took. */
+static ckc_status
+emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **entry, ckc_error *err)
+{
+    void *ws;
+    size_t ws_bytes;
+    ckc_blas_key key;
+    int *choice;
+    CKC_TRY(ckc_blas_workspace(exec->device_index, exec->stream, emu_capturing, EMU_WORKSPACE_BYTES, emu_alloc, &ws,
+                               &ws_bytes, err));
+    key = ckc_blas_int8_key(p, exec->device_index, ws_bytes);
+    *entry = ckc_blas_find(&key);
+    if (*entry != NULL) {
+        return CKC_OK;
+    }
+    choice = (int *)malloc(sizeof *choice);
+    if (choice == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated plan: out of memory");
+    }
+    *choice = ckc_blas_choose(emu_heuristic, emu_heuristic_count, ws_bytes);
+    if (*choice < 0) {
+        free(choice);
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "emulated cublasLtMatmulAlgoGetHeuristic offered no algorithm without "
+                        "split-K or a reduction scheme (%d candidates)", emu_heuristic_count);
+    }
+    *entry = ckc_blas_insert(&key, choice, free);
+    if (*entry == NULL) {
+        free(choice); /* used once */
+    }
+    return CKC_OK;
+}
+
 ckc_status
 ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
+    ckc_blas_entry *entry = NULL;
+    ckc_status status;
     /* What cuBLASLt's IMMA kernels accept (blas_cublaslt.c): the launcher must pad. */
     if (p->k % 4 != 0 || p->n % 4 != 0 || p->lda % 4 != 0 || p->ldb % 4 != 0 || p->ldc % 4 != 0 ||
         (uintptr_t)p->a % 4 != 0 || (uintptr_t)p->b % 4 != 0 || (uintptr_t)p->c % 4 != 0) {
@@ -33,7 +108,12 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
                         "4-byte aligned pointers (k %lld, n %lld, lda %lld, ldb %lld, ldc %lld)",
                         (long long)p->k, (long long)p->n, (long long)p->lda, (long long)p->ldb, (long long)p->ldc);
     }
-    return ckc_cpu()->int8_gemm(p, exec->nthreads, err);
+    CKC_TRY(emu_plan(p, exec, &entry, err));
+    status = ckc_cpu()->int8_gemm(p, exec->nthreads, err);
+    if (entry != NULL) {
+        ckc_blas_release(entry);
+    }
+    return status;
 }
 
 /* Values of one row of NVFP4 codes times their block scales (exact in float32:

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Python face of the GEMM seam's shared logic (gpu/blas_plan.c), for tests
+ * and gpu_check: blas_stats() and blas_reset(capacity=0); in the emulated-device
+ * module also blas_fake_heuristic(candidates) and blas_fake_capturing(flag).
+ * module.c calls ckc_blas_add at import; a build without a GPU adds nothing. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "blas_module.h"
+
+#if defined(CKC_WITH_GPU)
+#include "gpu/blas_plan.h"
+
+static int
+set_item(PyObject *d, const char *name, long value)
+{
+    PyObject *v = PyLong_FromLong(value);
+    const int rc = v != NULL ? PyDict_SetItemString(d, name, v) : -1;
+    Py_XDECREF(v);
+    return rc;
+}
+
+static PyObject *
+blas_stats(PyObject *self, PyObject *args)
+{
+    ckc_blas_stats s;
+    PyObject *d = PyDict_New();
+    (void)self;
+    (void)args;
+    ckc_blas_get_stats(&s);
+    if (d == NULL || set_item(d, "hits", s.hits) < 0 || set_item(d, "misses", s.misses) < 0 ||
+        set_item(d, "evictions", s.evictions) < 0 || set_item(d, "uncached", s.uncached) < 0 ||
+        set_item(d, "rejected", s.rejected) < 0 || set_item(d, "last_choice", s.last_choice) < 0 ||
+        set_item(d, "entries", s.entries) < 0 || set_item(d, "capacity", s.capacity) < 0 ||
+        set_item(d, "workspaces", s.workspaces) < 0 || set_item(d, "spares", s.spares) < 0 ||
+        set_item(d, "spare_takes", s.spare_takes) < 0 || set_item(d, "capture_without", s.capture_without) < 0) {
+        Py_XDECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *
+blas_reset(PyObject *self, PyObject *args)
+{
+    int capacity = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|i:blas_reset", &capacity)) {
+        return NULL;
+    }
+    if (capacity < 0 || capacity > CKC_BLAS_CACHE_MAX) {
+        PyErr_Format(PyExc_ValueError, "blas_reset: argument 'capacity': expected 0 .. %d, got %d",
+                     CKC_BLAS_CACHE_MAX, capacity);
+        return NULL;
+    }
+    ckc_blas_reset(capacity);
+    Py_RETURN_NONE;
+}
+
+#if defined(CKC_EMULATED)
+/* candidates: a sequence of (ok, workspace bytes, split_k, reduction scheme). */
+static PyObject *
+blas_fake_heuristic(PyObject *self, PyObject *seq)
+{
+    ckc_blas_candidate c[CKC_BLAS_EMU_CANDIDATES];
+    Py_ssize_t n;
+    (void)self;
+    n = PySequence_Size(seq);
+    if (n < 0) {
+        return NULL;
+    }
+    if (n > CKC_BLAS_EMU_CANDIDATES) {
+        PyErr_Format(PyExc_ValueError, "blas_fake_heuristic: at most %d candidates", CKC_BLAS_EMU_CANDIDATES);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_GetItem(seq, i);
+        int ok = 0;
+        unsigned long long ws = 0;
+        int split_k = 0;
+        unsigned int reduction = 0;
+        const int parsed = item != NULL && PyArg_ParseTuple(item, "iKiI:blas_fake_heuristic", &ok, &ws, &split_k,
+                                                            &reduction);
+        Py_XDECREF(item);
+        if (!parsed) {
+            return NULL;
+        }
+        c[i].ok = ok;
+        c[i].workspace = (size_t)ws;
+        c[i].split_k = split_k;
+        c[i].reduction = reduction;
+    }
+    ckc_blas_emu_set_heuristic(c, (int)n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+blas_fake_capturing(PyObject *self, PyObject *flag)
+{
+    const int on = PyObject_IsTrue(flag);
+    (void)self;
+    if (on < 0) {
+        return NULL;
+    }
+    ckc_blas_emu_set_capturing(on);
+    Py_RETURN_NONE;
+}
+#endif
+
+static PyMethodDef blas_functions[] = {
+    {"blas_stats", blas_stats, METH_NOARGS,
+     "blas_stats()\n--\n\nCounters of the GEMM plans and workspaces (gpu/blas_plan.h): hits, misses, evictions, "
+     "uncached, rejected, last_choice, entries, capacity, workspaces, spares, spare_takes, capture_without."},
+    {"blas_reset", blas_reset, METH_VARARGS,
+     "blas_reset(capacity=0)\n--\n\nFrees the cached GEMM plans not in use and zeroes the counters; "
+     "capacity 1..256 resizes the cache (0: keep)."},
+#if defined(CKC_EMULATED)
+    {"blas_fake_heuristic", blas_fake_heuristic, METH_O,
+     "blas_fake_heuristic(candidates)\n--\n\nThe emulated heuristic's answer: (ok, workspace bytes, split_k, "
+     "reduction scheme) per candidate, best first."},
+    {"blas_fake_capturing", blas_fake_capturing, METH_O,
+     "blas_fake_capturing(flag)\n--\n\nWhether the emulated streams pretend to be captured into a CUDA graph."},
+#endif
+    {NULL, NULL, 0, NULL},
+};
+
+int
+ckc_blas_add(PyObject *m)
+{
+    return PyModule_AddFunctions(m, blas_functions);
+}
+
+#else
+
+int
+ckc_blas_add(PyObject *m)
+{
+    (void)m;
+    return 0;
+}
+
+#endif

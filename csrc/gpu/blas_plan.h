@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the GEMM seam's two backends share (blas_plan.c): which of the
+ * heuristic's algorithms may run, the cache of chosen plans per problem, and
+ * the workspaces per (device, stream).  None of it touches a device runtime,
+ * so the emulated device (blas_emu.c) runs the very logic that cuBLASLt's
+ * backend (blas_cublaslt.c) runs, against candidate lists the tests make up.
+ *
+ * Why each rule:
+ * - Algorithms are taken in the heuristic's order, skipping any that splits K
+ *   or names a reduction scheme: those run blocks that wait on each other's
+ *   partial sums (the field report's prime suspect for a GPU hang is such a
+ *   spin-wait).  Workspace is allowed, up to the stream's.
+ * - The heuristic query and the descriptors cost the host more than a small
+ *   GEMM, and a model repeats a few shapes: a plan (descriptors and algorithm)
+ *   is made once per problem, device included, and kept.  A plan serves one
+ *   GEMM at a time (cuBLASLt does not say that a descriptor may be read by two
+ *   threads at once): a thread that finds it busy makes its own for the call,
+ *   and a full cache frees only plans no GEMM is using.
+ * - No allocation may happen while a stream is captured into a CUDA graph: each
+ *   stream's workspace is made at its first GEMM outside a capture, together
+ *   with one spare per device, which a stream first met during a capture takes. */
+#ifndef CKC_GPU_BLAS_PLAN_H
+#define CKC_GPU_BLAS_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/params.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the algorithm filter ---- */
+
+/* What the filter reads of one of the heuristic's answers. */
+typedef struct {
+    int ok;              /* the heuristic's state for it is success */
+    size_t workspace;    /* bytes it needs */
+    int32_t split_k;     /* its SPLITK_NUM (0 or 1: K not split) */
+    uint32_t reduction;  /* its REDUCTION_SCHEME (0: none) */
+} ckc_blas_candidate;
+
+/* The first candidate, in the heuristic's order, that is ok, splits no K, has
+ * no reduction scheme and fits workspace_bytes; -1 when none does. */
+int ckc_blas_choose(const ckc_blas_candidate *c, int count, size_t workspace_bytes);
+
+/* ---- the plan cache ---- */
+
+#define CKC_BLAS_KEY_LEN 12
+#define CKC_BLAS_CACHE_MAX 256
+
+/* A problem: kind, device, sizes, leading dimensions, pointer alignments and
+ * workspace bytes (what the heuristic's answer depends on). */
+typedef struct {
+    int64_t v[CKC_BLAS_KEY_LEN];
+} ckc_blas_key;
+
+/* The int8 GEMM's key on exec's device with `workspace` bytes. */
+ckc_blas_key ckc_blas_int8_key(const ckc_int8_gemm_params *p, int device, size_t workspace);
+
+/* Bytes a pointer is aligned to, at most 256. */
+uint32_t ckc_blas_alignment(const void *p);
+
+typedef struct ckc_blas_entry ckc_blas_entry;
+
+/* The cached plan of key, taken until ckc_blas_release (no other GEMM uses or
+ * frees it meanwhile); NULL when none is cached or it is busy. */
+ckc_blas_entry *ckc_blas_find(const ckc_blas_key *key);
+
+/* Caches `plan` (made for key; free_plan frees it) and returns it taken.  When
+ * another thread cached key meanwhile, plan is freed and that one taken, if
+ * free.  NULL when it is busy or every slot is: the caller uses its plan once
+ * and frees it. */
+ckc_blas_entry *ckc_blas_insert(const ckc_blas_key *key, void *plan, void (*free_plan)(void *));
+
+void *ckc_blas_plan(const ckc_blas_entry *e);
+void ckc_blas_release(ckc_blas_entry *e);
+
+/* ---- workspaces ---- */
+
+/* The workspace of (device, stream), of `bytes` bytes: made with alloc at the
+ * stream's first call outside a capture (with the device's spare, if it has
+ * none), or the spare taken by a stream first met while `capturing`, which is
+ * replaced at the device's next call outside a capture.  *ws = NULL and
+ * *got = 0 when there is none to be had without allocating during a capture.
+ * The caller has entered device.  Workspaces are never freed: work queued on
+ * their stream may use them after a call returns. */
+ckc_status ckc_blas_workspace(int device, uintptr_t stream, int capturing, size_t bytes,
+                              void *(*alloc)(size_t bytes, ckc_error *err), void **ws, size_t *got,
+                              ckc_error *err);
+
+/* ---- counters, for tests and gpu_check ---- */
+
+typedef struct {
+    long hits;           /* GEMMs whose plan was cached */
+    long misses;         /* GEMMs that asked the heuristic */
+    long evictions;      /* plans freed to make room */
+    long uncached;       /* plans used once and freed: their slot, or every slot, was busy */
+    long rejected;       /* candidates skipped by the filter */
+    int last_choice;     /* index of the last chosen candidate, -1 before any */
+    int entries;         /* plans cached now */
+    int capacity;        /* slots */
+    int workspaces;      /* (device, stream) workspaces made, spares included */
+    int spares;          /* spares ready now */
+    int spare_takes;     /* streams that took a spare during a capture */
+    int capture_without; /* GEMMs captured with no workspace to be had */
+} ckc_blas_stats;
+
+void ckc_blas_get_stats(ckc_blas_stats *s);
+
+/* Frees every cached plan not busy and zeroes the counters; capacity 1 ..
+ * CKC_BLAS_CACHE_MAX slots from now on (0: keep).  Workspaces stay. */
+void ckc_blas_reset(int capacity);
+
+#if defined(CKC_EMULATED)
+/* The emulated device's heuristic answer (at most CKC_BLAS_EMU_CANDIDATES),
+ * and whether its streams pretend to be captured (blas_emu.c). */
+#define CKC_BLAS_EMU_CANDIDATES 16
+void ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count);
+void ckc_blas_emu_set_capturing(int capturing);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKC_GPU_BLAS_PLAN_H */
