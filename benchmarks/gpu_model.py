@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sass_paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / "build" / "gpu_model"
+CACHE = Path(os.environ.get("CKC_GPU_MODEL_CACHE") or ROOT / "build" / "gpu_model")
 MODEL_ARCHS = ("90", "120")
 # The flags of setup.py's _nvcc (no FMA contraction, IEEE division), without -lineinfo.
 NVCC_FLAGS = ["-std=c++17", "-O3", "--fmad=false", "-DCKC_WITH_GPU=1", "-DCKC_WITH_CUDA=1"]
@@ -88,7 +88,7 @@ GPUS = {
             "launch floor 2 us per kernel: assumed (the GPU-side cost of one small kernel queued behind "
             "others), to be calibrated by gpu_check.py's GPU times per call",
         )),
-    "5070ti": Gpu(
+    "rtx5070ti": Gpu(
         name="NVIDIA GeForce RTX 5070 Ti", arch="120", sms=70, clock_ghz=2.452, dram_gb_s=896.0,
         copy_gb_s=896.0 * 4300.0 / 4800.0, latency_ns=800.0, max_threads=1536, max_blocks=32,
         smem_bytes=100 * 1024,
@@ -106,6 +106,7 @@ GPUS = {
             "launch floor 2 us: assumed, as for the H200",
         )),
 }
+GPU_ALIASES = {"5070ti": "rtx5070ti", "rtx_5070_ti": "rtx5070ti"}
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8      # registers per thread are allocated in multiples of 8 (256 per warp)
 RESERVED_SMEM = 1024      # per block, sm_80 and later
@@ -314,6 +315,7 @@ class Launch:
     rotated: bool = False   # the hot path is the one through the rotation's shuffles
     smem_dynamic: int = 0
     load_bytes: int | None = None   # wide-load bytes on the hot path (loops once); None: the most
+    bytes: float | None = None      # DRAM bytes of this launch (None: all of its plan's)
 
 
 @dataclass
@@ -324,6 +326,7 @@ class Plan:
 
 
 def op_bytes(op: str, m: int, k: int, esize: int, n: int | None) -> float:
+    """Bytes an op moves: tensors read plus tensors written (esize: the float tensor's element)."""
     mk = m * k
     if op in ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "quantize_int8_convrot_weight",
               "int8_linear_quantize"):
@@ -337,7 +340,11 @@ def op_bytes(op: str, m: int, k: int, esize: int, n: int | None) -> float:
     if op == "dequantize_nvfp4":
         return mk / 2 + mk / 16 + mk * esize
     if op == "int8_linear_epilogue":
-        return m * n * 4 + m * n * 2 + 4 * m + 4 * n
+        return m * n * 4 + m * n * 2 + 4 * m + 4 * n + 2 * n
+    if op == "quantize_int8_tensorwise":
+        return 2 * mk * esize + mk  # x read twice (absmax, then codes)
+    if op == "int8_gemv":
+        return n * k + k + 2 * n
     raise KeyError(op)
 
 
@@ -385,10 +392,66 @@ def plan_v1(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
     return plan
 
 
+# Ops whose output is float32 whatever the dtype, and their _dtype variants (output of dtype).
+FLOAT32_OUT = {"dequantize_int8_simple", "dequantize_int8_convrot_weight"}
+
+
 def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks: dict, arch: str) -> Plan:
-    kind, esize = DTYPES[dtype]
+    kind, esize = DTYPES["float32" if op in FLOAT32_OUT else dtype]
+    base = op[:-len("_dtype")] if op.endswith("_dtype") else op
+    if base == "int8_linear":
+        if m != 1 or n is None:
+            raise KeyError("int8_linear: the GEMM (cuBLASLt) is not modelled; int8_linear_quantize and "
+                           "int8_linear_epilogue are its modelled parts")
+        quant = plan_for("int8_linear_quantize", m, k, dtype, group, n, ks, arch)
+        gemv = plan_gemv(k, n)
+        for launch in quant.launches:
+            launch.bytes = quant.bytes / len(quant.launches)
+        for launch in gemv.launches:
+            launch.bytes = gemv.bytes
+        return Plan(op, quant.bytes + gemv.bytes, quant.launches + gemv.launches)
+    if base == "quantize_int8_tensorwise":
+        return plan_tensorwise(m, k, kind, esize)
+    if base == "int8_linear_epilogue":
+        return plan_epilogue(m, n, ks, arch)
     layout = plan_v2 if any(kk.name.startswith("ckc_tile_") for kk in ks.values()) else plan_v1
-    return layout(op, m, k, kind, esize, group, n, ks, arch)
+    plan = layout(base, m, k, kind, esize, group, n, ks, arch)
+    plan.op = op
+    return plan
+
+
+def plan_tensorwise(m: int, k: int, kind: int, esize: int) -> Plan:
+    """kernels/int8.cu's tensor-wise path: absmax (grid-stride, 4096 blocks at most), scale (one
+    thread), codes (grid-stride)."""
+    n_el = m * k
+    blocks = min(-(-n_el // 256), 4096)
+    per = n_el / (blocks * 256)
+    plan = Plan("quantize_int8_tensorwise", op_bytes("quantize_int8_tensorwise", m, k, esize, None))
+    plan.launches += [Launch("tensor_absmax_kernel", (kind,), 256, blocks, per, esize, 0, load_bytes=0,
+                             bytes=n_el * esize),
+                      Launch("tensor_scale_kernel", (), 1, 1, 1, 4, 4, load_bytes=0, bytes=8),
+                      Launch("tensor_quantize_kernel", (kind,), 256, blocks, per, esize, 1, load_bytes=0,
+                             bytes=n_el * esize + n_el)]
+    return plan
+
+
+def plan_epilogue(m: int, n: int, ks: dict, arch: str) -> Plan:
+    """kernels/linear.cu's epilogue: 8 outputs per thread and step (n a multiple of 8), 256-thread
+    blocks, 1024 blocks at most, a walk over the chunk; per-channel scales and a bias read."""
+    vec = 8 if n % 8 == 0 else 1
+    total = m * n // vec
+    blocks = max(1, min(-(-total // 256), 1024))
+    plan = Plan("int8_linear_epilogue", op_bytes("int8_linear_epilogue", m, 0, 2, n))
+    plan.launches.append(Launch("linear_epilogue_kernel", (vec,), 256, blocks, m * n / (blocks * 256), 4, 2))
+    return plan
+
+
+def plan_gemv(k: int, n: int) -> Plan:
+    """kernels/linear.cu's GEMV for one row: one warp per output, 16 codes per lane per step."""
+    blocks = -(-n // 8)
+    plan = Plan("int8_gemv", op_bytes("int8_gemv", 1, k, 2, n))
+    plan.launches.append(Launch("int8_gemv_kernel", (), 256, blocks, k / 32, 2, 0, load_bytes=None))
+    return plan
 
 
 # ---------------------------------------------------------------- per-kernel metrics
@@ -452,25 +515,25 @@ def predict_launch(launch: Launch, kern: Kernel, gpu: Gpu, bytes_: float) -> dic
 def predict(op: str, m: int, k: int, dtype: str = "bfloat16", gpu: str = "h200", n: int | None = None,
             group: int = 256, commit: str | None = None) -> dict | None:
     """The prediction of one op at one shape: seconds, the bound of each launch, its metrics."""
-    g = GPUS[gpu]
+    g = GPUS[GPU_ALIASES.get(gpu, gpu)]
     ks = kernels(commit)
     plan = plan_for(op, m, k, dtype, group, n, ks, g.arch)
     if not plan.launches:
         return None
-    share = plan.bytes / len(plan.launches)
     launches = []
     for launch in plan.launches:
         kern = find_kernel(ks, g.arch, launch.name, launch.args)
         if kern is None:
             return None
-        launches.append((launch, kern, predict_launch(launch, kern, g, share)))
+        launches.append((launch, kern, predict_launch(launch, kern, g, plan.bytes if launch.bytes is None
+                                                      else launch.bytes)))
     return {"seconds": sum(p["seconds"] for _, _, p in launches), "bytes": plan.bytes, "launches": launches}
 
 
 def predict_ms(op: str, m: int, k: int, dtype: str = "bfloat16", gpu: str = "h200", n: int | None = None,
                group: int = 256) -> float | None:
     """Predicted GPU time of one call in milliseconds (None: an op or shape the model does not
-    cover).  gpu: "h200" or "5070ti".  For gpu_check.py: it compiles nothing twice (the objects
+    cover).  gpu: "h200" or "rtx5070ti".  For gpu_check.py: it compiles nothing twice (the objects
     are cached) and returns None rather than raise when nvcc or cuobjdump is missing."""
     try:
         p = predict(op, m, k, dtype, gpu, n, group)
@@ -561,8 +624,9 @@ def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
 INSTRUCTION_LIMITS = {"quantize_int8_rowwise": 18.0, "quantize_and_rotate_rowwise": 26.0}
 # The memory-bound kernels held to the memory limits.
 HOT_OPS = ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "rotate_int8_convrot_weight",
-           "dequantize_int8_simple", "dequantize_int8_convrot_weight", "quantize_nvfp4", "dequantize_nvfp4",
-           "quantize_and_rotate_nvfp4", "int8_linear_quantize")
+           "dequantize_int8_simple", "dequantize_int8_simple_dtype", "dequantize_int8_convrot_weight",
+           "dequantize_int8_convrot_weight_dtype", "quantize_nvfp4", "dequantize_nvfp4", "quantize_and_rotate_nvfp4",
+           "int8_linear_quantize")
 LATENCY_TO_COVER_NS = 800.0
 
 
@@ -573,7 +637,7 @@ def required_in_flight(gpu: Gpu) -> float:
 
 def hot_launches(op: str, m: int, k: int, gpu: str, commit: str | None = None, dtype: str = "bfloat16"):
     """[(launch, kernel, metrics)] of an op's kernels at a shape, as the model sees them."""
-    g = GPUS[gpu]
+    g = GPUS[GPU_ALIASES.get(gpu, gpu)]
     ks = kernels(commit)
     plan = plan_for(op, m, k, dtype, table_group(op), None, ks, g.arch)
     result = []
@@ -623,7 +687,7 @@ def check(commit: str | None = None) -> list[str]:
 TABLE_K = (3072, 5120, 14336)
 TABLE_M = (1, 4096)
 TABLE_OPS = ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "quantize_int8_convrot_weight",
-             "rotate_int8_convrot_weight", "dequantize_int8_simple", "dequantize_int8_convrot_weight",
+             "rotate_int8_convrot_weight", "dequantize_int8_simple_dtype", "dequantize_int8_convrot_weight_dtype",
              "quantize_nvfp4", "dequantize_nvfp4", "quantize_and_rotate_nvfp4", "int8_linear_quantize")
 
 
@@ -636,7 +700,7 @@ def fmt_us(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e6:.1f}"
 
 
-def prediction_rows(commit: str | None, gpus=("h200", "5070ti")) -> list[list[str]]:
+def prediction_rows(commit: str | None, gpus=("h200", "rtx5070ti")) -> list[list[str]]:
     rows = []
     for op in TABLE_OPS:
         for m in TABLE_M:
@@ -665,7 +729,7 @@ def metric_rows(commit: str | None, k: int = 14336) -> list[list[str]]:
     cases = [(op, table_group(op), False) for op in TABLE_OPS] + [("quantize_int8_rowwise", 256, True),
                                                                    ("quantize_and_rotate_rowwise", 256, True)]
     for op, group, noise in cases:
-        for gpu in ("h200", "5070ti"):
+        for gpu in ("h200", "rtx5070ti"):
             g = GPUS[gpu]
             ks = kernels(commit)
             try:
@@ -727,7 +791,7 @@ def read_measured(path: Path) -> list[tuple[str, int, int, float]]:
     return rows
 
 
-MEASURED_OPS = {"dequantize_int8_simple_dtype": "dequantize_int8_simple"}
+MEASURED_OPS = {}
 
 
 def calibration_rows(measured: Path, commit: str | None) -> list[list[str]]:
@@ -769,7 +833,7 @@ def comparison_rows() -> list[list[str]]:
                 meas = measured.get((op, m, k))
                 rows.append([op, str(m), str(k), "-" if meas is None else f"{meas * 1e3:.1f}",
                              us("h200", MEASURED_COMMIT), us("h200", BEFORE_COMMIT), us("h200", None),
-                             us("5070ti", BEFORE_COMMIT), us("5070ti", None)])
+                             us("rtx5070ti", BEFORE_COMMIT), us("rtx5070ti", None)])
     return rows
 
 
@@ -793,7 +857,7 @@ def main(argv=None) -> int:
     if args.commit:
         print(f"## Predicted GPU time per call (us), bfloat16, {args.commit}\n")
         header = ["op", "M", "K"]
-        for gpu in ("h200", "5070ti"):
+        for gpu in ("h200", "rtx5070ti"):
             header += [f"{gpu} us", f"{gpu} bound"]
         print(markdown(header, prediction_rows(args.commit)))
     else:

@@ -299,17 +299,19 @@ def path_cost(instrs: list[Instr], in_bytes: float, out_bytes: float, elements: 
     cost["total"] = sum(cost[k] for k in ("fma", "alu", "conversion", "shuffle", "memory", "control"))
     cost["accesses"] = widths
     cost["local"] = sum(v for k, v in widths.items() if k.startswith(("LDL", "STL")))
-    cost.update(load_order(path))
+    cost.update(load_order(path, [weight(ins) for ins in path]))
     cost["barriers"] = sum(weight(ins) for ins in path if ins.base == "BAR")
     return cost
 
 
-def load_order(path: list[Instr]) -> dict:
+def load_order(path: list[Instr], weights: list[float] | None = None) -> dict:
     """Global loads on the path before the first instruction that reads a loaded value
     (loads_before_first_use, bytes_before_first_use), all loads on the path, and the
     number of load rounds: a round starts at a load issued after a use of an earlier
-    round's value (a thread waits for DRAM once per round)."""
-    loaded, first_use, rounds, waiting = set(), None, 0, False
+    round's value (a thread waits for DRAM once per round; a round in a loop counts as
+    often as the loop runs, `weights`)."""
+    weights = weights or [1.0] * len(path)
+    loaded, first_use, rounds, waiting = set(), None, 0.0, False
     total, early, early_bytes = 0, 0, 0
     for i, ins in enumerate(path):
         written, read = ins.regs()
@@ -324,7 +326,7 @@ def load_order(path: list[Instr]) -> dict:
                 early += 1
                 early_bytes += ins.width() // 8
             if not waiting:
-                rounds += 1
+                rounds += weights[i]
                 waiting = True
             loaded |= written
         else:

@@ -28,7 +28,7 @@ import sass_paths  # noqa: E402
 pytestmark = pytest.mark.skipif(model.find_nvcc() is None or model.find_cuobjdump() is None,
                                 reason="needs nvcc and cuobjdump")
 
-GPUS = ("h200", "5070ti")
+GPUS = ("h200", "rtx5070ti")
 SHAPES = ((4096, 14336), (4096, 3072))
 
 
