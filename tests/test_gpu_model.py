@@ -55,20 +55,23 @@ def test_memory_limits(op, gpu, m, k):
 # Planted regressions: each breaks one limit the way the kernels before issue 11's redesign did.
 PLANTED = textwrap.dedent("""
     #include <stdint.h>
+    #include "math/int8_quant.h"
     struct __align__(16) w4 { uint32_t w[4]; };
     __device__ __forceinline__ float lo(uint32_t w) { return __uint_as_float(w << 16); }
     __device__ __forceinline__ float hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
 
-    /* divides every value (the quantizer before the reciprocal): instructions */
+    /* codes by ckc_int8_code, dividing every value (the quantizer before the reciprocal):
+       instructions */
     __global__ void __launch_bounds__(256) planted_divide(const w4 *x, w4 *q, float s) {
         const w4 a = x[2 * threadIdx.x], b = x[2 * threadIdx.x + 1];
         const uint32_t in[8] = {a.w[0], a.w[1], a.w[2], a.w[3], b.w[0], b.w[1], b.w[2], b.w[3]};
         w4 out;
         for (int i = 0; i < 4; i++) {
-            const float u = rintf(lo(in[2 * i]) / s), v = rintf(hi(in[2 * i]) / s);
-            const float y = rintf(lo(in[2 * i + 1]) / s), z = rintf(hi(in[2 * i + 1]) / s);
-            out.w[i] = (uint32_t)(int)u & 0xFF | ((uint32_t)(int)v & 0xFF) << 8 | ((uint32_t)(int)y & 0xFF) << 16
-                       | (uint32_t)(int)z << 24;
+            const uint32_t c0 = (uint8_t)ckc_int8_code(lo(in[2 * i]), s, CKC_BF16);
+            const uint32_t c1 = (uint8_t)ckc_int8_code(hi(in[2 * i]), s, CKC_BF16);
+            const uint32_t c2 = (uint8_t)ckc_int8_code(lo(in[2 * i + 1]), s, CKC_BF16);
+            const uint32_t c3 = (uint8_t)ckc_int8_code(hi(in[2 * i + 1]), s, CKC_BF16);
+            out.w[i] = c0 | c1 << 8 | c2 << 16 | c3 << 24;
         }
         q[threadIdx.x] = out;
     }
@@ -100,8 +103,10 @@ PLANTED = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tree = tmp_path_factory.mktemp("planted")
-    (tree / "kernels").mkdir()
+    (tree / "kernels" / "math").mkdir(parents=True)
     (tree / "csrc").mkdir()
+    for header in ("int8_quant.h", "float_bits.h", "ckc_inline.h"):
+        (tree / "kernels" / "math" / header).write_text((ROOT / "kernels" / "math" / header).read_text())
     source = tree / "kernels" / "planted.cu"
     source.write_text(PLANTED)
     return {arch: model.kernels_of(tree, [source], (arch,)) for arch in ("90", "120")}
