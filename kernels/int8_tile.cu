@@ -84,12 +84,12 @@ ckc_tile_code(float v, float divisor)
     return (uint8_t)ckc_int8_from_quotient(ckc_tile_round<KIND>(t));
 }
 
-/* ckc_int8_code_stochastic, the quotient taken by the reciprocal where it is exact. */
+/* ckc_int8_code_stochastic from the quotient q (v / s, or v * inv where that is exact). */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ uint32_t
-ckc_tile_code_noise(float v, float noise, const ckc_tile_scale &s)
+ckc_tile_code_noise(float q, float noise)
 {
-    const float t = ckc_int8_nan_to_zero(s.reciprocal ? v * s.inv : v / s.divisor);
+    const float t = ckc_int8_nan_to_zero(q);
     return (uint8_t)ckc_int8_from_quotient(floorf(ckc_tile_round<KIND>(ckc_tile_round<KIND>(t) + noise)));
 }
 
@@ -166,13 +166,25 @@ ckc_tile_store_codes(int8_t *out, int64_t col, bool live, const float v[CKC_TILE
         }
     } else {
         float n[CKC_TILE];
+        float t[CKC_TILE];
         ckc_tile_unpack<KIND>(noise, n);
+        if (s.reciprocal) {
+            CKC_UNROLL
+            for (int i = 0; i < CKC_TILE; i++) {
+                t[i] = v[i] * s.inv;
+            }
+        } else {
+            CKC_UNROLL
+            for (int i = 0; i < CKC_TILE; i++) {
+                t[i] = v[i] / s.divisor;
+            }
+        }
         CKC_UNROLL
         for (int q = 0; q < CKC_TILE / 4; q++) {
-            w[q] = ckc_tile_bytes4(ckc_tile_code_noise<KIND>(v[4 * q], n[4 * q], s),
-                                   ckc_tile_code_noise<KIND>(v[4 * q + 1], n[4 * q + 1], s),
-                                   ckc_tile_code_noise<KIND>(v[4 * q + 2], n[4 * q + 2], s),
-                                   ckc_tile_code_noise<KIND>(v[4 * q + 3], n[4 * q + 3], s));
+            w[q] = ckc_tile_bytes4(ckc_tile_code_noise<KIND>(t[4 * q], n[4 * q]),
+                                   ckc_tile_code_noise<KIND>(t[4 * q + 1], n[4 * q + 1]),
+                                   ckc_tile_code_noise<KIND>(t[4 * q + 2], n[4 * q + 2]),
+                                   ckc_tile_code_noise<KIND>(t[4 * q + 3], n[4 * q + 3]));
         }
     }
     if (live) {
