@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reader of flight-record files (written by csrc/diag/flight.c; format in csrc/diag/flight.h).
 
 Parses with ``struct`` only, so a record copied from another computer (or written by a
@@ -22,11 +23,15 @@ assert HEADER.size == 256 and RECORD.size == 512
 KINDS = {1: "op", 2: "copy"}
 HOST_MEMORY = {0: "", 1: "pinned", 2: "registered", 3: "pageable", 4: "file-mapped", 5: "unknown"}
 FAILED, HANG = 2, 3
+# Format 2: bit 16 of host_memory marks records of the emulated device (csrc/diag/flight.h
+# CKC_FLIGHT_EMULATED); format 1 records have it clear and came from a GPU.
+EMULATED = 0x10000
 
 
 def default_dir() -> str:
-    """$COMFY_KITCHEN_C_FLIGHT_DIR, else the user's cache folder."""
-    configured = os.environ.get("COMFY_KITCHEN_C_FLIGHT_DIR")
+    """COMFY_KITCHEN_C_FLIGHT_DIR (environment or settings file), else the user's cache folder."""
+    from . import settings
+    configured = settings.load().values["COMFY_KITCHEN_C_FLIGHT_DIR"].value
     if configured:
         return configured
     if sys.platform == "win32":
@@ -57,8 +62,9 @@ def _text(raw: bytes) -> str:
 
 
 def _record(raw: bytes) -> dict | None:
-    (seq, done, kind, state, device, host_memory, stream, queued, completed, nbytes, host_ptr, host_bytes,
+    (seq, done, kind, state, device, flags, stream, queued, completed, nbytes, host_ptr, host_bytes,
      device_ptr, op, tensors, params, error) = RECORD.unpack(raw)
+    host_memory = flags & 0xFF
     if seq == 0:
         return None
     if state == FAILED:
@@ -71,7 +77,7 @@ def _record(raw: bytes) -> dict | None:
         name = "queued"
     return {
         "seq": seq, "kind": KINDS.get(kind, f"kind{kind}"), "op": _text(op), "state": name,
-        "device": device, "stream": stream, "queued_unix": queued,
+        "device": device, "device_kind": "emulated" if flags & EMULATED else "cuda", "stream": stream, "queued_unix": queued,
         "completed_unix": completed if completed else None,
         "tensors": _text(tensors), "params": _text(params),
         "bytes": nbytes, "host_ptr": host_ptr, "host_bytes": host_bytes, "device_ptr": device_ptr,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ops of backend "c", with comfy_kitchen's names, parameters and results.
 
 Each op checks its arguments (``check_<op>``, also used by the backend's
@@ -7,7 +8,6 @@ contiguous tensor first; outputs are always new tensors.
 """
 from __future__ import annotations
 
-import contextvars
 import functools
 import os
 
@@ -16,11 +16,16 @@ import torch.utils.dlpack
 
 from . import _C
 from . import _checks as check
-from . import faults
+from . import faults, settings
 from ._C import ArgumentError, ArgumentTypeError
+from ._kernels import KERNELS
 
-DTYPE_CODE_TO_DTYPE = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
-_SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = 0, 1, 2
+# Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
+# comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.
+DTYPE_CODE_TO_DTYPE = {_C.DTYPES[name]: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}
+_SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = _C.SCALE_SCALAR, _C.SCALE_PER_ROW, _C.SCALE_FULL
+_NVFP4_BLOCK = _C.NVFP4_BLOCK
+_SCALE_TILE_ROWS, _SCALE_TILE_COLS = _C.NVFP4_SCALE_TILE_ROWS, _C.NVFP4_SCALE_TILE_COLS
 
 
 # ---- plumbing -------------------------------------------------------------------------------
@@ -37,14 +42,10 @@ def _capsule(t: torch.Tensor | None):
     return None if t is None else _to_dlpack(t)
 
 
-# The extension module that runs the kernels: _C, or _C_emu inside
-# comfy_kitchen_c.testing.emulated_device().
-KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
-
-
 def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
     stream = faults.current_stream(device.index) if device.type == "cuda" else 0
-    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
+    # map, not a generator expression: no generator frame per call
+    getattr(KERNELS.get(), kernel)(op, *map(_capsule, tensors), *ints, stream, torch.get_num_threads(),
                                    faults.CHECK.get())
 
 
@@ -68,8 +69,8 @@ def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
 def _out_dtype(op: str, code) -> torch.dtype:
     check.integer(op, "output_dtype_code", code)
     if code not in DTYPE_CODE_TO_DTYPE:
-        raise ArgumentError(f"{op}: argument 'output_dtype_code': {code} is not 0 (float32), 1 (float16) "
-                            "or 2 (bfloat16)")
+        codes = ", ".join(f"{c} ({str(d).replace('torch.', '')})" for c, d in DTYPE_CODE_TO_DTYPE.items())
+        raise ArgumentError(f"{op}: argument 'output_dtype_code': {code} is not one of {codes}")
     return DTYPE_CODE_TO_DTYPE[code]
 
 
@@ -286,7 +287,7 @@ def _round_up(v: int, m: int) -> int:
 
 def _scale_shape(rows: int, cols: int) -> tuple[int, int]:
     """Swizzled block-scale buffer of rows x cols values: (roundup(rows,128), roundup(cols/16,4))."""
-    return _round_up(rows, 128), _round_up(cols // 16, 4)
+    return _round_up(rows, _SCALE_TILE_ROWS), _round_up(cols // _NVFP4_BLOCK, _SCALE_TILE_COLS)
 
 
 def _is_number(value) -> bool:
@@ -336,7 +337,7 @@ def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=Tru
 def _quantize_nvfp4(op: str, x, per_tensor_scale, pad_16x, hi_first, group: int):
     """The NVFP4 kernel on checked arguments; group > 0 rotates each group of columns first."""
     rows, cols = x.shape
-    out_rows, out_cols = (_round_up(rows, 16), _round_up(cols, 16)) if pad_16x else (rows, cols)
+    out_rows, out_cols = (_round_up(rows, _NVFP4_BLOCK), _round_up(cols, _NVFP4_BLOCK)) if pad_16x else (rows, cols)
     xc = x.contiguous()
     qx = torch.empty((out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
     # The kernels write the scale buffer's padding too (scale 0): no memset launch.
@@ -383,17 +384,14 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
 
 # ---- linear: int8_linear and scaled_mm_nvfp4 ------------------------------------------------
 
-_INPUT_ACT_CODES = {None: 0, "none": 0, "gelu_tanh": 1, "swiglu": 2}  # kernels/math/activation.h
-_SCRATCH_SLACK = 5 * 256  # csrc/ops/linear.c: four 256-byte aligned regions and the base's alignment
-_GEMM_ROWS = 32  # CKC_GEMM_ROWS (csrc/ops/params.h): the GPU GEMM's rows come in blocks of this
+# input_act names -> codes and codes -> input columns per activated column (C's, kernels/math/activation.h)
+_INPUT_ACT_CODES = {None: _C.INPUT_ACTS["none"], **_C.INPUT_ACTS}
+_INPUT_ACT_WIDTHS = _C.INPUT_ACT_WIDTHS
 
 
-def _memory_limit_from_env() -> int:
-    value = os.environ.get("COMFY_KITCHEN_C_LINEAR_MEMORY_MB")
-    return int(float(value) * 2**20) if value else 256 * 2**20
-
-
-_linear_memory_limit = _memory_limit_from_env()
+# Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
+# the first use: a bad value raises SettingError there, not at import.
+_linear_memory_limit: int | None = None
 
 
 def set_linear_memory_limit(nbytes: int) -> None:
@@ -409,7 +407,11 @@ def set_linear_memory_limit(nbytes: int) -> None:
 
 
 def linear_memory_limit() -> int:
-    """The current bound of set_linear_memory_limit, in bytes."""
+    """The current bound of set_linear_memory_limit, in bytes (SettingError when it comes from a
+    bad COMFY_KITCHEN_C_LINEAR_MEMORY_MB)."""
+    global _linear_memory_limit
+    if _linear_memory_limit is None:
+        _linear_memory_limit = max(1, int(settings.value("COMFY_KITCHEN_C_LINEAR_MEMORY_MB") * 2**20))
     return _linear_memory_limit
 
 
@@ -459,14 +461,14 @@ def check_int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convro
     op = "int8_linear"
     check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
     if not isinstance(input_act, (str, type(None))) or input_act not in _INPUT_ACT_CODES:
-        raise ArgumentError(f"{op}: argument 'input_act': {input_act!r} is not supported (None, 'none', "
-                            "'gelu_tanh', 'swiglu')")
+        raise ArgumentError(f"{op}: argument 'input_act': {input_act!r} is not supported "
+                            f"({', '.join(map(repr, _INPUT_ACT_CODES))})")
     for name, value in (("input_act_weight", input_act_weight), ("residual", residual),
                         ("residual_scale", residual_scale)):
         if value is not None:
             raise ArgumentError(f"{op}: argument '{name}' is not supported by backend 'c'")
     act = _INPUT_ACT_CODES[input_act]
-    width = 2 if act == 2 else 1
+    width = _INPUT_ACT_WIDTHS[act]
     if x.shape[-1] % width:
         raise ArgumentError(f"{op}: argument 'x': swiglu needs an even row length ([gate | up]), got "
                             f"{x.shape[-1]}")
@@ -519,20 +521,16 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     w = weight.contiguous()
     gpu = _gpu_path(device)
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
-    k_pad, n_pad = _round_up(k, k_align), _round_up(n, n_align)
-    gemv = gpu and m == 1
-    fixed = 0
-    if gpu and not gemv and (k_pad != k or n_pad != n or w.data_ptr() % 16):
-        padded = torch.zeros((n_pad, k_pad), dtype=torch.int8, device=device)
+    # The scratch (quantized rows, scales, accumulator, activated rows, within the memory limit)
+    # and whether the GEMM needs a zero-padded weight copy: C's plan (csrc/contract/linear_plan.h),
+    # the very layout the op carves the scratch with.
+    scratch_bytes, padded_shape = _C.int8_linear_plan(m, k, n, k_align, n_align, gpu, act, x.element_size(),
+                                                      w.data_ptr() % 16 == 0, linear_memory_limit())
+    if padded_shape is not None:
+        padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
         padded[:n, :k] = w
-        w, fixed = padded, padded.numel()
-    # Scratch per row (csrc/ops/linear.c): codes, scale, accumulator, activated row (CPU pre-pass);
-    # the GPU GEMM works on blocks of _GEMM_ROWS rows.
-    per_row = k_pad + 4 + (0 if gemv else 4 * n_pad) + (k * x.element_size() if act and not gpu else 0)
-    block = _GEMM_ROWS if gpu and not gemv else 1
-    budget = max(_linear_memory_limit - fixed, block * per_row + _SCRATCH_SLACK)
-    scratch = torch.empty(min(_round_up(m, block) * per_row + _SCRATCH_SLACK, budget), dtype=torch.uint8,
-                          device=device)
+        w = padded
+    scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
     out = torch.empty((*xc.shape[:-1], n), dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
@@ -621,14 +619,15 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
 # ---- NVFP4 with the ConvRot rotation: quantize_and_rotate_nvfp4, nvfp4_linear ---------------
 # Ops of comfy_kitchen_c only (no comfy_kitchen backend has them), so not registered there.
 
-NVFP4_ROTATION_GROUPS = (16, 64, 256)
-NVFP4_RANGE = 448.0 * 6.0  # largest e4m3 block scale times largest e2m1 value
+NVFP4_ROTATION_GROUPS = _C.NVFP4_ROTATION_GROUPS  # (16, 64, 256)
+NVFP4_RANGE = _C.E4M3_MAX * _C.E2M1_MAX  # largest e4m3 block scale times largest e2m1 value: 448 * 6
 
 
 def _check_nvfp4_group(op: str, name: str, group, k: int) -> None:
     check.integer(op, name, group)
     if group not in NVFP4_ROTATION_GROUPS:
-        raise ArgumentError(f"{op}: argument '{name}': {group} is not 16, 64 or 256")
+        raise ArgumentError(f"{op}: argument '{name}': {group} is not "
+                            f"{', '.join(map(str, NVFP4_ROTATION_GROUPS[:-1]))} or {NVFP4_ROTATION_GROUPS[-1]}")
     check.group_size(op, group, k, name)
 
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernels of the int8 family and their launchers: row-wise quantization
  * (fused with the ConvRot rotation: one read of the row, one write of codes and
  * scale), tensor-wise quantization, the plain rotation, dequantization.  One
@@ -205,11 +206,11 @@ ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layou
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err)
 {
     const ckc_row_layout lay = {p->cols, p->cols, CKC_ACT_NONE};
     return ckc_on_device(exec, err,
-                         [&]() { return quantize_rows(p, &lay, exec->stream, ckc_gpu_take_done_mark(), err); });
+                         [&]() { return quantize_rows(p, &lay, exec->stream, ckc_exec_take_done_mark(exec), err); });
 }
 
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
@@ -250,13 +251,13 @@ launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int ch
 }
 
 extern "C" ckc_status
-ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err)
 {
     const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
     const bool vec = ckc_aligned16(p->x, row_bytes);
     const bool out_vec = ckc_aligned16(p->out, row_bytes);
     return ckc_on_device(exec, err, [&]() {
-        const ckc_done_mark done = ckc_gpu_take_done_mark();
+        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
         if (const char *tile = ckc_tile_hadamard_rows(p, exec->stream, done)) {
             return ckc_gpu_launch_status(tile, err);
         }
@@ -379,10 +380,10 @@ int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
-        const ckc_done_mark done = ckc_gpu_take_done_mark();
+        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
         if (const char *tile = ckc_tile_dequant(p, exec->stream, done)) {
             return ckc_gpu_launch_status(tile, err);
         }
@@ -461,8 +462,9 @@ tensor_quantize_kernel(ckc_int8_tensorwise_params p, ckc_done_mark done)
 
 template <ckc_float_kind KIND>
 static ckc_status
-run_tensorwise(const ckc_int8_tensorwise_params *p, uintptr_t stream, ckc_error *err)
+run_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
 {
+    const uintptr_t stream = exec->stream;
     const int64_t needed = (p->numel + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     const dim3 grid((unsigned)(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS));
     if (p->compute_scale) {
@@ -475,16 +477,16 @@ run_tensorwise(const ckc_int8_tensorwise_params *p, uintptr_t stream, ckc_error 
         CKC_TRY(ckc_gpu_launch_status("tensor_scale_kernel", err));
     }
     void (*tensor_quantize)(ckc_int8_tensorwise_params, ckc_done_mark) = tensor_quantize_kernel<KIND>;
-    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p, ckc_gpu_take_done_mark());
+    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p, ckc_exec_take_done_mark(exec));
     return ckc_gpu_launch_status("tensor_quantize_kernel", err);
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
-            return run_tensorwise<decltype(kind)::value>(p, exec->stream, err);
+            return run_tensorwise<decltype(kind)::value>(p, exec, err);
         });
     });
 }

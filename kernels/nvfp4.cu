@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernels of the NVFP4 family and their launchers.  One thread per block of
  * 16 values: it reads them (zeros past the input for pad_16x), writes its e4m3
  * scale at the swizzled offset and 8 bytes of packed codes.  The quantizer's
@@ -152,7 +153,7 @@ grid_for(int64_t threads)
 }
 
 extern "C" ckc_status
-ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err)
 {
     const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
     const bool q_vec = packed_rows_aligned(p->qx, p->out_cols);
@@ -169,7 +170,7 @@ ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_e
                 const int64_t blocks = (scale_rows + g.rows_per_block - 1) / g.rows_per_block;
                 CKC_LAUNCH(nvfp4_quant_rows, dim3((unsigned)blocks),
                            dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, exec->stream, *p, g, vec,
-                           q_vec, ckc_gpu_take_done_mark());
+                           q_vec, ckc_exec_take_done_mark(exec));
                 return ckc_gpu_launch_status("nvfp4_quant_rows_kernel", err);
             });
         }
@@ -177,7 +178,7 @@ ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_e
             void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool, bool, ckc_done_mark) =
                 nvfp4_quant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_quant, grid_for(threads), dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec, q_vec,
-                       ckc_gpu_take_done_mark());
+                       ckc_exec_take_done_mark(exec));
             return ckc_gpu_launch_status("nvfp4_quant_kernel", err);
         });
     });
@@ -270,7 +271,7 @@ nvfp4_dequant_rows_kernel(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_
 }
 
 extern "C" ckc_status
-ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
 {
     const bool q_vec = packed_rows_aligned(p->qx, p->cols);
     const bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
@@ -286,7 +287,7 @@ ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, c
                 const int64_t blocks = (p->rows + g.rows_per_block - 1) / g.rows_per_block;
                 CKC_LAUNCH(nvfp4_dequant_rows, dim3((unsigned)blocks),
                            dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, exec->stream, *p, g,
-                           ckc_gpu_take_done_mark());
+                           ckc_exec_take_done_mark(exec));
                 return ckc_gpu_launch_status("nvfp4_dequant_rows_kernel", err);
             });
         }
@@ -294,7 +295,7 @@ ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, c
             void (*nvfp4_dequant)(ckc_nvfp4_dequant_params, bool, bool, ckc_done_mark) =
                 nvfp4_dequant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_dequant, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
-                       exec->stream, *p, q_vec, out_vec, ckc_gpu_take_done_mark());
+                       exec->stream, *p, q_vec, out_vec, ckc_exec_take_done_mark(exec));
             return ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
         });
     });

@@ -10,8 +10,8 @@
 
 #include "int8_rows.h"
 
-#include "gpu/done_mark.h"
-#include "ops/params.h"
+#include "contract/done_mark.h"
+#include "contract/params.h"
 
 const char *ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
                                    ckc_done_mark done);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scaled_mm_nvfp4 on the CPU (dequantize-and-matmul) and through the GPU launcher on the
 emulated device (its C reference of cuBLASLt's block-scaled FP4 GEMM), and registration of
 both linear ops.

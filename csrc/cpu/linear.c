@@ -1,11 +1,12 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear on the CPU: per chunk of rows, the activation pre-pass (into the
  * chunk's activated-rows buffer; the row quantizer then reads that buffer), the
  * row-wise quantizer with the ConvRot rotation, the int8 GEMM into the chunk's
  * int32 accumulator, and the epilogue into the output rows.  Every buffer is
  * the caller's scratch (allocated by torch, sized by the memory bound). */
+#include "contract/linear_plan.h"
 #include "kernels.h"
 #include "math/activation.h"
-#include "ops/linear_plan.h"
 
 ckc_status
 ckc_cpu_int8_linear(const ckc_int8_linear_params *p, int nthreads, ckc_error *err)

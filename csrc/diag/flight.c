@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The flight record's ring (see flight.h): opening the file, reserving and
  * publishing records, and the scans the fault reports use. */
 #include <stdio.h>
@@ -22,16 +23,19 @@ ckc_flight_init(ckc_flight *f)
 }
 
 void
-ckc_flight_configure(const char *path, int ops, const char *python, const char *package_version)
+ckc_flight_configure(const ckc_flight_config *c)
 {
     ckc_flight *f = ckc_flight_ring;
     ckc_mutex_lock(&f->lock);
     if (f->state == 0) {
-        snprintf(f->path, sizeof f->path, "%s", path ? path : "");
-        snprintf(f->python, sizeof f->python, "%s", python);
-        snprintf(f->package_version, sizeof f->package_version, "%s", package_version);
+        snprintf(f->path, sizeof f->path, "%s", c->path ? c->path : "");
+        snprintf(f->python, sizeof f->python, "%s", c->python);
+        snprintf(f->package_version, sizeof f->package_version, "%s", c->package_version);
+        snprintf(f->prune_prefix, sizeof f->prune_prefix, "%s", c->prune_prefix);
+        snprintf(f->prune_suffix, sizeof f->prune_suffix, "%s", c->prune_suffix);
+        f->keep = c->keep;
     }
-    f->ops = ops;
+    f->ops = c->ops;
     ckc_mutex_unlock(&f->lock);
 }
 
@@ -55,6 +59,8 @@ open_ring(ckc_flight *f)
             f->state = -1;
             return;
         }
+    } else if (f->keep > 0) {
+        ckc_flight_prune(f->path, f->prune_prefix, f->prune_suffix, f->keep);
     }
     h = f->file.base;
     memcpy(h->magic, CKC_FLIGHT_MAGIC, sizeof h->magic);
@@ -104,7 +110,7 @@ ckc_flight_begin(uint32_t kind, uint64_t *seq)
     r->completed_unix = 0.0;
     r->queued_unix = ckc_unix_time();
     r->bytes = r->host_ptr = r->host_bytes = r->device_ptr = 0;
-    r->host_memory = CKC_HOST_NONE;
+    r->host_memory = CKC_HOST_NONE | CKC_FLIGHT_DEVICE_KIND;
     r->tensors[0] = r->params[0] = r->error[0] = '\0';
     return r;
 }

@@ -1,7 +1,10 @@
-/* The GEMM seam on the emulated device: C references of what cuBLASLt computes.
- * The int8 GEMM is the CPU kernels' (exact: int32 sums do not depend on their
- * order), the NVFP4 GEMM a plain dequantize-and-accumulate in float32.  Device
- * memory is host memory; work runs synchronously.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The GEMM seam on the emulated device: plain C references of what cuBLASLt
+ * computes, independent of the CPU kernels (so the emulated int8_linear checks
+ * the CPU path's GEMM against another one): the int8 GEMM a triple loop in
+ * int32 (exact: the sums do not depend on their order), the NVFP4 GEMM a
+ * dequantize-and-accumulate in float32.  Device memory is host memory; work
+ * runs synchronously.
  *
  * The int8 GEMM goes through blas_plan.c as on a GPU: a workspace per stream
  * (a capture can be pretended), the plan cache, and the algorithm filter run
@@ -15,8 +18,8 @@
 
 #include "blas.h"
 #include "blas_plan.h"
-#include "cpu/kernels.h"
-#include "cpu/rows.h"
+#include "gpu.h"
+#include "math/float_bits.h"
 #include "math/nvfp4.h"
 
 void
@@ -99,7 +102,6 @@ ckc_status
 ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
     ckc_blas_entry *entry = NULL;
-    ckc_status status;
     /* What cuBLASLt's IMMA kernels accept (blas_cublaslt.c): the launcher must pad. */
     if (p->k % 4 != 0 || p->n % 4 != 0 || p->lda % 4 != 0 || p->ldb % 4 != 0 || p->ldc % 4 != 0 ||
         (uintptr_t)p->a % 4 != 0 || (uintptr_t)p->b % 4 != 0 || (uintptr_t)p->c % 4 != 0) {
@@ -109,11 +111,39 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
                         (long long)p->k, (long long)p->n, (long long)p->lda, (long long)p->ldb, (long long)p->ldc);
     }
     CKC_TRY(emu_plan(p, exec, &entry, err));
-    status = ckc_cpu()->int8_gemm(p, exec->nthreads, err);
+    for (int64_t i = 0; i < p->m; i++) {
+        for (int64_t j = 0; j < p->n; j++) {
+            int64_t acc = 0; /* summed in 64 bits: no signed overflow on the way, whatever k */
+            for (int64_t t = 0; t < p->k; t++) {
+                acc += (int32_t)p->a[i * p->lda + t] * (int32_t)p->b[j * p->ldb + t];
+            }
+            p->c[i * p->ldc + j] = (int32_t)acc;
+        }
+    }
     if (entry != NULL) {
         ckc_blas_release(entry);
     }
-    return status;
+    return CKC_OK;
+}
+
+/* Element i of a float row of the output's type, and a value rounded into one. */
+static float
+load_value(const void *row, ckc_float_kind kind, int64_t i)
+{
+    if (kind == CKC_F32) {
+        return ((const float *)row)[i];
+    }
+    return kind == CKC_BF16 ? ckc_bf16_to_f32(((const uint16_t *)row)[i]) : ckc_f16_to_f32(((const uint16_t *)row)[i]);
+}
+
+static void
+store_value(void *row, ckc_float_kind kind, int64_t i, float v)
+{
+    if (kind == CKC_F32) {
+        ((float *)row)[i] = v;
+    } else {
+        ((uint16_t *)row)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
+    }
 }
 
 /* Values of one row of NVFP4 codes times their block scales (exact in float32:
@@ -134,23 +164,19 @@ decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, fl
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    /* b's values, a's current row, the bias and an output row, in float32. */
-    float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + 2 * p->n) * sizeof(float));
+    /* b's values, a's current row and the bias, in float32. */
+    float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + p->n) * sizeof(float));
     float *va = vb + p->n * p->k;
     float *bias = va + p->k;
-    float *row = bias + p->n;
     const float alpha = p->alpha_beta[0];
     (void)exec;
     if (vb == NULL) {
         return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %lld floats",
-                        (long long)(p->n * p->k + p->k + 2 * p->n));
+                        (long long)(p->n * p->k + p->k + p->n));
     }
     for (int64_t j = 0; j < p->n; j++) {
         decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
-        bias[j] = 0.0f;
-    }
-    if (p->bias != NULL) {
-        ckc_row_load(p->bias, p->out_kind, p->n, bias);
+        bias[j] = p->bias != NULL ? load_value(p->bias, p->out_kind, j) : 0.0f;
     }
     for (int64_t i = 0; i < p->m; i++) {
         decode_row(p->a, p->scale_a, i, p->k, va);
@@ -159,9 +185,8 @@ ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_er
             for (int64_t t = 0; t < p->k; t++) {
                 acc += va[t] * vb[j * p->k + t];
             }
-            row[j] = alpha * acc + bias[j];
+            store_value(p->out, p->out_kind, i * p->n + j, alpha * acc + bias[j]);
         }
-        ckc_row_store(row, p->out_kind, p->n, (char *)p->out + i * p->n * ckc_kind_size(p->out_kind));
     }
     free(vb);
     return CKC_OK;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The int8_linear epilogue, written once for the C and CUDA kernels:
  *
  *   y = round_out(float(acc) * (x_scale * w_scale) + float(round_out(bias)))

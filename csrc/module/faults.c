@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Python face of the diagnostics wing (csrc/diag): the CudaFault
- * exceptions, raised with what the flight record says; the flight record's
- * configuration; stage/fence; and, in the emulated-device module, fault
- * injection.  module.c calls ckc_diag_add at import and ckc_diag_raise for
- * every device fault. */
+ * exceptions (in the module state), raised with what the flight record says;
+ * the flight record's configuration; stage/fence; and, in the emulated-device
+ * module, fault injection.  module.c calls ckc_diag_add at import, and the op
+ * functions ckc_diag_raise for every device fault. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -11,19 +12,10 @@
 #include "diag/checked.h"
 #include "diag/flight.h"
 #include "diag/marks.h"
-#include "diag_module.h"
-#if defined(CKC_WITH_GPU)
-#include "gpu/launch.h"
-#endif
-#if defined(CKC_EMULATED)
-#include "emu/emu_api.h"
-#endif
-
-static PyObject *CudaFault;
-static PyObject *LaunchError;
-static PyObject *KernelFault;
-static PyObject *StagingFault;
-static PyObject *HangSuspected;
+#include "faults.h"
+#include "ops/devices.h"
+#include "ops/op.h"
+#include "state.h"
 
 #define FLIGHT_CAPSULE "comfy_kitchen_c._flight_ring"
 
@@ -32,7 +24,7 @@ static PyObject *HangSuspected;
 
 /* The classes and the ring of _C: one set of exceptions, one record per process. */
 static int
-add_shared(PyObject *m)
+add_shared(PyObject *m, ckc_module_state *st)
 {
     PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
     PyObject *ring;
@@ -40,15 +32,15 @@ add_shared(PyObject *m)
     if (c == NULL) {
         return -1;
     }
-    CudaFault = PyObject_GetAttrString(c, "CudaFault");
-    LaunchError = PyObject_GetAttrString(c, "LaunchError");
-    KernelFault = PyObject_GetAttrString(c, "KernelFault");
-    StagingFault = PyObject_GetAttrString(c, "StagingFault");
-    HangSuspected = PyObject_GetAttrString(c, "HangSuspected");
+    st->cuda_fault = PyObject_GetAttrString(c, "CudaFault");
+    st->launch_error = PyObject_GetAttrString(c, "LaunchError");
+    st->kernel_fault = PyObject_GetAttrString(c, "KernelFault");
+    st->staging_fault = PyObject_GetAttrString(c, "StagingFault");
+    st->hang_suspected = PyObject_GetAttrString(c, "HangSuspected");
     ring = PyObject_GetAttrString(c, "_flight_ring");
     Py_DECREF(c);
-    if (CudaFault == NULL || LaunchError == NULL || KernelFault == NULL || StagingFault == NULL ||
-        HangSuspected == NULL || ring == NULL) {
+    if (st->cuda_fault == NULL || st->launch_error == NULL || st->kernel_fault == NULL ||
+        st->staging_fault == NULL || st->hang_suspected == NULL || ring == NULL) {
         Py_XDECREF(ring);
         return -1;
     }
@@ -61,52 +53,44 @@ add_shared(PyObject *m)
 
 static ckc_flight process_ring;
 
-static PyObject *
-new_class(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2)
+/* The ring is the process's: a second instance of _C (a subinterpreter's) shares it. */
+static ckc_flight *
+process_flight_ring(void)
 {
-    char qualified[64];
-    PyObject *bases = base2 ? PyTuple_Pack(2, base1, base2) : PyTuple_Pack(1, base1);
-    PyObject *cls;
-    if (bases == NULL) {
-        return NULL;
+    static int ready; /* under the GIL: module execs are serialized */
+    if (!ready) {
+        ckc_flight_init(&process_ring);
+        ready = 1;
     }
-    PyOS_snprintf(qualified, sizeof qualified, "comfy_kitchen_c.%s", name);
-    cls = PyErr_NewExceptionWithDoc(qualified, doc, bases, NULL);
-    Py_DECREF(bases);
-    if (cls != NULL && PyModule_AddObjectRef(m, name, cls) < 0) {
-        Py_CLEAR(cls);
-    }
-    return cls;
+    return &process_ring;
 }
 
 static int
-add_shared(PyObject *m)
+add_shared(PyObject *m, ckc_module_state *st)
 {
-    PyObject *kitchen = PyObject_GetAttrString(m, "KitchenError");
     PyObject *ring;
-    if (kitchen == NULL) {
+    st->cuda_fault = ckc_new_exception(m, "CudaFault",
+                                       "A fault of the GPU (or the emulated device), named after the op it is "
+                                       "attributed to. Attributes: op, seq, detected_by, record_path, cuda_error.",
+                                       st->kitchen_error, PyExc_RuntimeError);
+    if (st->cuda_fault == NULL) {
         return -1;
     }
-    CudaFault = new_class(m, "CudaFault",
-                          "A fault of the GPU (or the emulated device), named after the op it is attributed to. "
-                          "Attributes: op, seq, detected_by, record_path, cuda_error.",
-                          kitchen, PyExc_RuntimeError);
-    Py_DECREF(kitchen);
-    if (CudaFault == NULL) {
+    st->launch_error = ckc_new_exception(m, "LaunchError", "A kernel launch (or library call) was refused.",
+                                         st->cuda_fault, NULL);
+    st->kernel_fault = ckc_new_exception(m, "KernelFault", "A kernel faulted while it ran.", st->cuda_fault, NULL);
+    st->staging_fault = ckc_new_exception(m, "StagingFault",
+                                          "Work queued before the op (a staged copy among it) failed.",
+                                          st->cuda_fault, NULL);
+    st->hang_suspected = ckc_new_exception(m, "HangSuspected",
+                                           "The stream made no progress past the watchdog's limit.", st->cuda_fault,
+                                           NULL);
+    if (st->launch_error == NULL || st->kernel_fault == NULL || st->staging_fault == NULL ||
+        st->hang_suspected == NULL) {
         return -1;
     }
-    LaunchError = new_class(m, "LaunchError", "A kernel launch (or library call) was refused.", CudaFault, NULL);
-    KernelFault = new_class(m, "KernelFault", "A kernel faulted while it ran.", CudaFault, NULL);
-    StagingFault = new_class(m, "StagingFault", "Work queued before the op (a staged copy among it) failed.",
-                             CudaFault, NULL);
-    HangSuspected = new_class(m, "HangSuspected", "The stream made no progress past the watchdog's limit.",
-                              CudaFault, NULL);
-    if (LaunchError == NULL || KernelFault == NULL || StagingFault == NULL || HangSuspected == NULL) {
-        return -1;
-    }
-    ckc_flight_init(&process_ring);
-    ckc_flight_ring = &process_ring;
-    ring = PyCapsule_New(&process_ring, FLIGHT_CAPSULE, NULL);
+    ckc_flight_ring = process_flight_ring();
+    ring = PyCapsule_New(ckc_flight_ring, FLIGHT_CAPSULE, NULL);
     if (ring == NULL || PyModule_AddObjectRef(m, "_flight_ring", ring) < 0) {
         Py_XDECREF(ring);
         return -1;
@@ -117,19 +101,19 @@ add_shared(PyObject *m)
 #endif
 
 static PyObject *
-class_of(ckc_status status)
+class_of(const ckc_module_state *st, ckc_status status)
 {
     switch (status) {
     case CKC_ERR_LAUNCH:
-        return LaunchError;
+        return st->launch_error;
     case CKC_ERR_KERNEL:
-        return KernelFault;
+        return st->kernel_fault;
     case CKC_ERR_STAGING:
-        return StagingFault;
+        return st->staging_fault;
     case CKC_ERR_HANG:
-        return HangSuspected;
+        return st->hang_suspected;
     default:
-        return CudaFault;
+        return st->cuda_fault;
     }
 }
 
@@ -152,9 +136,9 @@ ckc_diag_is_fault(ckc_status status)
 }
 
 void
-ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
+ckc_diag_raise(ckc_module_state *st, const ckc_error *err, const ckc_fault *fault)
 {
-    PyObject *type = class_of(err->status);
+    PyObject *type = class_of(st, err->status);
     const char *path = ckc_flight_path();
     PyObject *exc;
     char message[2048];
@@ -184,10 +168,10 @@ ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
 
 /* Raises err: a CudaFault, or the op layer's exception. */
 static PyObject *
-fail(const ckc_error *err, const ckc_fault *fault)
+fail(PyObject *module, const ckc_error *err, const ckc_fault *fault)
 {
     if (ckc_diag_is_fault(err->status)) {
-        ckc_diag_raise(err, fault);
+        ckc_diag_raise(ckc_state(module), err, fault);
     } else {
         PyErr_Format(PyExc_RuntimeError, "%s: %s", fault->detected_by, err->message);
     }
@@ -199,15 +183,13 @@ fail(const ckc_error *err, const ckc_fault *fault)
 static PyObject *
 flight_configure(PyObject *self, PyObject *args)
 {
-    const char *path;
-    const char *python;
-    const char *version;
-    int ops;
+    ckc_flight_config c = {NULL, 0, "", "", "", "", 0}; /* no prefix and keep: nothing is pruned */
     (void)self;
-    if (!PyArg_ParseTuple(args, "zpss", &path, &ops, &python, &version)) {
+    if (!PyArg_ParseTuple(args, "zpss|ssI", &c.path, &c.ops, &c.python, &c.package_version, &c.prune_prefix,
+                          &c.prune_suffix, &c.keep)) {
         return NULL;
     }
-    ckc_flight_configure(path, ops, python, version);
+    ckc_flight_configure(&c);
     Py_RETURN_NONE;
 }
 
@@ -257,9 +239,10 @@ stage(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "KKKiKips", &dst, &src, &bytes, &s.device, &stream, &s.mode, &s.non_blocking,
-                          &tensors)) {
+    s.op = NULL;
+    s.issued = 0;
+    if (!PyArg_ParseTuple(args, "KKKiKips|zp", &dst, &src, &bytes, &s.device, &stream, &s.mode, &s.non_blocking,
+                          &tensors, &s.op, &s.issued)) {
         return NULL;
     }
     s.dst = (void *)(uintptr_t)dst;
@@ -273,7 +256,7 @@ stage(PyObject *self, PyObject *args)
     status = ckc_checked_stage(&s, &memory, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     return PyUnicode_FromString(memory);
 }
@@ -286,7 +269,6 @@ fence(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
     if (!PyArg_ParseTuple(args, "KK", &ptr, &bytes)) {
         return NULL;
     }
@@ -296,7 +278,7 @@ fence(PyObject *self, PyObject *args)
     status = ckc_fence_host((const void *)(uintptr_t)ptr, (size_t)bytes, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     Py_RETURN_NONE;
 }
@@ -310,7 +292,6 @@ fence_stream(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
     if (!PyArg_ParseTuple(args, "siK", &op, &device, &stream)) {
         return NULL;
     }
@@ -320,44 +301,12 @@ fence_stream(PyObject *self, PyObject *args)
     status = ckc_fence_stream(op, device, (uintptr_t)stream, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     Py_RETURN_NONE;
 }
 
 /* ---- the checks' own cost (benchmarks/bench_faults.py) ---- */
-
-static ckc_status
-run_nothing(const ckc_op_args *a, ckc_error *err)
-{
-    (void)a;
-    (void)err;
-    return CKC_OK;
-}
-
-#if defined(CKC_WITH_GPU)
-/* The least an op whose completion mark rides on its kernel can do: launch
- * one one-thread kernel carrying the mark (a null mark with the record off). */
-static ckc_status
-run_one_kernel(const ckc_op_args *a, ckc_error *err)
-{
-    const ckc_done_mark m = ckc_gpu_take_done_mark();
-    return ckc_gpu_flight_mark(&m, a->exec.stream, err);
-}
-#else
-#define run_one_kernel run_nothing
-#endif
-
-/* An op that queues no work (or one kernel), with the arguments of a typical one. */
-#define NULL_OP(name, run)                                                                                  \
-    {                                                                                                       \
-        name, "", 3,                                                                                        \
-            {{"x", CKC_FLOATS, 0}, {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},                    \
-             {"scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OUTPUT}},                                  \
-            1, {"group"}, run,                                                                              \
-    }
-static const ckc_op_spec null_op = NULL_OP("null", run_nothing);
-static const ckc_op_spec one_kernel_op = NULL_OP("one_kernel", run_one_kernel);
 
 static PyObject *
 check_overhead_ns(PyObject *self, PyObject *args)
@@ -367,18 +316,19 @@ check_overhead_ns(PyObject *self, PyObject *args)
     int device;
     unsigned long long stream;
     int one_kernel = 0;
+    const ckc_op_spec *spec;
     ckc_op_args a;
     ckc_error err;
     ckc_fault fault;
     ckc_status status = CKC_OK;
     uint64_t start;
     uint64_t elapsed;
-    (void)self;
     if (!PyArg_ParseTuple(args, "iiiK|p", &iterations, &mode, &device, &stream, &one_kernel)) {
         return NULL;
     }
+    spec = one_kernel ? &ckc_op_probe_mark_kernel : &ckc_op_probe_nothing;
     memset(&a, 0, sizeof a);
-    a.spec = one_kernel ? &one_kernel_op : &null_op;
+    a.sig = &spec->sig;
     a.device = CKC_DEVICE_CUDA;
     a.exec.device_index = device;
     a.exec.stream = (uintptr_t)stream;
@@ -397,12 +347,12 @@ check_overhead_ns(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     start = ckc_monotonic_ns();
     for (int k = 0; k < iterations && status == CKC_OK; k++) {
-        status = ckc_checked_op(a.spec->name, &a, mode, &err, &fault);
+        status = ckc_op_run(spec, spec->sig.name, &a, mode, &err, &fault);
     }
     elapsed = ckc_monotonic_ns() - start;
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     return PyFloat_FromDouble((double)elapsed / (iterations > 0 ? iterations : 1));
 }
@@ -430,7 +380,7 @@ inject(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "izi", &kind, &op, &nth)) {
         return NULL;
     }
-    ckc_emu_inject(kind, op, nth);
+    ckc_devices_emulated_inject(kind, op, nth);
     Py_RETURN_NONE;
 }
 
@@ -442,7 +392,7 @@ refuse_host_mapping(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "p", &refuse)) {
         return NULL;
     }
-    ckc_emu_refuse_host_mapping(refuse);
+    ckc_devices_emulated_refuse_host_mapping(refuse);
     Py_RETURN_NONE;
 }
 
@@ -451,7 +401,7 @@ reset_device(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    ckc_emu_reset();
+    ckc_devices_emulated_reset();
     ckc_flight_abandon("never completed: the emulated device was reset");
     Py_RETURN_NONE;
 }
@@ -459,9 +409,10 @@ reset_device(PyObject *self, PyObject *args)
 
 static PyMethodDef diag_functions[] = {
     {"flight_configure", flight_configure, METH_VARARGS,
-     "flight_configure(path, ops, python, package_version)\n--\n\n"
+     "flight_configure(path, ops, python, package_version, prefix='', suffix='', keep=0)\n--\n\n"
      "Where the flight record goes (None: memory only) and whether ops are recorded; "
-     "takes effect at the first record."},
+     "takes effect at the first record, which creates the file and leaves the keep newest "
+     "files named prefix...suffix in its folder."},
     {"flight_path", flight_path, METH_NOARGS, "flight_path()\n--\n\nThe flight record's file, or None."},
     {"flight_sync", flight_sync, METH_NOARGS,
      "flight_sync()\n--\n\nCopies the completions that landed in pinned words into the flight record's file now."},
@@ -469,8 +420,9 @@ static PyMethodDef diag_functions[] = {
      "flight_marks()\n--\n\nWhere the device writes completions: {'words': 'file' | 'pinned', "
      "'mirror': 'off' | 'running' | 'failed', 'mirror_wakeups': int}."},
     {"stage", stage, METH_VARARGS,
-     "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors)\n--\n\n"
-     "Checked, recorded host-to-device copy; returns what the source memory is."},
+     "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors, op=None, issued=False)\n--\n\n"
+     "Checked, recorded host-to-device copy (issued: one its caller already queued, recorded only); "
+     "returns what the source memory is."},
     {"fence", fence, METH_VARARGS,
      "fence(ptr, nbytes)\n--\n\nWaits until every recorded copy from the host range has completed."},
     {"fence_stream", fence_stream, METH_VARARGS,
@@ -494,9 +446,9 @@ static PyMethodDef diag_functions[] = {
 };
 
 int
-ckc_diag_add(PyObject *m)
+ckc_diag_add(PyObject *m, ckc_module_state *st)
 {
-    if (add_shared(m) < 0) {
+    if (add_shared(m, st) < 0) {
         return -1;
     }
     return PyModule_AddFunctions(m, diag_functions);

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The module's facade to the devices (ops/devices.h). */
+#include "cpu/cpu.h"
+#include "devices.h"
+#include "gpu/gpu.h"
+
+void
+ckc_devices_init(void)
+{
+    static int started; /* under the GIL: module execs are serialized */
+    if (started) {
+        return;
+    }
+    started = 1;
+    ckc_cpu_init();
+#if defined(CKC_WITH_GPU)
+    ckc_blas_init();
+#endif
+}
+
+int
+ckc_devices_have_cuda(void)
+{
+#if defined(CKC_WITH_GPU) && !defined(CKC_EMULATED)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int
+ckc_devices_have_gpu_runtime(void)
+{
+#if defined(CKC_WITH_GPU)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+const char *
+ckc_devices_cpu_isa(void)
+{
+    return ckc_cpu_isa();
+}
+
+const char *const *
+ckc_devices_cpu_isas(void)
+{
+    return ckc_cpu_available();
+}
+
+int
+ckc_devices_select_cpu_isa(const char *isa)
+{
+    return ckc_cpu_select(isa);
+}
+
+void
+ckc_devices_set_blas_search_dirs(const char *dirs)
+{
+#if defined(CKC_WITH_GPU)
+    ckc_blas_set_search_dirs(dirs);
+#else
+    (void)dirs;
+#endif
+}
+
+ckc_status
+ckc_devices_cuda_versions(int *driver, int *runtime, ckc_error *err)
+{
+#if defined(CKC_WITH_GPU)
+    return ckc_gpu_versions(driver, runtime, err);
+#else
+    (void)err;
+    *driver = *runtime = 0;
+    return CKC_OK;
+#endif
+}
+
+void
+ckc_devices_emulated_inject(int kind, const char *op, int nth)
+{
+#if defined(CKC_EMULATED)
+    ckc_emu_inject(kind, op, nth);
+#else
+    (void)kind;
+    (void)op;
+    (void)nth;
+#endif
+}
+
+void
+ckc_devices_emulated_refuse_host_mapping(int refuse)
+{
+#if defined(CKC_EMULATED)
+    ckc_emu_refuse_host_mapping(refuse);
+#else
+    (void)refuse;
+#endif
+}
+
+void
+ckc_devices_emulated_reset(void)
+{
+#if defined(CKC_EMULATED)
+    ckc_emu_reset();
+#endif
+}
+
+void
+ckc_devices_blas_stats(ckc_blas_stats *s)
+{
+    ckc_blas_get_stats(s);
+}
+
+void
+ckc_devices_blas_reset(int capacity)
+{
+    ckc_blas_reset(capacity);
+}
+
+void
+ckc_devices_emulated_heuristic(const ckc_blas_candidate *c, int count)
+{
+#if defined(CKC_EMULATED)
+    ckc_blas_emu_set_heuristic(c, count);
+#else
+    (void)c;
+    (void)count;
+#endif
+}
+
+void
+ckc_devices_emulated_capturing(int capturing)
+{
+#if defined(CKC_EMULATED)
+    ckc_blas_emu_set_capturing(capturing);
+#else
+    (void)capturing;
+#endif
+}
