@@ -117,11 +117,13 @@ ckc_tile_transform(const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &up, 
         return ABSMAX ? ckc_tile_raw_absmax<KIND>(raw) : 0u;
     }
     if (ACT != CKC_ACT_NONE) {
+        /* gelu_tanh and swiglu only (ckc_tile_quantize_rows): no row factor, no column arguments */
+        const ckc_act_args none = {};
         float u[CKC_TILE];
         ckc_tile_unpack<KIND>(up, u);
         CKC_UNROLL
         for (int i = 0; i < CKC_TILE; i++) {
-            v[i] = ckc_act_apply(ACT, v[i], u[i], KIND);
+            v[i] = ckc_act_apply(ACT, v[i], u[i], 0.0f, none, KIND, 0);
         }
     }
     if constexpr (G > 0) {
