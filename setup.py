@@ -100,7 +100,7 @@ def gpu_kernel_sources():
 def emulated_device_sources():
     """GPU kernel sources and the emulator, compiled as C++ for _C_emu."""
     return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp", "kernels/emu/emu_streams.cpp",
-                                   "kernels/emu/emu_races.cpp"]
+                                   "kernels/emu/emu_graphs.cpp", "kernels/emu/emu_races.cpp"]
 
 
 def emulated_device_wanted(development: bool) -> bool:

@@ -29,12 +29,12 @@ __all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError",
 
 # ---- faults: checking modes, checked staging, flight record (faults.py, csrc/diag) ----
 from . import faults  # noqa: E402
-from ._C import CudaFault, HangSuspected, KernelFault, LaunchError, StagingFault  # noqa: E402
+from ._C import CaptureError, CudaFault, HangSuspected, KernelFault, LaunchError, StagingFault  # noqa: E402
 from . import _C  # noqa: E402
 from .faults import check_mode, checking, fence, stage  # noqa: E402
 
-__all__ += ["CudaFault", "HangSuspected", "KernelFault", "LaunchError", "StagingFault", "check_mode", "checking",
-            "fence", "stage"]
+__all__ += ["CaptureError", "CudaFault", "HangSuspected", "KernelFault", "LaunchError", "StagingFault", "check_mode",
+            "checking", "fence", "stage"]
 faults.configure_flight(__version__)
 
 _isa = _settings.value("COMFY_KITCHEN_C_CPU_ISA")

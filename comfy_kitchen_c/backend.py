@@ -9,12 +9,18 @@ backend instead of failing inside "c".
 """
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from . import _C, ops
 from ._C import KitchenError
 
 BACKEND_NAME = "c"
+
+# Why "c" declined a call (a call rule's refusal), at DEBUG: the call then runs on the next
+# backend, and a user who sees that backend's error finds "c"'s reason here.
+logger = logging.getLogger("comfy_kitchen_c")
 
 # Ops served, with the parameters the registry checks before a call.
 _FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
@@ -45,13 +51,18 @@ def unsupported_gpu(kwargs, minimum=MIN_COMPUTE_CAPABILITY) -> str | None:
 def _call_rule(check, minimum=MIN_COMPUTE_CAPABILITY):
     from comfy_kitchen.constraints import ValidationResult
 
+    name = check.__name__.removeprefix("check_")
+
     def rule(kwargs):
         gpu = unsupported_gpu(kwargs, minimum)
         if gpu is not None:
+            logger.debug("backend 'c' declines %s: %s", name, gpu)
             return ValidationResult.fail("__hardware__", gpu)
         try:
             check(**kwargs)
-        except KitchenError as exc:
+        except (KitchenError, TypeError) as exc:
+            # TypeError: an argument the op does not have (a newer comfy_kitchen's)
+            logger.debug("backend 'c' declines %s: %s", name, exc)
             return ValidationResult.fail("__call__", str(exc))
         except TypeError as exc:  # a required argument missing, or one "c" does not know: not ours to serve
             return ValidationResult.fail("__call__", f"{check.__name__[len('check_'):]}: {exc}")
@@ -114,6 +125,13 @@ def capabilities() -> dict:
             "group_size": integer,
             "output_dtype_code": integer,
         },
+        "dequantize_int8_embedding": {
+            "q": int8_2d,
+            "scale": floats,
+            "indices": ParamConstraint(dtypes=frozenset({torch.int32, torch.int64})),
+            "group_size": integer,
+            "output_dtype_code": integer,
+        },
         "quantize_nvfp4": {
             "x": ParamConstraint(dtypes=_FLOATS, shape_rules=(ExactDims(2),)),
             "per_tensor_scale": ParamConstraint(dtypes=frozenset({torch.float32})),
@@ -141,7 +159,7 @@ def capabilities() -> dict:
     return caps
 
 
-# ---- linear ops: int8_linear (cuBLASLt IMMA: compute capability 7.5+) and scaled_mm_nvfp4
+# ---- linear ops: the int8 linears (cuBLASLt IMMA: compute capability 7.5+) and scaled_mm_nvfp4
 # (cuBLASLt block-scaled FP4: 10.0+; on the CPU a dequantize-and-matmul, which comfy_kitchen's
 # eager backend cannot run there).  On a GPU below the minimum the call falls through.
 
@@ -156,20 +174,41 @@ def _linear_capabilities(devices) -> dict:
     uint8_2d = ParamConstraint(dtypes=frozenset({torch.uint8}), shape_rules=(ExactDims(2),))
     f32 = ParamConstraint(dtypes=frozenset({torch.float32}))
     e4m3 = ParamConstraint(dtypes=frozenset({torch.float8_e4m3fn}))
+    # What every int8 linear op takes for its product.
+    product = {
+        "x": ParamConstraint(dtypes=_FLOATS, shape_rules=(MinDims(1),)),
+        "weight": ParamConstraint(dtypes=frozenset({torch.int8}), shape_rules=(ExactDims(2),)),
+        "weight_scale": floats,
+        "bias": floats,
+        "out_dtype": floats,
+        "convrot": ParamConstraint(dtypes=frozenset({bool})),
+        "convrot_groupsize": ParamConstraint(dtypes=frozenset({int})),
+    }
     return {
         "int8_linear": FunctionConstraints(
-            params={
-                "x": ParamConstraint(dtypes=_FLOATS, shape_rules=(MinDims(1),)),
-                "weight": ParamConstraint(dtypes=frozenset({torch.int8}), shape_rules=(ExactDims(2),)),
-                "weight_scale": floats,
-                "bias": floats,
-                "out_dtype": floats,
-                "convrot": ParamConstraint(dtypes=frozenset({bool})),
-                "convrot_groupsize": ParamConstraint(dtypes=frozenset({int})),
+            params=product | {
                 "input_act": ParamConstraint(dtypes=frozenset({str, type(None)})),
+                "input_act_weight": floats,
+                "input_act_eps": ParamConstraint(dtypes=frozenset({float, int, type(None)})),
+                "residual": floats,
+                "residual_scale": floats,
             },
             default_devices=devices,
             call_rules=(_call_rule(ops.check_int8_linear, IMMA_MIN_COMPUTE_CAPABILITY),),
+        ),
+        "int8_linear_modulated": FunctionConstraints(
+            params=product | {"modulation_scale": floats},
+            default_devices=devices,
+            call_rules=(_call_rule(ops.check_int8_linear_modulated, IMMA_MIN_COMPUTE_CAPABILITY),),
+        ),
+        "int8_linear_rms_modulated": FunctionConstraints(
+            params=product | {
+                "norm_weight": floats,
+                "norm_eps": ParamConstraint(dtypes=frozenset({float, int, type(None)})),
+                "modulation_scale": floats,
+            },
+            default_devices=devices,
+            call_rules=(_call_rule(ops.check_int8_linear_rms_modulated, IMMA_MIN_COMPUTE_CAPABILITY),),
         ),
         "scaled_mm_nvfp4": FunctionConstraints(
             params={

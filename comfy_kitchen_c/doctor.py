@@ -383,7 +383,11 @@ def _device(record: dict) -> str:
 
 def details(record: dict) -> list[str]:
     """Every parameter of one record, one per line."""
-    lines = [f"seq {record['seq']} {describe(record)}: {record['state']}",
+    graph = ""
+    if record.get("capture"):
+        graph = (f", captured into the CUDA graph of capture {record['capture']}"
+                 + (f" (last completed in replay #{record['replay']})" if record["replay"] else " (never completed)"))
+    lines = [f"seq {record['seq']} {describe(record)}: {record['state']}{graph}",
              f"  device {_device(record)}, stream {record['stream']:#x}",
              f"  queued {_when(record['queued_unix'])}, " + _completion(record)]
     if record["tensors"]:
@@ -398,10 +402,25 @@ def details(record: dict) -> list[str]:
     return lines
 
 
+def _replay_verdict(replay: dict | None) -> list[str]:
+    """The latest replay of a captured CUDA graph: which of its ops completed in it."""
+    if replay is None:
+        return []
+    graph = (f"replay #{replay['number']} of the CUDA graph of capture {replay['capture']} (captured "
+             f"{_when(replay['captured_unix'])}, {replay['ops']} recorded ops)")
+    first, last = replay["first_incomplete"], replay["last_completed"]
+    if first is None:
+        return [f"The latest CUDA-graph replay, {graph}, completed all of its recorded ops."]
+    done = (f"the last captured op it completed in that replay was seq {last['seq']} ({describe(last)})"
+            if last is not None else "it completed none of that graph's recorded ops in that replay")
+    return [f"The GPU stopped during {graph}: it did not complete seq {first['seq']} ({describe(first)}) in that "
+            f"replay; {done}."]
+
+
 def verdict(data: dict) -> list[str]:
     """What the record says, in plain words (one sentence per finding)."""
     last, first = data["last_completed"], data["first_incomplete"]
-    sentences = []
+    sentences = _replay_verdict(data.get("replay"))
     if first is not None:
         head = f"The GPU stopped completing work at seq {first['seq']} ({describe(first)})"
         if last is None:
@@ -412,8 +431,9 @@ def verdict(data: dict) -> list[str]:
             sentences.append(head + f"; work on other streams completed later, up to seq {last['seq']} "
                              f"({describe(last)}, stream {last['stream']:#x}).")
     elif last is not None:
-        sentences.append(f"The GPU completed all recorded work, up to seq {last['seq']} ({describe(last)}).")
-    else:
+        outside = " outside CUDA graphs" if data.get("captured") else ""
+        sentences.append(f"The GPU completed all recorded work{outside}, up to seq {last['seq']} ({describe(last)}).")
+    elif not data.get("captured"):
         sentences.append("The record holds no completed or pending work.")
     for hang in data["hangs"]:
         written = f", state written {_when(hang['completed_unix'])}" if hang["completed_unix"] else ""
@@ -422,6 +442,9 @@ def verdict(data: dict) -> list[str]:
                          f"{hang['error'] or 'it was still running when the watchdog fired'}.")
     for fault in data["faults"]:
         sentences.append(f"seq {fault['seq']} ({describe(fault)}) failed: {fault['error'] or 'no error text'}.")
+    replay = data.get("replay")
+    if replay is not None and replay["first_incomplete"] is not None:
+        first = replay["first_incomplete"]
     if first is not None and not data["hangs"] and not data["faults"]:
         sentences.append("No fault or hang was recorded: the process ended (or the device was lost) "
                          f"while seq {first['seq']} was queued or running.")
@@ -572,9 +595,14 @@ def print_flight(report: dict, last: int, out: TextIO) -> None:
     for sentence in report["verdict"]:
         print(f"    {sentence}", file=out)
     shown = set()
-    for title, records in (("Last completed", [data["last_completed"]]),
-                           ("First not completed", [data["first_incomplete"]]),
-                           ("Faults", data["faults"]), ("Hangs", data["hangs"])):
+    replay = data.get("replay") or {}
+    sections = []
+    if replay:
+        sections = [(f"Last completed in CUDA-graph replay #{replay['number']}", [replay["last_completed"]]),
+                    (f"First not completed in CUDA-graph replay #{replay['number']}", [replay["first_incomplete"]])]
+    for title, records in sections + [("Last completed", [data["last_completed"]]),
+                                      ("First not completed", [data["first_incomplete"]]),
+                                      ("Faults", data["faults"]), ("Hangs", data["hangs"])]:
         records = [r for r in records if r is not None]
         print(f"\n  {title}:" + ("" if records else " none"), file=out)
         for r in records:

@@ -4,7 +4,8 @@
 Parses with ``struct`` only, so a record copied from another computer (or written by a
 process whose GPU was lost) is read without the C extension.  ``load`` returns the
 records and an analysis: what the GPU completed last, the first work it did not
-complete, faults and suspected hangs (a dict: the keys ``load`` below fills in).
+complete, faults and suspected hangs; and, for ops captured into CUDA graphs (format 3), which
+replay of which graph ran last and which of its ops completed in that replay.
 """
 from __future__ import annotations
 
@@ -15,15 +16,17 @@ import sys
 MAGIC = b"CKCFLIGHT"
 SUFFIX = ".ckcf"
 PREFIX = "flight-"
-# Little-endian, no padding: csrc/diag/flight.h ckc_flight_header / ckc_flight_record.
-HEADER = struct.Struct("<16sIIIIQdQ64s32s32s72x")
-RECORD = struct.Struct("<QQIIiIQddQQQQ40s160s112s112s")
-assert HEADER.size == 256 and RECORD.size == 512
+# Little-endian, no padding: csrc/diag/flight.h ckc_flight_header / ckc_flight_record.  Formats 1
+# and 2 had no replay words and no capture field (their error text was 112 bytes).
+HEADER = struct.Struct("<16sIIIIQdQ64s32s32sQQII48x")
+RECORD = struct.Struct("<QQIIiIQddQQQQQ40s160s112s104s")
+RECORD_V1 = struct.Struct("<QQIIiIQddQQQQ40s160s112s112s")
+assert HEADER.size == 256 and RECORD.size == 512 and RECORD_V1.size == 512
 
 KINDS = {1: "op", 2: "copy"}
 HOST_MEMORY = {0: "", 1: "pinned", 2: "registered", 3: "pageable", 4: "file-mapped", 5: "unknown"}
 FAILED, HANG = 2, 3
-# Format 2: bit 16 of host_memory marks records of the emulated device (csrc/diag/flight.h
+# From format 2: bit 16 of host_memory marks records of the emulated device (csrc/diag/flight.h
 # CKC_FLIGHT_EMULATED); format 1 records have it clear and came from a GPU.
 EMULATED = 0x10000
 
@@ -61,29 +64,65 @@ def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def _record(raw: bytes) -> dict | None:
-    (seq, done, kind, state, device, flags, stream, queued, completed, nbytes, host_ptr, host_bytes,
-     device_ptr, op, tensors, params, error) = RECORD.unpack(raw)
+def _record(raw: bytes, version: int) -> dict | None:
+    if version >= 3:
+        (seq, done, kind, state, device, flags, stream, queued, completed, nbytes, host_ptr, host_bytes,
+         device_ptr, capture, op, tensors, params, error) = RECORD.unpack(raw)
+    else:
+        (seq, done, kind, state, device, flags, stream, queued, completed, nbytes, host_ptr, host_bytes,
+         device_ptr, op, tensors, params, error) = RECORD_V1.unpack(raw)
+        capture = 0
     host_memory = flags & 0xFF
     if seq == 0:
         return None
+    # A captured op's mark writes (replay << 32) | low half of seq (csrc/diag/flight.h).
+    replay = done >> 32 if capture and done & 0xFFFFFFFF == seq & 0xFFFFFFFF else 0
     if state == FAILED:
         name = "failed"
     elif state == HANG:
         name = "hang_suspected"
-    elif done == seq:
+    elif (replay != 0) if capture else done == seq:
         name = "completed"
     else:
         name = "queued"
     return {
         "seq": seq, "kind": KINDS.get(kind, f"kind{kind}"), "op": _text(op), "state": name,
-        "device": device, "device_kind": "emulated" if flags & EMULATED else "cuda", "stream": stream, "queued_unix": queued,
+        "device": device, "device_kind": "emulated" if flags & EMULATED else "cuda", "stream": stream,
+        "queued_unix": queued,
         "completed_unix": completed if completed else None,
         "tensors": _text(tensors), "params": _text(params),
         "bytes": nbytes, "host_ptr": host_ptr, "host_bytes": host_bytes, "device_ptr": device_ptr,
         "host_memory": HOST_MEMORY.get(host_memory, "unknown") if KINDS.get(kind) == "copy" else "",
         "error": _text(error),
+        "capture": capture, "replay": replay,
     }
+
+
+def _records(data: bytes, start: int, count: int, record_size: int, version: int) -> list[dict]:
+    records = []
+    for k in range(count):
+        raw = data[start + k * record_size: start + k * record_size + RECORD.size]
+        if len(raw) < RECORD.size:
+            break  # a truncated copy: keep what is there
+        r = _record(raw, version)
+        if r is not None:
+            records.append(r)
+    return sorted(records, key=lambda r: r["seq"])
+
+
+def _replay_analysis(captured: list[dict], capture: int, number: int) -> dict:
+    """The latest replay's ops: each captured op of that graph completed in it or not (its
+    state becomes "completed" or "queued" accordingly; a failed or hung one keeps its state)."""
+    ops = [r for r in captured if r["capture"] == capture]
+    for r in ops:
+        if r["state"] in ("completed", "queued"):
+            r["state"] = "completed" if r["replay"] == number else "queued"
+    done = [r for r in ops if r["replay"] == number]
+    pending = [r for r in ops if r["replay"] != number]
+    return {"capture": capture, "number": number, "ops": len(ops),
+            "last_completed": done[-1] if done else None,
+            "first_incomplete": pending[0] if pending else None,
+            "captured_unix": ops[0]["queued_unix"] if ops else None}
 
 
 def _bring_own_record_up_to_date(path: str) -> None:
@@ -103,20 +142,19 @@ def load(path: str) -> dict:
         data = f.read()
     if len(data) < HEADER.size or not data.startswith(MAGIC):
         raise ValueError(f"{path}: not a comfy_kitchen_c flight record")
-    (_, version, header_size, record_size, capacity, pid, started, written, host, python,
-     package_version) = HEADER.unpack_from(data)
+    (_, version, header_size, record_size, capacity, pid, started, written, host, python, package_version,
+     replay_capture, replay_number, capture_capacity, _) = HEADER.unpack_from(data)
     if record_size < RECORD.size or header_size < HEADER.size:
         raise ValueError(f"{path}: record size {record_size} / header size {header_size} not understood "
                          f"(format version {version})")
-    records = []
-    for k in range(capacity):
-        raw = data[header_size + k * record_size: header_size + k * record_size + RECORD.size]
-        if len(raw) < RECORD.size:
-            break  # a truncated copy: keep what is there
-        r = _record(raw)
-        if r is not None:
-            records.append(r)
-    records.sort(key=lambda r: r["seq"])
+    if version < 3:
+        replay_capture = replay_number = capture_capacity = 0
+    records = _records(data, header_size, capacity, record_size, version)
+    captured = _records(data, header_size + capacity * record_size, capture_capacity, record_size, version)
+    replay = _replay_analysis(captured, replay_capture, replay_number) if replay_number else None
+    for r in captured:
+        if r["state"] == "queued" and r["replay"] == 0 and (replay is None or r["capture"] != replay["capture"]):
+            r["state"] = "captured"  # its graph was never replayed: nothing of it was queued to run
     completed = [r for r in records if r["state"] == "completed"]
     # A stream completes its work in order: a record followed by completed work on its
     # stream is not pending (it was abandoned by a device reset, or its mark lost).
@@ -130,10 +168,12 @@ def load(path: str) -> dict:
         "process": {"pid": pid, "started_unix": started, "host": _text(host), "python": _text(python),
                     "package_version": _text(package_version)},
         "capacity": capacity,
-        "written": max([written] + [r["seq"] for r in records]),
+        "written": max([written] + [r["seq"] for r in records + captured]),
         "records": records,
         "last_completed": completed[-1] if completed else None,
         "first_incomplete": incomplete[0] if incomplete else None,
-        "faults": [r for r in records if r["state"] == "failed"],
-        "hangs": [r for r in records if r["state"] == "hang_suspected"],
+        "faults": [r for r in records + captured if r["state"] == "failed"],
+        "hangs": [r for r in records + captured if r["state"] == "hang_suspected"],
+        "captured": captured,
+        "replay": replay,
     }

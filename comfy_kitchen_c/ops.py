@@ -8,17 +8,32 @@ contiguous tensor first; outputs are always new tensors.
 """
 from __future__ import annotations
 
-import functools
-import os
-
 import torch
-import torch.utils.dlpack
 
 from . import _C
 from . import _checks as check
-from . import faults, settings
+from . import faults
 from ._C import ArgumentError, ArgumentTypeError
+from ._call import (  # noqa: F401 (re-exported: tests and backend.py use them through ops)
+    CAPTURED_TENSORS,
+    _blas_search_dirs,
+    _capsule,
+    _gpu_path,
+    _round_up,
+    _run,
+    compute_capability,
+)
 from ._kernels import KERNELS
+from .linear import (  # noqa: F401 (the int8 linear ops, part of this module's interface)
+    check_int8_linear,
+    check_int8_linear_modulated,
+    check_int8_linear_rms_modulated,
+    int8_linear,
+    int8_linear_modulated,
+    int8_linear_rms_modulated,
+    linear_memory_limit,
+    set_linear_memory_limit,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.
@@ -28,36 +43,7 @@ _NVFP4_BLOCK = _C.NVFP4_BLOCK
 _SCALE_TILE_ROWS, _SCALE_TILE_COLS = _C.NVFP4_SCALE_TILE_ROWS, _C.NVFP4_SCALE_TILE_COLS
 
 
-# ---- plumbing -------------------------------------------------------------------------------
-
-# torch's DLPack export without the Python layer of Tensor.__dlpack__, which costs ~4 us per
-# tensor (an op passes up to 7): that layer only adds checks that cannot fail here (gradient,
-# conjugate, layout), the producer-stream synchronisation our calls skip anyway (CUDA work is
-# ordered by the stream we pass), and a refusal of tensors on another device than the current
-# one, which would break ops on a second GPU (the C side sets the device from the capsule).
-_to_dlpack = torch.utils.dlpack.to_dlpack
-
-
-def _capsule(t: torch.Tensor | None):
-    if t is None:
-        return None
-    # A view with the negation bit (torch._neg_view, the imaginary part of a conjugate) shares
-    # its base's memory and negates on read: DLPack has no such bit, so export would hand C the
-    # raw, un-negated values.  Materialise it (a copy, only for such views).  The conjugate
-    # bit exists only on complex tensors, which every op refuses by dtype before export.
-    return _to_dlpack(t.resolve_neg() if t.is_neg() else t)
-
-
-def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
-    if tensors[0].numel() == 0:
-        # An empty input the op serves (see the checks): its outputs are empty too (or, for a
-        # given tensorwise scale, not written), so there is nothing to launch.
-        return
-    stream = faults.current_stream(device.index) if device.type == "cuda" else 0
-    # map, not a generator expression: no generator frame per call
-    getattr(KERNELS.get(), kernel)(op, *map(_capsule, tensors), *ints, stream, torch.get_num_threads(),
-                                   faults.CHECK.get())
-
+# ---- plumbing (the call into C: _call.py) ---------------------------------------------------
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:
     """x as the contiguous [rows, K] the dequantizers take: x itself when it already is one (a
@@ -301,11 +287,58 @@ def dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code
     return _dequantize(op, q, scale, mode, out_dtype, group_size)
 
 
+def _embedding_scale_mode(op: str, q: torch.Tensor, scale: torch.Tensor) -> int:
+    """Eager's two cases: a scale of >= 2 dims is gathered with the rows (F.embedding(indices,
+    scale): [vocab, 1] per row, [vocab, dim] per element), any other is one value."""
+    if scale.dim() >= 2:
+        if scale.dim() == 2 and scale.shape[0] == q.shape[0] and scale.shape[1] in (1, q.shape[1]):
+            return _SCALE_PER_ROW if scale.shape[1] == 1 else _SCALE_FULL
+        raise ArgumentError(f"{op}: argument 'scale': expected [{q.shape[0]}, 1] (per row) or "
+                            f"[{q.shape[0]}, {q.shape[1]}], got shape {list(scale.shape)}")
+    if scale.numel() != 1:
+        raise ArgumentError(f"{op}: argument 'scale': a scale of fewer than 2 dimensions must be one value, got "
+                            f"shape {list(scale.shape)}")
+    return _SCALE_SCALAR
+
+
+def check_dequantize_int8_embedding(q, scale, indices=None, group_size=0, output_dtype_code=0):
+    """(scale mode, rotation group or 0, output dtype) of a valid call."""
+    op = "dequantize_int8_embedding"
+    check.tensor(op, "q", q, (torch.int8,), ndim=2)
+    check.rows_of(op, "q", q)
+    check.tensor(op, "scale", scale, check.FLOAT_DTYPES)
+    mode = _embedding_scale_mode(op, q, scale)
+    if indices is not None:
+        if not isinstance(indices, torch.Tensor) or indices.dtype not in (torch.int32, torch.int64):
+            raise ArgumentTypeError(f"{op}: argument 'indices': expected an int32 or int64 tensor, got "
+                                    f"{getattr(indices, 'dtype', type(indices).__name__)}")
+        if indices.numel() > check.MAX_EXTENT:
+            raise ArgumentError(f"{op}: argument 'indices': {indices.numel()} indices; at most 2^31 - 1")
+    check.same_device(op, q=q, scale=scale, indices=indices)
+    check.integer(op, "group_size", group_size)
+    group = check.group_size(op, group_size, q.shape[1]) if group_size > 0 else 0
+    return mode, group, _out_dtype(op, output_dtype_code)
+
+
+def dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code):
+    """Rows of the int8 table q [vocab, dim] picked by indices (any shape), dequantized (scale per
+    row [vocab, 1], per element, or one value) and rotated back group-wise when group_size > 0:
+    [*indices.shape, dim] in the dtype of output_dtype_code.  Only the picked rows are read.
+    An index out of range raises ArgumentError on the CPU; on a GPU (no host sync to check it)
+    its row is NaN."""
+    op = "dequantize_int8_embedding"
+    if indices is None:
+        raise ArgumentTypeError(f"{op}: argument 'indices' is required")
+    mode, group, out_dtype = check_dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code)
+    out = torch.empty((*indices.shape, q.shape[1]), dtype=out_dtype, device=q.device)
+    if out.numel() == 0:
+        return out
+    s = scale.to(dtype=torch.float32).contiguous()  # exact: scale values are float16/bfloat16/float32
+    _run("int8_embedding", op, q.device, (q.contiguous(), s, indices.contiguous(), out), (mode, group))
+    return out
+
+
 # ---- NVFP4 ----------------------------------------------------------------------------------
-
-def _round_up(v: int, m: int) -> int:
-    return (v + m - 1) // m * m
-
 
 def _scale_shape(rows: int, cols: int) -> tuple[int, int]:
     """Swizzled block-scale buffer of rows x cols values: (roundup(rows,128), roundup(cols/16,4))."""
@@ -423,162 +456,7 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
     return out
 
 
-# ---- linear: int8_linear and scaled_mm_nvfp4 ------------------------------------------------
-
-# input_act names -> codes and codes -> input columns per activated column (C's, kernels/math/activation.h)
-_INPUT_ACT_CODES = {None: _C.INPUT_ACTS["none"], **_C.INPUT_ACTS}
-_INPUT_ACT_WIDTHS = _C.INPUT_ACT_WIDTHS
-
-
-# Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
-# the first use: a bad value raises SettingError there, not at import.
-_linear_memory_limit: int | None = None
-
-
-def set_linear_memory_limit(nbytes: int) -> None:
-    """Bound on the extra memory one int8_linear call allocates (bytes; default 256 MiB, or
-    COMFY_KITCHEN_C_LINEAR_MEMORY_MB): rows are processed in chunks so that the quantized rows,
-    their scales, the int32 accumulator (and, for shapes cuBLASLt needs padded, a padded weight
-    copy) stay under it.  At least one row is processed at a time whatever the bound."""
-    global _linear_memory_limit
-    check.integer("set_linear_memory_limit", "nbytes", nbytes)
-    if nbytes < 1:
-        raise ArgumentError(f"set_linear_memory_limit: argument 'nbytes': expected a positive size, got {nbytes}")
-    _linear_memory_limit = nbytes
-
-
-def linear_memory_limit() -> int:
-    """The current bound of set_linear_memory_limit, in bytes (SettingError when it comes from a
-    bad COMFY_KITCHEN_C_LINEAR_MEMORY_MB)."""
-    global _linear_memory_limit
-    if _linear_memory_limit is None:
-        _linear_memory_limit = max(1, int(settings.value("COMFY_KITCHEN_C_LINEAR_MEMORY_MB") * 2**20))
-    return _linear_memory_limit
-
-
-def _gpu_path(device: torch.device) -> bool:
-    """Whether a call runs the GPU kernels: CUDA tensors, or any tensor on the emulated device."""
-    return device.type == "cuda" or KERNELS.get() is not _C
-
-
-_blas_dirs_set = False
-
-
-def _blas_search_dirs() -> None:
-    """Tells _C where torch's pip-installed CUDA libraries are, for loading cuBLASLt at first use
-    (the C side first takes a cuBLASLt already loaded, then the loader's path, then these)."""
-    global _blas_dirs_set
-    if _blas_dirs_set or not hasattr(KERNELS.get(), "set_blas_search_dirs"):
-        return
-    torch_dir = os.path.dirname(torch.__file__)
-    site = os.path.dirname(torch_dir)
-    lib = "bin" if os.name == "nt" else "lib"
-    dirs = [os.path.join(site, "nvidia", "cu13", lib), os.path.join(site, "nvidia", "cublas", lib),
-            os.path.join(torch_dir, "lib")]
-    KERNELS.get().set_blas_search_dirs(os.pathsep.join(d for d in dirs if os.path.isdir(d)))
-    _blas_dirs_set = True
-
-
-@functools.lru_cache(maxsize=None)
-def compute_capability(index: int) -> tuple[int, int]:
-    """Compute capability of a CUDA device (fixed for the process; torch's query costs ~2 us)."""
-    return tuple(torch.cuda.get_device_capability(index))
-
-
-def _gemm_alignment(device: torch.device) -> tuple[int, int]:
-    """(k, n) multiples the GPU GEMM is given: cuBLASLt's int8 IMMA needs k and n multiples of 4;
-    16 keeps rows 16-byte aligned, and Turing rejects some n not a multiple of 32 (comfy_kitchen
-    pads to 32 there for the same reason)."""
-    if device.type == "cuda" and compute_capability(device.index) == (7, 5):
-        return 16, 32
-    return 16, 16
-
-
-def check_int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,
-                      input_act=None, input_act_weight=None, input_act_eps=0.0, residual=None,
-                      residual_scale=None):
-    """(k, n, activation code) of a valid call.  comfy_kitchen's newer arguments (the rms_norm
-    and situ activations, the residual form) are not served: those calls fall through."""
-    op = "int8_linear"
-    check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
-    if not isinstance(input_act, (str, type(None))) or input_act not in _INPUT_ACT_CODES:
-        raise ArgumentError(f"{op}: argument 'input_act': {input_act!r} is not supported "
-                            f"({', '.join(map(repr, _INPUT_ACT_CODES))})")
-    for name, value in (("input_act_weight", input_act_weight), ("residual", residual),
-                        ("residual_scale", residual_scale)):
-        if value is not None:
-            raise ArgumentError(f"{op}: argument '{name}' is not supported by backend 'c'")
-    act = _INPUT_ACT_CODES[input_act]
-    width = _INPUT_ACT_WIDTHS[act]
-    if x.shape[-1] % width:
-        raise ArgumentError(f"{op}: argument 'x': swiglu needs an even row length ([gate | up]), got "
-                            f"{x.shape[-1]}")
-    k = x.shape[-1] // width
-    check.tensor(op, "weight", weight, (torch.int8,), ndim=2)
-    n = weight.shape[0]
-    if weight.shape[1] != k:
-        raise ArgumentError(f"{op}: argument 'weight': shape {list(weight.shape)} does not match the "
-                            f"{'activated ' if width > 1 else ''}input's {k} features")
-    check.tensor(op, "weight_scale", weight_scale, check.FLOAT_DTYPES)
-    if weight_scale.numel() not in (1, n):
-        raise ArgumentError(f"{op}: argument 'weight_scale': expected 1 or {n} values (scalar or per output "
-                            f"channel), got shape {list(weight_scale.shape)}")
-    if bias is not None:
-        check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
-        if bias.numel() not in (1, n):
-            raise ArgumentError(f"{op}: argument 'bias': expected {n} values, got shape {list(bias.shape)}")
-    if out_dtype is not None and out_dtype not in check.FLOAT_DTYPES:
-        raise ArgumentTypeError(f"{op}: argument 'out_dtype': expected float32, float16 or bfloat16, "
-                                f"got {out_dtype}")
-    if not isinstance(convrot, bool):
-        raise ArgumentTypeError(f"{op}: argument 'convrot': expected a bool, got {type(convrot).__name__}")
-    if convrot:
-        check.group_size(op, convrot_groupsize, k, name="convrot_groupsize")
-    check.same_device(op, x=x, weight=weight, weight_scale=weight_scale, bias=bias)
-    return k, n, act
-
-
-def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,
-                input_act=None, input_act_weight=None, input_act_eps=0.0, residual=None, residual_scale=None):
-    """y = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, shape
-    (*x.shape[:-1], N), rounded once to out_dtype (None: bfloat16, as comfy_kitchen.int8_linear).
-
-    Rows go through in chunks bounded by set_linear_memory_limit.  The extra arguments of newer
-    comfy_kitchen releases are accepted and must keep their defaults."""
-    op = "int8_linear"
-    k, n, act = check_int8_linear(x, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize, input_act,
-                                  input_act_weight, input_act_eps, residual, residual_scale)
-    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
-    device = x.device
-    # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
-    xc = x.contiguous()
-    m = xc.numel() // xc.shape[-1]
-    # any shape with 1 or n values: the C op reads it as a flat array
-    w_scale = weight_scale.to(dtype=torch.float32).contiguous()
-    # The bias goes in its own dtype: the epilogue rounds it to out_dtype, as eager's
-    # bias.to(out_dtype), and adds it in float32 (kernels/math/linear.h).
-    if bias is not None:
-        bias = bias.contiguous() if bias.numel() == n else bias.reshape(1).expand(n).contiguous()
-    w = weight.contiguous()
-    gpu = _gpu_path(device)
-    k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
-    # The scratch (quantized rows, scales, accumulator, activated rows, within the memory limit)
-    # and whether the GEMM needs a zero-padded weight copy: C's plan (csrc/contract/linear_plan.h),
-    # the very layout the op carves the scratch with.
-    scratch_bytes, padded_shape = _C.int8_linear_plan(m, k, n, k_align, n_align, gpu, act, x.element_size(),
-                                                      w.data_ptr() % 16 == 0, linear_memory_limit())
-    if padded_shape is not None:
-        padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
-        padded[:n, :k] = w
-        w = padded
-    scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
-    out = torch.empty((*xc.shape[:-1], n), dtype=out_dtype, device=device)
-    if device.type == "cuda":
-        _blas_search_dirs()
-    _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch),
-         (act, convrot_groupsize if convrot else 0, k_align, n_align))
-    return out
-
+# ---- linear: scaled_mm_nvfp4 (the int8 linear ops: linear.py, re-exported at the end) ---------
 
 def check_scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias=None,
                           out_dtype=None, alpha=None):

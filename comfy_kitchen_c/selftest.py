@@ -365,10 +365,42 @@ def _eager_runs_fp4_gemm(d: Inputs) -> bool:
         and d.dtype != torch.float32
 
 
+def _vector(d: Inputs, seed: int, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
+    """A row of COLS values in the dtype (a norm weight, a modulation scale)."""
+    return (synthetic(1, COLS, seed=seed).reshape(-1) * scale + offset).to(d.device, d.dtype)
+
+
+def _modulation(d: Inputs) -> torch.Tensor:
+    """Modulation scales s small enough that x * (1 + s) stays finite in float16 after rms_norm of
+    the outlier rows (~1700 there): a row that overflows to inf is where eager's result is
+    undefined (README, "Results where eager's are undefined"), not a parity check."""
+    return _vector(d, SEED + 4, 0.02)
+
+
+def _residual_args(d: Inputs) -> tuple:
+    residual = synthetic(ROWS, LINEAR_N, seed=SEED + 5).to(d.device, d.dtype)
+    return (d.x, *_int8_weight(d), None, torch.bfloat16, False, 256, None, None, 0.0, residual,
+            _vector(d, SEED + 6)[:LINEAR_N])
+
+
+def _embedding_args(d: Inputs, group: int) -> tuple:
+    indices = torch.tensor([[3, 0, 255], [17, 17, 128]], device=d.device)
+    q, scale = d.convrot if group else d.int8
+    return (q, scale, indices, group, d.code)
+
+
 CASES += [
     _linear_case("per-channel scale", False, None, exact),
     _linear_case("convrot 256", True, None, linear),
     _linear_case("gelu_tanh", False, "gelu_tanh", linear),
+    Case("int8_linear", "rms_norm", lambda d: (d.x, *_int8_weight(d), None, torch.bfloat16, False, 256, "rms_norm",
+                                               _vector(d, SEED + 3, 0.5, 1.0), 1e-6), exact),
+    Case("int8_linear", "residual", _residual_args, exact),
+    Case("int8_linear_modulated", "", lambda d: (d.x, _modulation(d), *_int8_weight(d)), exact),
+    Case("int8_linear_rms_modulated", "", lambda d: (d.x, _vector(d, SEED + 3, 0.5, 1.0), 1e-6,
+                                                     _modulation(d), *_int8_weight(d)), exact),
+    Case("dequantize_int8_embedding", "", lambda d: _embedding_args(d, 0), exact),
+    Case("dequantize_int8_embedding", "group 256", lambda d: _embedding_args(d, 256), rotated_dequant),
     Case("scaled_mm_nvfp4", "", _fp4_operands, fp4_gemm, runs=_eager_runs_fp4_gemm,
          not_run="eager's is torch's block-scaled FP4 GEMM (CUDA, compute capability 10.0+, 16-bit output); "
          "tests/test_scaled_mm_nvfp4.py checks ours against the definition"),

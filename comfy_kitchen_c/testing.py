@@ -8,12 +8,17 @@ sources (kernels/<family>.cu) as on a GPU, executed by the emulated device
 
 ``inject(kind, op=None, nth=1)`` arms a fault on the emulated device (see its doc);
 ``reset_device()`` clears faults, hung streams and the sticky error.
+
+``emulated_capture()`` captures the work issued to the emulated device into a graph, as
+``torch.cuda.graph`` does on a GPU, and ``EmulatedGraph.replay()`` runs it again; what CUDA
+forbids during a capture fails as it fails there (kernels/emu/emu_graphs.cpp).
 """
 from __future__ import annotations
 
 import contextlib
 
 from . import settings
+from ._call import CAPTURED_TENSORS
 from ._kernels import KERNELS
 
 
@@ -109,3 +114,55 @@ def inject(kind: str, op: str | None = None, nth: int = 1):
         yield
     finally:
         emu.reset_device()
+
+
+# ---- CUDA graphs on the emulated device (kernels/emu/emu_graphs.cpp) ----
+
+CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
+
+
+class EmulatedGraph:
+    """Work captured on the emulated device (emulated_capture); replay() runs it again on
+    the emulated stream, as torch.cuda.CUDAGraph.replay().  Only the device's work is
+    captured: torch's own CPU computations in the block ran once, at capture."""
+
+    def __init__(self):
+        self._emu = _emu()
+        self.handle = None
+        self.tensors = []  # what the captured work reads and writes: kept alive with the graph
+
+    def replay(self) -> None:
+        if self.handle is None:
+            raise RuntimeError("EmulatedGraph.replay: the capture has not ended")
+        self._emu.graph_launch(self.handle, 0)
+
+    def __del__(self):
+        if getattr(self, "handle", None) is not None:
+            self._emu.graph_destroy(self.handle)
+
+
+@contextlib.contextmanager
+def emulated_capture(mode: str = "thread_local"):
+    """Inside emulated_device(): the work the block issues to the emulated device is captured
+    into the yielded EmulatedGraph (nothing runs), with CUDA's capture mode `mode` (ComfyUI
+    captures with "thread_local"; torch's default is "global").  A call CUDA forbids during
+    the capture (a wait for the stream, an allocation of device or pinned memory, ...) fails
+    and invalidates the capture: its end raises CaptureError."""
+    if mode not in CAPTURE_MODES:
+        raise ValueError(f"emulated_capture: argument 'mode': expected one of {', '.join(CAPTURE_MODES)}, "
+                         f"got {mode!r}")
+    emu = _emu()
+    graph = EmulatedGraph()
+    emu.capture_begin(0, CAPTURE_MODES[mode])
+    token = CAPTURED_TENSORS.set(graph.tensors)
+    try:
+        yield graph
+    except BaseException:
+        try:
+            emu.capture_end(0)
+        except Exception:  # noqa: BLE001 - the block's own exception is the one to see
+            pass
+        raise
+    finally:
+        CAPTURED_TENSORS.reset(token)
+    graph.handle = emu.capture_end(0)

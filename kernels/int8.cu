@@ -8,6 +8,7 @@
 #include "elements.cuh"
 #include "int8_rows.h"
 #include "row_tile.cuh"
+#include "tile_rows.h"
 
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
@@ -91,12 +92,14 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, boo
     const void *row = (const char *)p.x + r * lay.x_stride * elem;
     const int64_t segment = CKC_ROW_SEGMENT(CHUNKS);
     const int segments = (int)((k + segment - 1) / segment);
+    const ckc_row_act act = {lay.args, ACT == CKC_ACT_COLUMNWISE && lay.args.row_factor != NULL ? lay.args.row_factor[r]
+                                                                                              : 0.0f};
     float v[CHUNKS][CKC_CHUNK];
     uint32_t bits = 0;
 
     /* Pass 1: the quantizer's values and their absmax. */
     for (int s = 0; s < segments; s++) {
-        ckc_rotated_segment<KIND, ACT, CHUNKS>(row, s * segment, k, vec, (int)p.group, t, exchange, v);
+        ckc_rotated_segment<KIND, ACT, CHUNKS>(row, s * segment, k, vec, (int)p.group, t, exchange, v, act);
         CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
             CKC_UNROLL
@@ -117,7 +120,7 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, boo
      * holding column k - 1, get zeros. */
     for (int s = 0; s < segments; s++) {
         if (segments > 1) {
-            ckc_rotated_segment<KIND, ACT, CHUNKS>(row, s * segment, k, vec, (int)p.group, t, exchange, v);
+            ckc_rotated_segment<KIND, ACT, CHUNKS>(row, s * segment, k, vec, (int)p.group, t, exchange, v, act);
         }
         CKC_UNROLL
         for (int c = 0; c < CHUNKS; c++) {
@@ -169,10 +172,13 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
 {
     const int64_t elem = ckc_kind_size(p->kind);
     const bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
-                     (lay->act != CKC_ACT_SWIGLU || (p->cols * elem) % 16 == 0) &&
+                     (ckc_act_width(lay->act) == 1 || (p->cols * elem) % 16 == 0) &&
                      (p->noise == NULL || ckc_aligned16(p->noise, p->cols * elem));
     const bool q_vec = ckc_aligned16(p->q, lay->q_stride);
     const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols, quant_max_chunks(p->kind)) : 1;
+    if (const char *tile = ckc_tile_quantize_rows(p, lay, stream, done)) {
+        return ckc_gpu_launch_status(tile, err);
+    }
     return ckc_with_kind(p->kind, [&](auto kind) {
         constexpr ckc_float_kind KIND = decltype(kind)::value;
         switch (lay->act) {
@@ -181,6 +187,14 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
             break;
         case CKC_ACT_SWIGLU:
             launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec, q_vec, done);
+            break;
+        case CKC_ACT_SITU:
+            launch_rowwise<KIND, CKC_ACT_SITU>(p, lay, stream, chunks, vec, q_vec, done);
+            break;
+        case CKC_ACT_RMS_NORM:
+        case CKC_ACT_MODULATE:
+        case CKC_ACT_RMS_MODULATE: /* one instance for the three (lay->args.act) */
+            launch_rowwise<KIND, CKC_ACT_COLUMNWISE>(p, lay, stream, chunks, vec, q_vec, done);
             break;
         default:
             launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec, q_vec, done);
@@ -204,7 +218,11 @@ ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layou
 extern "C" ckc_status
 ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err)
 {
-    const ckc_row_layout lay = {p->cols, p->cols, CKC_ACT_NONE};
+    ckc_row_layout lay;
+    memset(&lay, 0, sizeof lay);
+    lay.x_stride = p->cols;
+    lay.q_stride = p->cols;
+    lay.act = CKC_ACT_NONE;
     return ckc_on_device(exec, err,
                          [&]() { return quantize_rows(p, &lay, exec->stream, ckc_exec_take_done_mark(exec), err); });
 }
@@ -253,9 +271,13 @@ ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_err
     const bool vec = ckc_aligned16(p->x, row_bytes);
     const bool out_vec = ckc_aligned16(p->out, row_bytes);
     return ckc_on_device(exec, err, [&]() {
+        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
+        if (const char *tile = ckc_tile_hadamard_rows(p, exec->stream, done)) {
+            return ckc_gpu_launch_status(tile, err);
+        }
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols, CKC_MAX_CHUNKS), vec,
-                                                        out_vec, ckc_exec_take_done_mark(exec));
+                                                        out_vec, done);
             return ckc_gpu_launch_status("hadamard_rows_kernel", err);
         });
     });
@@ -263,6 +285,7 @@ ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_err
 
 /* ---- dequantization ---- */
 
+/* The scale of q's element i. */
 __device__ __forceinline__ float
 ckc_dequant_scale(const ckc_int8_dequant_params &p, int64_t i)
 {
@@ -295,11 +318,22 @@ typedef struct {
     bool out;
 } ckc_dequant_vec;
 
+/* q's offset of output element i (its row through the index), -1 for a row
+ * whose index is out of range. */
+__device__ __forceinline__ int64_t
+ckc_dequant_source(const ckc_int8_dequant_params &p, int64_t i)
+{
+    const int64_t r = i / p.cols;
+    const int64_t src = ckc_dequant_source_row(p.index, p.index_is_64, p.q_rows, r);
+    return src < 0 ? -1 : src * p.cols + (i - r * p.cols);
+}
+
 /* Without rotation: a grid-stride loop over 64-bit indices.  With `chunks`
  * (the launcher checked 16-byte alignment of every tensor and, for a per-row
- * scale, rows of whole chunks), a thread takes 16 elements at a time: one
- * 16-byte load of codes, one scale (or a chunk of them), 16-byte stores, and
- * one division per chunk to find its row; otherwise one element at a time. */
+ * scale or an index, rows of whole chunks), a thread takes 16 elements at a
+ * time: one 16-byte load of codes, one scale (or a chunk of them), 16-byte
+ * stores, and one division per chunk to find its row; otherwise one element at
+ * a time.  A row whose index is out of range is NaN. */
 template <ckc_float_kind KIND>
 __global__ void __launch_bounds__(CKC_ROW_THREADS)
 int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
@@ -307,19 +341,23 @@ int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
     const int64_t n = p.rows * p.cols;
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
     const int64_t first = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x;
+    const float nan = ckc_f32_from_bits(0x7FC00000u);
     if (!chunks) {
         for (int64_t i = first; i < n; i += stride) {
-            ckc_store_value(p.out, KIND, i, (float)p.q[i] * ckc_dequant_scale(p, i));
+            const int64_t src = ckc_dequant_source(p, i);
+            ckc_store_value(p.out, KIND, i, src < 0 ? nan : (float)p.q[src] * ckc_dequant_scale(p, src));
         }
     } else {
         for (int64_t start = first * CKC_CHUNK; start < n; start += stride * CKC_CHUNK) {
+            const int64_t src = ckc_dequant_source(p, start);
+            const int64_t limit = src - start + n; /* n in q's offsets: the chunk is whole */
             float v[CKC_CHUNK];
             float scale[CKC_CHUNK];
-            ckc_load_codes(p.q, start, n, true, v);
+            ckc_load_codes(p.q, src < 0 ? 0 : src, src < 0 ? 0 : limit, true, v);
             if (p.scale_mode == CKC_SCALE_FULL) {
-                ckc_load_chunk<CKC_F32>(p.scale, start, n, true, scale);
+                ckc_load_chunk<CKC_F32>(p.scale, src < 0 ? 0 : src, src < 0 ? 0 : limit, true, scale);
             } else {
-                const float s = ckc_dequant_scale(p, start);
+                const float s = ckc_dequant_scale(p, src < 0 ? 0 : src);
                 CKC_UNROLL
                 for (int e = 0; e < CKC_CHUNK; e++) {
                     scale[e] = s;
@@ -327,7 +365,7 @@ int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
             }
             CKC_UNROLL
             for (int e = 0; e < CKC_CHUNK; e++) {
-                v[e] *= scale[e];
+                v[e] = src < 0 ? nan : v[e] * scale[e];
             }
             ckc_store_chunk<KIND>(p.out, start, n, true, v);
         }
@@ -346,14 +384,16 @@ int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_
     const int64_t k = p.cols;
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(p.group));
     const bool full = p.scale_mode == CKC_SCALE_FULL;
-    const float row_scale = full ? 0.0f : p.scale[p.scale_mode == CKC_SCALE_PER_ROW ? r : 0];
+    const int64_t src = ckc_dequant_source_row(p.index, p.index_is_64, p.q_rows, r);
+    const int64_t q_row = src < 0 ? 0 : src; /* a NaN row reads row 0 and discards it */
+    const float row_scale = full ? 0.0f : p.scale[p.scale_mode == CKC_SCALE_PER_ROW ? q_row : 0];
     for (int64_t s = 0; s < k; s += CKC_ROW_SEGMENT(1)) {
         const int64_t start = s + (int64_t)t * CKC_CHUNK;
         float v[CKC_CHUNK];
         float scale[CKC_CHUNK];
-        ckc_load_codes(p.q + r * k, start, k, vec.q, v);
+        ckc_load_codes(p.q + q_row * k, start, k, vec.q, v);
         if (full) {
-            ckc_load_chunk<CKC_F32>(p.scale + r * k, start, k, vec.scale, scale);
+            ckc_load_chunk<CKC_F32>(p.scale + q_row * k, start, k, vec.scale, scale);
         } else {
             CKC_UNROLL
             for (int e = 0; e < CKC_CHUNK; e++) {
@@ -363,7 +403,7 @@ int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_
         CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
             const float d = start + e < k ? v[e] * scale[e] : 0.0f;
-            v[e] = d * norm;
+            v[e] = src < 0 ? ckc_f32_from_bits(0x7FC00000u) : d * norm;
         }
         ckc_rotate_chunk(v, (int)p.group, t, exchange);
         ckc_store_chunk<KIND>((char *)p.out + r * k * ckc_kind_size(KIND), start, k, vec.out, v);
@@ -375,6 +415,10 @@ extern "C" ckc_status
 ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
+        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
+        if (const char *tile = ckc_tile_dequant(p, exec->stream, done)) {
+            return ckc_gpu_launch_status(tile, err);
+        }
         if (p->group > 0) {
             const ckc_dequant_vec vec = {ckc_aligned16(p->q, p->cols),
                                          ckc_aligned16(p->scale, p->cols * (int64_t)sizeof(float)),
@@ -383,14 +427,14 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error
                 void (*int8_dequant_rotated)(ckc_int8_dequant_params, ckc_dequant_vec, ckc_done_mark) =
                     int8_dequant_rotated_kernel<decltype(kind)::value>;
                 CKC_LAUNCH(int8_dequant_rotated, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS),
-                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, ckc_exec_take_done_mark(exec));
+                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, done);
                 return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
             });
         }
         const auto aligned16 = [](const void *x) { return (uintptr_t)x % 16 == 0; };
         const bool chunks = aligned16(p->q) && aligned16(p->out) &&
                             (p->scale_mode != CKC_SCALE_FULL || aligned16(p->scale)) &&
-                            (p->scale_mode != CKC_SCALE_PER_ROW || p->cols % CKC_CHUNK == 0);
+                            ((p->scale_mode != CKC_SCALE_PER_ROW && p->index == NULL) || p->cols % CKC_CHUNK == 0);
         const int64_t per_thread = chunks ? CKC_CHUNK : 1;
         const int64_t threads = (p->rows * p->cols + per_thread - 1) / per_thread;
         const int64_t blocks = (threads + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
@@ -398,7 +442,7 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error
             void (*int8_dequant)(ckc_int8_dequant_params, bool, ckc_done_mark) =
                 int8_dequant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(int8_dequant, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS), 0,
-                       exec->stream, *p, chunks, ckc_exec_take_done_mark(exec));
+                       exec->stream, *p, chunks, done);
             return ckc_gpu_launch_status("int8_dequant_kernel", err);
         });
     });

@@ -9,9 +9,10 @@
 #include "contract/status.h"
 
 typedef struct {
-    int64_t x_stride; /* elements from one input row to the next (2k for swiglu) */
+    int64_t x_stride; /* elements from one input row to the next (2k for swiglu and situ) */
     int64_t q_stride; /* codes per output row: cols .. roundup(cols, 16), the rest zeros */
     int act;          /* ckc_act (kernels/math/activation.h) */
+    ckc_act_args args; /* its arguments; args.row_factor one per row of the launch (rms_norm) */
 } ckc_row_layout;
 
 /* Row-wise quantization of p->rows rows (p->group > 0: rotated; p->noise must be

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear on the GPU: per chunk of rows, the row quantizer of int8.cu (the
  * input activation fused into its load, the ConvRot rotation in registers,
- * codes written with the GEMM's padded stride), the int8 GEMM of the BLAS seam
+ * codes written with the GEMM's padded stride; rms_norm's row factors from a
+ * one-warp reduction kernel before it), the int8 GEMM of the BLAS seam
  * (cuBLASLt IMMA, int32 out; a cached plan per shape) and one epilogue kernel
- * (kernels/math/linear.h), 8 outputs per thread and step.  A single row (text
- * encoders) takes a dp4a GEMV with the epilogue fused instead of the GEMM. */
+ * (kernels/math/linear.h: bias and residual fused), 8 outputs per thread and
+ * step.  A single row (text encoders) takes a dp4a GEMV with the epilogue
+ * fused instead of the GEMM. */
 #include "done_mark.cuh"
 #include "elements.cuh"
 #include "int8_rows.h"
@@ -14,6 +16,7 @@
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
 #include "math/linear.h"
+#include "math/rms.h"
 
 #define CKC_GEMV_WARPS 8
 
@@ -49,8 +52,8 @@ int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
         }
         if (lane == 0) {
             ckc_store_value(p.out, p.out_kind, j,
-                            ckc_linear_value_of(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.bias,
-                                                p.bias_kind, p.out_kind, j));
+                            ckc_linear_output(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.terms,
+                                              p.out_kind, 0, j, p.n));
         }
     }
     ckc_done_mark_arrive(done);
@@ -85,6 +88,8 @@ typedef struct {
     uint32_t step_cols;
     bool ws_vec;        /* the per-channel scales allow 16-byte loads */
     bool bias_vec;      /* the bias allows 16-byte loads */
+    bool residual_vec;  /* the residual's rows allow 16-byte loads */
+    bool residual_scale_vec; /* the residual's per-channel scales allow 16-byte loads */
 } lin_epilogue_layout;
 
 /* VEC int32 accumulators from a (16-byte aligned when VEC = 8). */
@@ -168,8 +173,9 @@ lin_store(void *out, ckc_float_kind kind, int64_t i, const float y[VEC])
     }
 }
 
-/* Outputs (r, j .. j + VEC): ckc_linear_value_of's arithmetic (kernels/math/linear.h), the bias term
- * rounded to out's type first, as ckc_linear_bias does. */
+/* Outputs (r, j .. j + VEC): ckc_linear_output's arithmetic (kernels/math/linear.h), with
+ * the per-column vectors (weight scales, bias, the residual's scale) and the
+ * residual's row loaded VEC at a time. */
 template <int VEC>
 __device__ __forceinline__ void
 lin_epilogue_vector(const ckc_linear_epilogue_params &e, const lin_epilogue_layout &lay, int64_t r, int64_t j)
@@ -188,16 +194,33 @@ lin_epilogue_vector(const ckc_linear_epilogue_params &e, const lin_epilogue_layo
             ws[i] = e.w_scale[0];
         }
     }
-    if (e.bias != NULL) {
-        lin_load_floats<VEC>(e.bias, e.bias_kind, j, lay.bias_vec, bias);
+    if (e.terms.bias != NULL) {
+        lin_load_floats<VEC>(e.terms.bias, e.terms.bias_kind, j, lay.bias_vec, bias);
     }
     CKC_UNROLL
     for (int i = 0; i < VEC; i++) {
-        y[i] = e.bias != NULL ? ckc_linear_value(acc[i], sx, ws[i], 1, ckc_round_to_kind(bias[i], e.out_kind))
-                              : ckc_linear_value(acc[i], sx, ws[i], 0, 0.0f);
+        y[i] = ckc_linear_value(acc[i], sx, ws[i], e.terms.bias != NULL,
+                                e.terms.bias != NULL ? ckc_round_to_kind(bias[i], e.out_kind) : 0.0f, e.out_kind);
     }
-    /* A residual (out = residual + residual_scale[j] * y, in out's type) would
-     * round y to out's type here and add it, before the store. */
+    if (e.terms.residual != NULL) {
+        float res[VEC];
+        float scale[VEC];
+        lin_load_floats<VEC>(e.terms.residual, e.terms.residual_kind, r * e.n + j, lay.residual_vec, res);
+        if (e.terms.residual_scale_per_channel) {
+            lin_load_floats<VEC>(e.terms.residual_scale, e.terms.residual_scale_kind, j, lay.residual_scale_vec, scale);
+        } else {
+            lin_load_floats<1>(e.terms.residual_scale, e.terms.residual_scale_kind, 0, false, scale);
+            CKC_UNROLL
+            for (int i = 1; i < VEC; i++) {
+                scale[i] = scale[0];
+            }
+        }
+        CKC_UNROLL
+        for (int i = 0; i < VEC; i++) {
+            y[i] = ckc_linear_residual(y[i], ckc_round_to_kind(res[i], e.out_kind),
+                                       ckc_round_to_kind(scale[i], e.out_kind));
+        }
+    }
     lin_store<VEC>(e.out, e.out_kind, r * e.n + j, y);
 }
 
@@ -228,7 +251,10 @@ static bool
 lin_epilogue_vec(const ckc_linear_epilogue_params *e, lin_epilogue_layout *lay)
 {
     lay->ws_vec = e->w_per_channel && (uintptr_t)e->w_scale % 16 == 0;
-    lay->bias_vec = e->bias != NULL && (uintptr_t)e->bias % 16 == 0;
+    lay->bias_vec = e->terms.bias != NULL && (uintptr_t)e->terms.bias % 16 == 0;
+    lay->residual_vec = e->terms.residual != NULL && (uintptr_t)e->terms.residual % 16 == 0;
+    lay->residual_scale_vec = e->terms.residual != NULL && e->terms.residual_scale_per_channel &&
+                              (uintptr_t)e->terms.residual_scale % 16 == 0;
     return e->n % CKC_EPI_VEC == 0 && e->ldacc % 4 == 0 && (uintptr_t)e->acc % 16 == 0 &&
            (uintptr_t)e->out % 16 == 0;
 }
@@ -272,13 +298,37 @@ linear_epilogue(const ckc_linear_epilogue_params *e, const ckc_exec *exec, ckc_d
     return ckc_gpu_launch_status("linear_epilogue_kernel", err);
 }
 
+/* rms_norm's row factor of each row (math/rms.h): one warp per row, its lanes
+ * the cascade's streams, lane 0 the ending. */
+__global__ void __launch_bounds__(32)
+rms_factor_kernel(const void *x, ckc_float_kind kind, int64_t x_stride, int64_t k, float eps, float *factor)
+{
+    __shared__ float streams[CKC_RMS_STREAMS];
+    const int t = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    const void *row = (const char *)x + r * x_stride * ckc_kind_size(kind);
+    const int64_t lanes = ckc_rms_lanes(k);
+    if (t < CKC_RMS_ILP * lanes) {
+        streams[t] = ckc_rms_stream_sum(row, kind, lanes, k / lanes / CKC_RMS_ILP, t);
+    }
+    __syncthreads();
+    if (t == 0) {
+        factor[r] = ckc_rms_factor(ckc_rms_combine(row, kind, k, streams), k, eps);
+    }
+}
+
 /* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
 static ckc_status
 linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, ckc_exec *exec,
              ckc_error *err)
 {
-    const ckc_row_layout lay = {p->x_stride, p->ldq, p->act};
+    const ckc_row_layout lay = {p->x_stride, p->ldq, p->act, ckc_linear_act_args(p)};
     const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
+    if (ckc_act_needs_row_factor(p->act)) {
+        CKC_LAUNCH(rms_factor_kernel, dim3((unsigned)rows), dim3(32), 0, exec->stream, q.x, p->kind, p->x_stride, p->k,
+                   p->act_args.eps, p->row_factor);
+        CKC_TRY(ckc_gpu_launch_status("rms_factor_kernel", err));
+    }
     CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
     if (p->acc == NULL) {
         /* The codes' base is checked too, not assumed from the scratch carving. */

@@ -235,21 +235,41 @@ ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
     }
 }
 
-/* A loaded chunk activated (int8_linear's input_act: for swiglu the row is
- * [gate | up], `up` the chunk's up values; the activated value rounded to the
- * element type as eager's activation returns it) and, for group > 0, scaled by
- * 1/sqrt(G), rotated and rounded to the element type (as eager rounds its
- * matmul): what the int8 quantizer sees, what the plain rotation stores, and
- * what the NVFP4 quantizer sees in quantize_and_rotate_nvfp4.  `exchange` is
- * only touched for group 1024 (ckc_rotation_exchange_bytes). */
+/* The load-time activation of one row (kernels/math/activation.h): its
+ * arguments and the row's factor (rms_norm's r).  Value-initialized (the
+ * default of the functions below): no activation. */
+struct ckc_row_act {
+    ckc_act_args args;
+    float factor;
+};
+
+/* Whether the activation reads a partner half of the row ([gate | up] for
+ * swiglu, [hidden | gate] for situ). */
+template <int ACT>
+struct ckc_act_paired {
+    static constexpr bool value = ACT == CKC_ACT_SWIGLU || ACT == CKC_ACT_SITU;
+};
+
+/* A loaded chunk (columns start .. start + 15 of k) activated (int8_linear's
+ * input_act and the modulations: `other` the chunk's partner values for the
+ * paired activations; the activated value rounded to the element type as
+ * eager's activation returns it; columns at or past k stay 0) and, for
+ * group > 0, scaled by 1/sqrt(G), rotated and rounded to the element type (as
+ * eager rounds its matmul): what the int8 quantizer sees, what the plain
+ * rotation stores, and what the NVFP4 quantizer sees in
+ * quantize_and_rotate_nvfp4.  `exchange` is only touched for group 1024
+ * (ckc_rotation_exchange_bytes). */
 template <ckc_float_kind KIND, int ACT>
 __device__ __forceinline__ void
-ckc_transform_chunk(float v[CKC_CHUNK], const float up[CKC_CHUNK], int group, int t, float *exchange)
+ckc_transform_chunk(float v[CKC_CHUNK], const float other[CKC_CHUNK], int group, int t, float *exchange,
+                    const ckc_row_act &act = ckc_row_act(), int64_t start = 0, int64_t k = 0)
 {
     if (ACT != CKC_ACT_NONE) {
         CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
-            v[e] = ckc_act_apply(ACT, v[e], ACT == CKC_ACT_SWIGLU ? up[e] : 0.0f, KIND);
+            v[e] = start + e < k ? ckc_act_apply(ACT, v[e], ckc_act_paired<ACT>::value ? other[e] : 0.0f, act.factor,
+                                                 act.args, KIND, start + e)
+                                 : 0.0f;
         }
     }
     if (group > 0) {
@@ -276,20 +296,21 @@ ckc_transform_chunk(float v[CKC_CHUNK], const float up[CKC_CHUNK], int group, in
 template <ckc_float_kind KIND, int ACT, int CHUNKS>
 __device__ __forceinline__ void
 ckc_rotated_segment(const void *row, int64_t s, int64_t k, bool vec, int group, int t, float *exchange,
-                    float v[CHUNKS][CKC_CHUNK])
+                    float v[CHUNKS][CKC_CHUNK], const ckc_row_act &act = ckc_row_act())
 {
-    float up[ACT == CKC_ACT_SWIGLU ? CHUNKS : 1][CKC_CHUNK];
+    float other[ckc_act_paired<ACT>::value ? CHUNKS : 1][CKC_CHUNK];
     CKC_UNROLL
     for (int c = 0; c < CHUNKS; c++) {
         const int64_t start = s + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
         ckc_load_chunk<KIND>(row, start, k, vec, v[c]);
-        if (ACT == CKC_ACT_SWIGLU) {
-            ckc_load_chunk<KIND>((const char *)row + k * ckc_kind_size(KIND), start, k, vec, up[c]);
+        if (ckc_act_paired<ACT>::value) {
+            ckc_load_chunk<KIND>((const char *)row + k * ckc_kind_size(KIND), start, k, vec, other[c]);
         }
     }
     CKC_UNROLL
     for (int c = 0; c < CHUNKS; c++) {
-        ckc_transform_chunk<KIND, ACT>(v[c], up[ACT == CKC_ACT_SWIGLU ? c : 0], group, t, exchange);
+        const int64_t start = s + ((int64_t)c * CKC_ROW_THREADS + t) * CKC_CHUNK;
+        ckc_transform_chunk<KIND, ACT>(v[c], other[ckc_act_paired<ACT>::value ? c : 0], group, t, exchange, act, start, k);
     }
 }
 

@@ -377,3 +377,74 @@ def test_completion_marks_ride_on_the_ops_kernels_small():
     records = flight.load(faults.record_path())["records"][-3:]
     assert [r["op"] for r in records] == ["quantize_int8_rowwise", "dequantize_int8_simple", "quantize_nvfp4"]
     assert [r["state"] for r in records] == ["completed"] * 3
+
+
+# ---- CUDA graphs: every op captured with torch.cuda.graph and replayed (tests/test_capture.py
+# runs the same cases on the emulated device) ------------------------------------------------
+
+def _capture_cases(device):
+    from test_capture import op_cases
+
+    return op_cases(device)
+
+
+CAPTURE_CASES = [name for name, _, _ in _capture_cases("cpu")] if SKIP_REASON is None else ["none"]
+
+
+def _warm_up(call, inputs):
+    """One call on a side stream before the capture, as torch's documentation (and ComfyUI,
+    GRAPH_WARMED_MODULES) do: what the flight record and cuBLASLt need is set up there."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+
+
+@pytest.mark.parametrize("index", range(len(CAPTURE_CASES)), ids=[f"small-{n}" for n in CAPTURE_CASES])
+def test_every_op_captures_and_replays_small(gpu, index):
+    from test_capture import renew
+
+    name, call, inputs = _capture_cases(gpu)[index]
+    _warm_up(call, inputs)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        outputs = call(*inputs)
+    for seed in (100, 200):
+        renew(inputs, seed)
+        graph.replay()
+        assert_same(moved(call(*inputs), "cpu"), moved(outputs, "cpu"), f"{name}: replay after new inputs")
+
+
+@pytest.mark.parametrize("mode", ["boundary", "op"])
+def test_waiting_modes_refuse_inside_a_capture_small(gpu, mode):
+    import comfy_kitchen_c as ckc
+
+    x = torch.randn(8, 256, device=gpu)
+    _warm_up(ops.quantize_int8_rowwise, (x,))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        with ckc.checking(mode), pytest.raises(ckc.CaptureError, match=f"checking mode '{mode}' cannot run"):
+            ops.quantize_int8_rowwise(x)
+        q, s = ops.quantize_int8_rowwise(x)  # the capture is still valid
+    graph.replay()
+    assert_same(moved(ops.quantize_int8_rowwise(x), "cpu"), moved((q, s), "cpu"), "after the refusal")
+
+
+def test_the_flight_record_numbers_replays_small(gpu):
+    from comfy_kitchen_c import faults, flight
+
+    x = torch.randn(8, 256, device=gpu)
+    _warm_up(ops.quantize_int8_rowwise, (x,))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        q, s = ops.quantize_int8_rowwise(x)
+        ops.dequantize_int8_simple(q, s)
+    numbers = []
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        replay = flight.load(faults.record_path())["replay"]
+        assert replay["ops"] == 2 and replay["first_incomplete"] is None, replay
+        numbers.append(replay["number"])
+    assert numbers[1] == numbers[0] + 1 and numbers[2] == numbers[1] + 1

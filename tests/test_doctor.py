@@ -461,6 +461,6 @@ def test_a_real_record_of_the_emulated_device(tmp_path):
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=300)
     result = run_doctor("--json", flight_dir=tmp_path)
     flight = json.loads(result.stdout)["flight"]
-    assert flight["record"]["format_version"] == 2
+    assert flight["record"]["format_version"] == 3
     assert {r["device_kind"] for r in flight["record"]["records"]} == {"emulated"}
     assert flight["verdict"][-1].startswith("Every record was written by the emulated device")

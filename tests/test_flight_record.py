@@ -45,7 +45,7 @@ def test_header_names_the_process():
     assert p["pid"] == os.getpid() and p["python"] == platform.python_version()
     assert p["package_version"] == ckc.__version__ and p["host"] == platform.node()[:63]
     assert abs(p["started_unix"] - time.time()) < 3600
-    assert analysis["format_version"] == 2 and analysis["capacity"] == 4096
+    assert analysis["format_version"] == 3 and analysis["capacity"] == 4096
     assert os.path.dirname(faults.record_path()) == flight.default_dir()
     assert faults.record_path() in flight.record_files()
 
@@ -58,7 +58,8 @@ def test_an_op_record():
     r = records()[-1]
     assert r["kind"] == "op" and r["op"] == "quantize_and_rotate_rowwise" and r["state"] == "completed"
     assert r["tensors"] == "x bfloat16[6, 1024]; q int8[6, 1024]; scale float32[6, 1]"
-    assert r["params"] == "group=256 int8_rowwise grid=(6,1,1) block=(256,1,1)"
+    # the row-tile kernel (kernels/int8_tile.cu): 32 threads a row of 1024, the 6 rows in one block
+    assert r["params"] == "group=256 tile_rows grid=(1,1,1) block=(32,6,1)"
     assert r["device"] == 0 and r["stream"] == 0 and r["error"] == "" and r["host_memory"] == ""
     assert r["device_kind"] == "emulated"  # format 2: the emulated device marks its records
     assert before <= r["queued_unix"] <= time.time()
@@ -106,13 +107,14 @@ def test_ring_wraps_around():
 
 
 def write_record_file(path: Path, slots):
-    """A flight-record file as another computer would write it (the documented format)."""
+    """A flight-record file as another computer would write it (the documented format 1, which
+    format 2's reader still reads: its replay words were reserved bytes, zero)."""
     header = flight.HEADER.pack(b"CKCFLIGHT", 1, 256, 512, len(slots), 4242, 1.7e9, 7, b"far-away-box",
-                                b"3.12.1", b"0.1.0")
+                                b"3.12.1", b"0.1.0", 0, 0, 0, 0)
     body = b""
     for seq, done, state in slots:
-        body += flight.RECORD.pack(seq, done, 1, state, 0, 0, 0x55, 1.7e9 + seq, 0.0, 0, 0, 0, 0,
-                                   f"op{seq}".encode(), b"x float16[2, 2]", b"", b"" if state != 3 else b"hang")
+        body += flight.RECORD_V1.pack(seq, done, 1, state, 0, 0, 0x55, 1.7e9 + seq, 0.0, 0, 0, 0, 0,
+                                      f"op{seq}".encode(), b"x float16[2, 2]", b"", b"" if state != 3 else b"hang")
     path.write_bytes(header + body)
 
 
@@ -256,8 +258,9 @@ def test_records_from_several_threads():
 def test_format_1_records_still_read_as_gpu_records(tmp_path):
     """A record written before format 2 (no device-kind bit) reads as a GPU's."""
     header = flight.HEADER.pack(flight.MAGIC.ljust(16, b"\0"), 1, flight.HEADER.size, flight.RECORD.size, 1, 42,
-                                1.0, 1, b"host", b"3.11", b"0.1.0")
-    record = flight.RECORD.pack(1, 1, 2, 0, 0, 1, 0, 2.0, 3.0, 8, 0x1000, 8, 0x2000, b"stage", b"src -> dst", b"", b"")
+                                1.0, 1, b"host", b"3.11", b"0.1.0", 0, 0, 0, 0)
+    record = flight.RECORD_V1.pack(1, 1, 2, 0, 0, 1, 0, 2.0, 3.0, 8, 0x1000, 8, 0x2000, b"stage", b"src -> dst", b"",
+                                   b"")
     path = tmp_path / "flight-old.ckcf"
     path.write_bytes(header + record)
     r = flight.load(str(path))["records"][0]

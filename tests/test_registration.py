@@ -25,11 +25,10 @@ def run_python(code: str, **env) -> str:
     return result.stdout.strip()
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """Counts calls into each C kernel (ops.py looks them up on _C at call time)."""
+def count_calls(monkeypatch, names) -> dict:
+    """Counts calls into the C kernels `names` (ops.py looks them up on _C at call time)."""
     calls = {}
-    for name in ("int8_rowwise", "int8_tensorwise", "int8_dequant", "nvfp4_quant"):
+    for name in names:
         real = getattr(_C, name)
 
         def spy(*args, _real=real, _name=name):
@@ -38,6 +37,11 @@ def kernel_calls(monkeypatch):
 
         monkeypatch.setattr(_C, name, spy)
     return calls
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    return count_calls(monkeypatch, ("int8_rowwise", "int8_tensorwise", "int8_dequant", "nvfp4_quant"))
 
 
 @pytest.mark.parametrize("first", ["comfy_kitchen", "comfy_kitchen_c"])
@@ -142,3 +146,73 @@ def test_gpus_below_the_built_architectures_fall_through(monkeypatch, fresh_capa
     assert (reason is None) == served
     if not served:
         assert "argument 'x' is on cuda:1 with compute capability 7.0" in reason
+
+
+# Eager's ops on integer and NVFP4 data that "c" does not serve, with why: 4-bit weight formats
+# (int4 ConvRot W4A4, W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call.  A
+# comfy_kitchen release that adds an int8 or NVFP4 op makes test_every_int8_and_nvfp4_op_of_eager_is_served
+# fail until it is served or listed here.
+NOT_SERVED = {
+    "convrot_w4a4_linear": "int4 ConvRot W4A4 (its own layout)",
+    "quantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
+    "dequantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
+    "prepare_int4_weight_for_int8_linear": "int4 weights (W4A8)",
+    "quantize_w4a8_int8_weight": "int4 weights (W4A8)",
+    "dequantize_w4a8_int8_weight": "int4 weights (W4A8)",
+    "w4a8_int8_linear": "int4 weights (W4A8)",
+    "w4a8_packed_linear": "int4 weights (W4A8)",
+    "quantize_svdquant_w4a4": "SVDQuant int4",
+    "scaled_mm_svdquant_w4a4": "SVDQuant int4",
+    "gemv_awq_w4a16": "AWQ int4 weights",
+}
+
+
+def test_every_int8_and_nvfp4_op_of_eager_is_served():
+    eager = registry._capabilities["eager"]
+    ours = registry._capabilities["c"]
+    quantized = {n for n in eager if any(t in n for t in ("int8", "nvfp4", "int4", "w4a", "svdquant", "convrot"))}
+    assert quantized - set(NOT_SERVED) <= ours, sorted(quantized - set(NOT_SERVED) - ours)
+    assert set(NOT_SERVED) <= quantized, "an op listed as not served left eager"
+    assert not set(NOT_SERVED) & ours
+
+
+def test_a_refused_call_logs_cs_reason(activated, caplog):
+    x = torch.randn(4, 64)
+    w = torch.zeros(8, 64, dtype=torch.int8)
+    kwargs = {"x": x, "weight": w, "weight_scale": torch.ones(8), "input_act": "rms_norm",
+              "input_act_weight": torch.ones(63)}
+    with caplog.at_level("DEBUG", logger="comfy_kitchen_c"):
+        assert registry.get_capable_backend("int8_linear", kwargs) == "eager"
+    record = next(r for r in caplog.records if r.name == "comfy_kitchen_c")
+    assert record.levelname == "DEBUG"
+    assert "backend 'c' declines int8_linear: int8_linear: argument 'input_act_weight'" in record.getMessage()
+
+
+def test_the_layouts_fusion_probe_finds_c(activated):
+    """TensorWiseINT8Layout.fused_rms_modulated asks the registry with a subset of the
+    arguments (no weight_scale, no norm_eps) whether a native backend serves the fusion."""
+    from comfy_kitchen.tensor.int8 import _has_native_fusion
+
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    probe = {"x": x, "norm_weight": torch.ones(64, dtype=torch.bfloat16), "modulation_scale": torch.zeros(64),
+             "weight": torch.zeros(8, 64, dtype=torch.int8), "out_dtype": x.dtype}
+    assert registry.get_capable_backend("int8_linear_rms_modulated", probe) == "c"
+    assert _has_native_fusion("int8_linear_rms_modulated", probe)
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    return count_calls(monkeypatch, ("int8_linear", "int8_embedding"))
+
+
+def test_the_new_ops_are_served_by_c_through_the_public_api(activated, fused_calls):
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    w = torch.randint(-5, 6, (8, 64), dtype=torch.int8)
+    ws = torch.full((8, 1), 0.01)
+    ck.int8_linear(x, w, ws, None, x.dtype, input_act="rms_norm", input_act_weight=torch.ones(64),
+                   input_act_eps=1e-6, residual=torch.ones(3, 8), residual_scale=torch.ones(8))
+    ck.int8_linear(torch.randn(3, 128), w, ws, input_act="situ")
+    ck.int8_linear_modulated(x, torch.zeros(64), w, ws)
+    ck.int8_linear_rms_modulated(x, torch.ones(64), 1e-6, torch.zeros(64), w, ws)
+    torch.ops.comfy_kitchen.dequantize_int8_embedding(w, ws, torch.tensor([1, 2]), 0, 2)
+    assert fused_calls == {"int8_linear": 4, "int8_embedding": 1}

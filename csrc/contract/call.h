@@ -16,8 +16,8 @@
 extern "C" {
 #endif
 
-#define CKC_OP_MAX_TENSORS 8  /* int8_linear, nvfp4_gemm: 6 and 7 */
-#define CKC_OP_MAX_INTS 4
+#define CKC_OP_MAX_TENSORS 12 /* int8_linear: 10 */
+#define CKC_OP_MAX_INTS 8 /* int8_linear: 6 */
 
 /* Flags of a tensor argument. */
 #define CKC_ARG_OUTPUT 1u    /* written by the op */

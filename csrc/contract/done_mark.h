@@ -19,6 +19,8 @@ typedef struct {
     uint64_t *word;     /* the completion word, as the device addresses it */
     uint64_t seq;       /* written into *word when every block has finished */
     uint32_t *arrivals; /* device memory, 0 between launches: blocks finished so far (unused by a one-block grid) */
+    const uint32_t *replay; /* an op captured into a CUDA graph: the device's replay counter, and the word
+                               gets CKC_FLIGHT_REPLAY_DONE(*replay, seq) (csrc/diag/flight.h); NULL: seq */
 } ckc_done_mark;
 
 #ifdef __cplusplus

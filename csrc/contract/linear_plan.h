@@ -12,6 +12,7 @@
  * aligned (as cuBLASLt prefers):
  *   q [c, k_pad] int8 | x_scale [c] f32 | acc [c, n_pad] i32 (unless GEMV)
  *   | activated rows [c, k] in x's type (CPU with an activation)
+ *   | row factors [c] f32 (GPU with rms_norm: ckc_act_needs_row_factor)
  * On the GPU the quantized rows and the accumulator are padded to k_pad =
  * roundup(k, k_align) and n_pad = roundup(n, n_align) columns for cuBLASLt, and
  * the GEMM runs on a row count rounded up to CKC_GEMM_ROWS (as comfy_kitchen
@@ -27,8 +28,10 @@
 #include "contract/params.h"
 
 #define CKC_LINEAR_SCRATCH_ALIGN 256
-/* What alignment may waste: the base's alignment and each of the four regions' round-up. */
-#define CKC_LINEAR_SCRATCH_SLACK (5 * CKC_LINEAR_SCRATCH_ALIGN)
+/* The regions of a chunk (above), and what alignment may waste: the base's
+ * alignment and each region's round-up. */
+#define CKC_LINEAR_SCRATCH_REGIONS 5
+#define CKC_LINEAR_SCRATCH_SLACK ((CKC_LINEAR_SCRATCH_REGIONS + 1) * CKC_LINEAR_SCRATCH_ALIGN)
 /* Rows up to this take the GPU's GEMV (no accumulator) instead of the GEMM. */
 #define CKC_LINEAR_GEMV_ROWS 1
 
@@ -43,6 +46,7 @@ typedef struct {
     int64_t n_pad;
     int64_t acc_cols;  /* n_pad, or 0 without an accumulator (GEMV) */
     int64_t act_bytes; /* per row */
+    int64_t factor_bytes; /* per row: 4 for rms_norm's row factor on the GPU, else 0 */
     int64_t row_align; /* rows per chunk a multiple of this (the GPU GEMM's padded m), else 1 */
     int gpu;
 } ckc_linear_layout;
@@ -58,6 +62,7 @@ ckc_linear_layout_of(int64_t rows, int64_t k, int64_t n, int64_t k_align, int64_
     l.n_pad = ckc_linear_round_up(n, n_align);
     l.acc_cols = gpu && rows <= CKC_LINEAR_GEMV_ROWS ? 0 : l.n_pad;
     l.act_bytes = !gpu && act != CKC_ACT_NONE ? k * x_bytes : 0;
+    l.factor_bytes = gpu && ckc_act_needs_row_factor(act) ? 4 : 0;
     l.row_align = gpu && l.acc_cols > 0 ? CKC_GEMM_ROWS : 1;
     l.gpu = gpu;
     return l;
@@ -67,7 +72,7 @@ ckc_linear_layout_of(int64_t rows, int64_t k, int64_t n, int64_t k_align, int64_
 static inline int64_t
 ckc_linear_row_bytes(const ckc_linear_layout *l)
 {
-    return l->k_pad + 4 + 4 * l->acc_cols + l->act_bytes;
+    return l->k_pad + 4 + 4 * l->acc_cols + l->act_bytes + l->factor_bytes;
 }
 
 /* Bytes the regions of c rows take, from an aligned base. */
@@ -76,7 +81,8 @@ ckc_linear_layout_bytes(const ckc_linear_layout *l, int64_t c)
 {
     const int64_t a = CKC_LINEAR_SCRATCH_ALIGN;
     return ckc_linear_round_up(c * l->k_pad, a) + ckc_linear_round_up(4 * c, a) +
-           ckc_linear_round_up(4 * c * l->acc_cols, a) + ckc_linear_round_up(c * l->act_bytes, a);
+           ckc_linear_round_up(4 * c * l->acc_cols, a) + ckc_linear_round_up(c * l->act_bytes, a) +
+           ckc_linear_round_up(c * l->factor_bytes, a);
 }
 
 /* Whether the GPU GEMM reads a zero-padded [n_pad, k_pad] copy of the [n, k]
@@ -106,7 +112,7 @@ static inline int64_t
 ckc_linear_chunk_capacity(const ckc_linear_layout *l, int64_t rows, int64_t avail)
 {
     const int64_t all = ckc_linear_round_up(rows, l->row_align);
-    int64_t c = (avail - 4 * CKC_LINEAR_SCRATCH_ALIGN) / ckc_linear_row_bytes(l) / l->row_align * l->row_align;
+    int64_t c = (avail - CKC_LINEAR_SCRATCH_REGIONS * CKC_LINEAR_SCRATCH_ALIGN) / ckc_linear_row_bytes(l) / l->row_align * l->row_align;
     c = c < all ? c : all;
     return c >= l->row_align && ckc_linear_layout_bytes(l, c) <= avail ? c : 0;
 }
@@ -160,6 +166,15 @@ ckc_linear_gemm_params(const ckc_int8_linear_params *p, int64_t m, int64_t n, in
     return g;
 }
 
+/* The activation's arguments for the chunk: its rows' factors in the scratch. */
+static inline ckc_act_args
+ckc_linear_act_args(const ckc_int8_linear_params *p)
+{
+    ckc_act_args a = p->act_args;
+    a.row_factor = p->row_factor;
+    return a;
+}
+
 /* The epilogue from the accumulator into the chunk's output rows. */
 static inline ckc_linear_epilogue_params
 ckc_linear_epilogue_for(const ckc_int8_linear_params *p, int64_t r0, int64_t rows)
@@ -170,8 +185,10 @@ ckc_linear_epilogue_for(const ckc_int8_linear_params *p, int64_t r0, int64_t row
     e.x_scale = p->x_scale;
     e.w_scale = p->w_scale;
     e.w_per_channel = p->w_per_channel;
-    e.bias = p->bias;
-    e.bias_kind = p->bias_kind;
+    e.terms = p->terms;
+    if (e.terms.residual != NULL) {
+        e.terms.residual = (const char *)e.terms.residual + r0 * p->n * ckc_kind_size(e.terms.residual_kind);
+    }
     e.out = (char *)p->out + r0 * p->n * ckc_kind_size(p->out_kind);
     e.out_kind = p->out_kind;
     e.rows = rows;

@@ -9,6 +9,7 @@
 
 #include "contract/codes.h"
 #include "math/float_bits.h"
+#include "math/linear.h"
 
 /* Row-wise int8 quantization of x[rows, cols], optionally after rotating each
  * group of `group` columns by the regular Hadamard matrix. */
@@ -44,17 +45,35 @@ typedef struct {
     int64_t group;
 } ckc_hadamard_rows_params;
 
-/* out = round_out(q * scale), then optionally rotated group-wise. */
+/* out = round_out(q * scale), then optionally rotated group-wise.  With an
+ * index (dequantize_int8_embedding), output row r is q's row index[r] and the
+ * scale's rows are q's (scalar, per q row, or per element of q). */
 typedef struct {
     const int8_t *q;
     const float *scale;
     ckc_scale_mode scale_mode;
     void *out;
     ckc_float_kind out_kind;
-    int64_t rows;
+    int64_t rows;        /* output rows */
     int64_t cols;
     int64_t group;       /* 0: no rotation */
+    const void *index;   /* NULL, or `rows` indices (int32 or int64) into q's rows */
+    int index_is_64;
+    int64_t q_rows;      /* q's rows: rows without an index */
 } ckc_int8_dequant_params;
+
+/* The q row of output row r: r itself, or its index; -1 for an index out of
+ * [0, q_rows) (the CPU op rejects those first; the GPU writes NaN rows). */
+CKC_HD int64_t
+ckc_dequant_source_row(const void *index, int index_is_64, int64_t q_rows, int64_t r)
+{
+    int64_t i;
+    if (index == NULL) {
+        return r;
+    }
+    i = index_is_64 ? ((const int64_t *)index)[r] : (int64_t)((const int32_t *)index)[r];
+    return i >= 0 && i < q_rows ? i : -1;
+}
 
 /* NVFP4 quantization of x[rows, cols] into codes qx[out_rows, out_cols / 2] and
  * swizzled e4m3 scales; rows/cols past the input read as zeros (pad_16x).  With
@@ -101,16 +120,15 @@ typedef struct {
     int64_t k;
 } ckc_int8_gemm_params;
 
-/* out[r, j] = round_out(float(acc[r, j]) * (x_scale[r] * w_scale[j or 0]) + float(round_out(bias[j]))),
- * for rows r of one chunk (kernels/math/linear.h). */
+/* out[r, j] = the epilogue of kernels/math/linear.h on acc[r, j] (bias, residual
+ * form), for the rows r of one chunk. */
 typedef struct {
     const int32_t *acc;
     int64_t ldacc;
     const float *x_scale;
     const float *w_scale;
     int w_per_channel;       /* w_scale holds n values, else one */
-    const void *bias;        /* n values of bias_kind, or NULL */
-    ckc_float_kind bias_kind;
+    ckc_linear_terms terms;  /* the residual from the chunk's first row */
     void *out;               /* the chunk's first output row; row stride n */
     ckc_float_kind out_kind;
     int64_t rows;
@@ -119,12 +137,14 @@ typedef struct {
 
 /* int8_linear: y[m, :] = epilogue(rowwise_quant(rotate(act(x[m, :]))) . weight^T),
  * rows processed in chunks of chunk_rows through the scratch buffers below (sized
- * by the op layer from the caller's memory bound). */
+ * by the op layer from the caller's memory bound).  The activation's row
+ * factors (rms_norm) are computed per chunk into row_factor. */
 typedef struct {
     const void *x;           /* [rows, x_stride] */
     ckc_float_kind kind;
     int64_t x_stride;        /* k * ckc_act_width(act) */
     int act;                 /* ckc_act */
+    ckc_act_args act_args;   /* row_factor: set per chunk from the scratch below */
     int64_t group;           /* ConvRot group, 0: none */
     int64_t rows;
     int64_t k;
@@ -133,8 +153,7 @@ typedef struct {
     int64_t ldw;
     const float *w_scale;
     int w_per_channel;
-    const void *bias;        /* n values of bias_kind, or NULL */
-    ckc_float_kind bias_kind;
+    ckc_linear_terms terms;  /* bias, residual [rows, n] and its scale */
     void *out;               /* [rows, n] */
     ckc_float_kind out_kind;
     /* scratch: chunk_rows rows of each (on the GPU GEMM path, room for chunk_rows
@@ -146,7 +165,21 @@ typedef struct {
     int32_t *acc;            /* [chunk_rows, ldacc] (NULL on the GPU's single-row path) */
     int64_t ldacc;
     void *act_rows;          /* CPU only: [chunk_rows, k] activated rows in x's type, or NULL */
+    float *row_factor;       /* GPU: [chunk_rows] rms_norm row factors, or NULL */
 } ckc_int8_linear_params;
+
+/* The CPU's activation pre-pass of int8_linear: dst[r, :k] = act(src[r, :]) in
+ * the element type, for the rows of one chunk (rms_norm's row factor computed
+ * per row on the way). */
+typedef struct {
+    const void *src;         /* [rows, k * ckc_act_width(act)] */
+    void *dst;               /* [rows, k] */
+    ckc_float_kind kind;
+    int act;
+    ckc_act_args args;
+    int64_t rows;
+    int64_t k;
+} ckc_act_rows_params;
 
 /* NVFP4 GEMM: out[m, n] = alpha * sum_k dec(a)[m, k] dec(b)[n, k] + bias[n], with
  * dec = e2m1 code * its block's e4m3 scale (swizzled layout), k values per row. */

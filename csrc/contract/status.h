@@ -28,6 +28,7 @@ typedef enum {
     CKC_ERR_TYPE,         /* bad dtype or device: ArgumentTypeError (TypeError) */
     CKC_ERR_MEMORY,       /* host allocation failed: MemoryError */
     CKC_ERR_RUNTIME,      /* anything else: RuntimeError */
+    CKC_ERR_CAPTURE,      /* not allowed while the stream is captured into a CUDA graph: CaptureError */
     /* Device faults (csrc/diag): the CudaFault exceptions. */
     CKC_ERR_LAUNCH,       /* this launch was refused: LaunchError */
     CKC_ERR_KERNEL,       /* a kernel of this op faulted: KernelFault */

@@ -3,7 +3,7 @@
 #include "contract/tensor.h"
 
 static const char *const dtype_names[CKC_DTYPE_COUNT] = {
-    "float32", "float16", "bfloat16", "uint8", "int8", "int32",
+    "float32", "float16", "bfloat16", "uint8", "int8", "int32", "int64",
 };
 
 const char *

@@ -22,6 +22,7 @@ typedef enum {
     CKC_DTYPE_UINT8 = 3,
     CKC_DTYPE_INT8 = 4,
     CKC_DTYPE_INT32 = 5,
+    CKC_DTYPE_INT64 = 6,
     CKC_DTYPE_COUNT
 } ckc_dtype;
 
@@ -49,6 +50,8 @@ static inline int
 ckc_dtype_size(ckc_dtype d)
 {
     switch (d) {
+    case CKC_DTYPE_INT64:
+        return 8;
     case CKC_DTYPE_FLOAT32:
     case CKC_DTYPE_INT32:
         return 4;

@@ -296,7 +296,8 @@ cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *er
 
 /* q.float() * scale (one float32 rounding, whatever the scale mode), then times
  * `norm`: 1, or the rotation's 1/sqrt(G) (a second, separate rounding, as the
- * products of eager's matmul by H_G). */
+ * products of eager's matmul by H_G).  `start` is the offset in q (and in a
+ * full scale) of the n values, all in one row of q. */
 static void
 dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float norm, float *v)
 {
@@ -309,7 +310,6 @@ dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float
             v[i] = d * norm;
         }
     } else {
-        /* Callers never let a per-row span cross a row boundary. */
         const float s = p->scale[p->scale_mode == CKC_SCALE_PER_ROW ? start / p->cols : 0];
         for (i = 0; i < n; i++) {
             const float d = (float)q[i] * s;
@@ -318,31 +318,41 @@ dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float
     }
 }
 
+/* q's offset of the output's flat element i (its row mapped through the index). */
+static int64_t
+dequant_source(const ckc_int8_dequant_params *p, int64_t i)
+{
+    const int64_t r = i / p->cols;
+    return ckc_dequant_source_row(p->index, p->index_is_64, p->q_rows, r) * p->cols + (i - r * p->cols);
+}
+
 typedef struct {
     const ckc_int8_dequant_params *p;
     ckc_scratch scratch;
 } dequant_job;
 
 /* Without rotation the op is elementwise: blocks of the flat tensor, split at
- * row ends so a per-row scale is constant within a block. */
+ * row ends where a block's values must come from one row (a per-row scale, an
+ * index). */
 static void
 dequant_flat_range(void *ctx, int64_t b, int64_t e, int worker)
 {
     const dequant_job *job = (const dequant_job *)ctx;
     const ckc_int8_dequant_params *p = job->p;
     const int64_t elem = ckc_kind_size(p->out_kind);
+    const int split = p->scale_mode == CKC_SCALE_PER_ROW || p->index != NULL;
     float v[CKC_BLOCK];
     (void)worker;
     for (int64_t i0 = b; i0 < e;) {
         int64_t n = e - i0 < CKC_BLOCK ? e - i0 : CKC_BLOCK;
-        if (p->scale_mode == CKC_SCALE_PER_ROW) {
+        if (split) {
             const int64_t row_end = (i0 / p->cols + 1) * p->cols;
             n = row_end - i0 < n ? row_end - i0 : n;
         }
         if (p->out_kind == CKC_F32) {
-            dequant_values(p, i0, n, 1.0f, (float *)p->out + i0);
+            dequant_values(p, dequant_source(p, i0), n, 1.0f, (float *)p->out + i0);
         } else {
-            dequant_values(p, i0, n, 1.0f, v);
+            dequant_values(p, dequant_source(p, i0), n, 1.0f, v);
             ckc_row_store(v, p->out_kind, n, (char *)p->out + i0 * elem);
         }
         i0 += n;
@@ -359,7 +369,7 @@ dequant_rotated_range(void *ctx, int64_t r0, int64_t r1, int worker)
     float *v = ckc_scratch_row(&job->scratch, worker);
     const float norm = ckc_hadamard_norm(ckc_hadamard_log4(p->group));
     for (int64_t r = r0; r < r1; r++) {
-        dequant_values(p, r * k, k, norm, v);
+        dequant_values(p, ckc_dequant_source_row(p->index, p->index_is_64, p->q_rows, r) * k, k, norm, v);
         ckc_row_hadamard(v, k, p->group);
         ckc_row_store(v, p->out_kind, k, (char *)p->out + r * row_bytes);
     }
@@ -369,6 +379,13 @@ static ckc_status
 cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
 {
     dequant_job job;
+    for (int64_t r = 0; p->index != NULL && r < p->rows; r++) {
+        if (ckc_dequant_source_row(p->index, p->index_is_64, p->q_rows, r) < 0) {
+            const int64_t i = p->index_is_64 ? ((const int64_t *)p->index)[r] : ((const int32_t *)p->index)[r];
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'indices': index %lld is out of range for %lld rows",
+                            (long long)i, (long long)p->q_rows);
+        }
+    }
     job.p = p;
     job.scratch.base = NULL;
     ckc_advise_output_pages(p->out, (size_t)(p->rows * p->cols * ckc_kind_size(p->out_kind)));

@@ -21,8 +21,7 @@ typedef struct {
     /* int8_linear (linear_impl.h) */
     ckc_status (*int8_gemm)(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err);
     ckc_status (*linear_epilogue)(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err);
-    ckc_status (*input_act)(const void *src, void *dst, ckc_float_kind kind, int act, int64_t rows, int64_t k,
-                            int nthreads, ckc_error *err);
+    ckc_status (*input_act)(const ckc_act_rows_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear on the CPU: per chunk of rows, the activation pre-pass (into the
- * chunk's activated-rows buffer; the row quantizer then reads that buffer), the
- * row-wise quantizer with the ConvRot rotation, the int8 GEMM into the chunk's
- * int32 accumulator, and the epilogue into the output rows.  Every buffer is
- * the caller's scratch (allocated by torch, sized by the memory bound). */
+ * chunk's activated-rows buffer, rms_norm's row factors first; the row
+ * quantizer then reads that buffer), the row-wise quantizer with the ConvRot
+ * rotation, the int8 GEMM into the chunk's int32 accumulator, and the epilogue
+ * (bias, residual form) into the output rows.  Every buffer is the caller's
+ * scratch (allocated by torch, sized by the memory bound). */
 #include "contract/linear_plan.h"
 #include "kernels.h"
 #include "math/activation.h"
@@ -20,7 +21,15 @@ ckc_cpu_int8_linear(const ckc_int8_linear_params *p, int nthreads, ckc_error *er
         const int64_t rows = ckc_linear_chunk_rows(p, r0);
         const void *src = ckc_linear_chunk_x(p, r0);
         if (p->act != CKC_ACT_NONE) {
-            CKC_TRY(cpu->input_act(src, p->act_rows, p->kind, p->act, rows, p->k, nthreads, err));
+            ckc_act_rows_params a;
+            a.src = src;
+            a.dst = p->act_rows;
+            a.kind = p->kind;
+            a.act = p->act;
+            a.args = ckc_linear_act_args(p);
+            a.rows = rows;
+            a.k = p->k;
+            CKC_TRY(cpu->input_act(&a, nthreads, err));
             src = p->act_rows;
         }
         const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, src, rows);

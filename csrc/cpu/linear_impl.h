@@ -6,6 +6,7 @@
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "math/activation.h"
 #include "math/linear.h"
+#include "math/rms.h"
 
 /* ---- int8 GEMM: c[m, n] = sum_k a[m, k] b[n, k] ----
  * Both operands have k contiguous, so every output is a dot product of two
@@ -135,9 +136,21 @@ cpu_int8_gemm(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err)
 
 typedef struct {
     const ckc_linear_epilogue_params *p;
-    const float *bias_terms; /* n values (ckc_linear_bias), or NULL without a bias */
+    const float *bias_terms;  /* n values (ckc_linear_bias), or NULL without a bias */
+    const float *scale_terms; /* n values of the residual's scale in out's type, or NULL */
     ckc_scratch scratch;
 } epilogue_job;
+
+/* The residual form of a row already in v (out's type). */
+static void
+epilogue_residual(const ckc_linear_epilogue_params *p, const float *scale_terms, int64_t r, float *v)
+{
+    const ckc_linear_terms *t = &p->terms;
+    for (int64_t j = 0; j < p->n; j++) {
+        v[j] = ckc_linear_residual(v[j], ckc_linear_operand(t->residual, t->residual_kind, p->out_kind, r * p->n + j),
+                                   scale_terms[j]);
+    }
+}
 
 static void
 epilogue_range(void *ctx, int64_t r0, int64_t r1, int worker)
@@ -146,43 +159,58 @@ epilogue_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const ckc_linear_epilogue_params *p = job->p;
     const float *b = job->bias_terms;
     const int has_bias = b != NULL;
-    const int64_t out_row = p->n * ckc_kind_size(p->out_kind);
+    const ckc_float_kind ok = p->out_kind;
+    const int64_t out_row = p->n * ckc_kind_size(ok);
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
         const int32_t *acc = p->acc + r * p->ldacc;
         const float sx = p->x_scale[r];
         if (p->w_per_channel) {
             for (int64_t j = 0; j < p->n; j++) {
-                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[j], has_bias, has_bias ? b[j] : 0.0f);
+                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[j], has_bias, has_bias ? b[j] : 0.0f, ok);
             }
         } else {
             for (int64_t j = 0; j < p->n; j++) {
-                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[0], has_bias, has_bias ? b[j] : 0.0f);
+                v[j] = ckc_linear_value(acc[j], sx, p->w_scale[0], has_bias, has_bias ? b[j] : 0.0f, ok);
             }
         }
-        ckc_row_store(v, p->out_kind, p->n, (char *)p->out + r * out_row);
+        if (job->scale_terms != NULL) {
+            epilogue_residual(p, job->scale_terms, r, v);
+        }
+        ckc_row_store(v, ok, p->n, (char *)p->out + r * out_row);
     }
 }
 
 static ckc_status
 cpu_linear_epilogue(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err)
 {
+    const ckc_linear_terms *t = &p->terms;
     epilogue_job job;
-    ckc_scratch terms = {NULL, 0}; /* stays empty without a bias */
+    ckc_scratch terms = {NULL, 0}; /* stays empty without a bias or residual */
     ckc_status status;
     job.p = p;
     job.bias_terms = NULL;
-    if (p->bias != NULL) {
-        /* The bias terms are computed once per chunk, so that the per-row loops
-         * above read a float row (and vectorize) instead of converting the bias
-         * per element. */
-        float *t;
-        CKC_TRY(ckc_scratch_alloc(&terms, 1, p->n, err));
-        t = ckc_scratch_row(&terms, 0);
-        for (int64_t j = 0; j < p->n; j++) {
-            t[j] = ckc_linear_bias(p->bias, p->bias_kind, p->out_kind, j);
+    job.scale_terms = NULL;
+    if (t->bias != NULL || t->residual != NULL) {
+        /* The per-column terms are converted once per chunk, so that the per-row
+         * loops above read float rows (and vectorize) instead of converting per
+         * element: row 0 the bias's, row 1 the residual scale's. */
+        CKC_TRY(ckc_scratch_alloc(&terms, 2, p->n, err));
+        if (t->bias != NULL) {
+            float *b = ckc_scratch_row(&terms, 0);
+            for (int64_t j = 0; j < p->n; j++) {
+                b[j] = ckc_linear_bias(t->bias, t->bias_kind, p->out_kind, j);
+            }
+            job.bias_terms = b;
         }
-        job.bias_terms = t;
+        if (t->residual != NULL) {
+            float *s = ckc_scratch_row(&terms, 1);
+            for (int64_t j = 0; j < p->n; j++) {
+                s[j] = ckc_linear_operand(t->residual_scale, t->residual_scale_kind, p->out_kind,
+                                          t->residual_scale_per_channel ? j : 0);
+            }
+            job.scale_terms = s;
+        }
     }
     status = ckc_parallel_rows(p->rows, p->n, nthreads, p->n, &job.scratch, epilogue_range, &job, err);
     ckc_scratch_free(&terms);
@@ -192,12 +220,7 @@ cpu_linear_epilogue(const ckc_linear_epilogue_params *p, int nthreads, ckc_error
 /* ---- input activation: dst[r, :k] = act(src[r, :]) in the element type ---- */
 
 typedef struct {
-    const void *src;
-    void *dst;
-    ckc_float_kind kind;
-    int act;
-    int64_t rows;
-    int64_t k;
+    const ckc_act_rows_params *p;
     ckc_scratch scratch;
 } act_job;
 
@@ -205,33 +228,32 @@ static void
 act_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const act_job *job = (const act_job *)ctx;
-    const int64_t elem = ckc_kind_size(job->kind);
-    const int64_t width = ckc_act_width(job->act);
+    const ckc_act_rows_params *p = job->p;
+    const int64_t elem = ckc_kind_size(p->kind);
+    const int64_t width = ckc_act_width(p->act);
     float *v = ckc_scratch_row(&job->scratch, worker);
-    float *up = v + job->k;
+    float *other = v + p->k;
     for (int64_t r = r0; r < r1; r++) {
-        const char *row = (const char *)job->src + r * width * job->k * elem;
-        ckc_row_load(row, job->kind, job->k, v);
-        if (job->act == CKC_ACT_SWIGLU) {
-            ckc_row_load(row + job->k * elem, job->kind, job->k, up);
+        const char *row = (const char *)p->src + r * width * p->k * elem;
+        float factor = 0.0f;
+        ckc_row_load(row, p->kind, p->k, v);
+        if (width == 2) {
+            ckc_row_load(row + p->k * elem, p->kind, p->k, other);
         }
-        for (int64_t i = 0; i < job->k; i++) {
-            v[i] = ckc_act_apply(job->act, v[i], job->act == CKC_ACT_SWIGLU ? up[i] : 0.0f, job->kind);
+        if (ckc_act_needs_row_factor(p->act)) {
+            factor = ckc_rms_row_factor(row, p->kind, p->k, p->args.eps);
         }
-        ckc_row_store(v, job->kind, job->k, (char *)job->dst + r * job->k * elem);
+        for (int64_t i = 0; i < p->k; i++) {
+            v[i] = ckc_act_apply(p->act, v[i], width == 2 ? other[i] : 0.0f, factor, p->args, p->kind, i);
+        }
+        ckc_row_store(v, p->kind, p->k, (char *)p->dst + r * p->k * elem);
     }
 }
 
 static ckc_status
-cpu_input_act(const void *src, void *dst, ckc_float_kind kind, int act, int64_t rows, int64_t k, int nthreads,
-              ckc_error *err)
+cpu_input_act(const ckc_act_rows_params *p, int nthreads, ckc_error *err)
 {
     act_job job;
-    job.src = src;
-    job.dst = dst;
-    job.kind = kind;
-    job.act = act;
-    job.rows = rows;
-    job.k = k;
-    return ckc_parallel_rows(rows, k, nthreads, 2 * k, &job.scratch, act_range, &job, err);
+    job.p = p;
+    return ckc_parallel_rows(p->rows, p->k, nthreads, 2 * p->k, &job.scratch, act_range, &job, err);
 }

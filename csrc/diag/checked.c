@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "checked.h"
 #include "flight.h"
 #include "gpu/runtime.h"
@@ -131,17 +132,28 @@ describe_record(char *buf, size_t cap, size_t n, const char *label, const ckc_fl
     return ckc_text_append(buf, cap, n, ")");
 }
 
-/* What the flight record shows before seq `below` (0: everything). */
+/* What the flight record shows before seq `below` (0: everything), and about
+ * the latest replay of a captured graph. */
 static void
 describe_context(ckc_fault *fault, uint64_t below)
 {
     char *buf = fault->context;
     const size_t cap = sizeof fault->context;
     size_t n = 0;
+    uint64_t capture;
+    uint64_t replay;
     n = describe_record(buf, cap, n, "last completed: ", ckc_flight_last_completed(0, below));
     n = describe_record(buf, cap, n, "; last staged and completed: ",
                         ckc_flight_last_completed(CKC_FLIGHT_COPY, below));
-    (void)describe_record(buf, cap, n, "; first incomplete: ", ckc_flight_first_incomplete(UINT64_MAX, below));
+    n = describe_record(buf, cap, n, "; first incomplete: ", ckc_flight_first_incomplete(UINT64_MAX, below));
+    if (ckc_flight_latest_replay(&capture, &replay)) {
+        n = ckc_text_append(buf, cap, n, "; latest CUDA-graph replay #");
+        n = ckc_text_append_int(buf, cap, n, (long long)replay);
+        n = ckc_text_append(buf, cap, n, " (capture ");
+        n = ckc_text_append_int(buf, cap, n, (long long)capture);
+        n = describe_record(buf, cap, n, "): last completed in it: ", ckc_flight_replay_last_completed());
+        (void)describe_record(buf, cap, n, ", first not completed in it: ", ckc_flight_replay_first_incomplete());
+    }
 }
 
 /* A sticky device fault found before seq `below` is blamed on the earliest
@@ -150,8 +162,16 @@ describe_context(ckc_fault *fault, uint64_t below)
 static ckc_status
 blame(ckc_fault *fault, ckc_error *err, uint64_t below)
 {
-    ckc_flight_record *r = ckc_flight_first_incomplete(UINT64_MAX, below);
+    /* A replay of a captured graph that did not complete ran after everything
+     * queued before it on its stream: its first incomplete op is the culprit. */
+    ckc_flight_record *r = ckc_flight_replay_first_incomplete();
     describe_context(fault, below);
+    if (r != NULL) {
+        attribute(fault, r, r->seq);
+        ckc_flight_mark(r, CKC_FLIGHT_FAILED, err->device_error[0] ? err->device_error : err->message);
+        return CKC_ERR_KERNEL;
+    }
+    r = ckc_flight_first_incomplete(UINT64_MAX, below);
     if (r == NULL) {
         return CKC_ERR_KERNEL;
     }
@@ -232,7 +252,12 @@ wait_for(ckc_poll poll, void *ctx, uint64_t stream, const char *where, ckc_error
             n = ckc_text_append(note, sizeof note, n, " ms (watchdog at ");
             n = ckc_text_append(note, sizeof note, n, where);
             (void)ckc_text_append(note, sizeof note, n, ")");
-            hung = ckc_flight_first_incomplete(stream, 0);
+            /* A replay that did not complete ran after what was queued before it
+             * (its records name the capture's stream, not the replay's). */
+            hung = ckc_flight_replay_first_incomplete();
+            if (hung == NULL) {
+                hung = ckc_flight_first_incomplete(stream, 0);
+            }
             ckc_flight_mark(hung, CKC_FLIGHT_HANG, note);
             ckc_flight_flush(); /* before the driver can reset the device */
             flagged = 1;
@@ -354,17 +379,29 @@ ckc_op_check_before(const char *op, const ckc_op_args *a, int mode, ckc_op_check
     const int device = exec->device_index;
     const uint64_t stream = exec->stream;
     ckc_flight_record *r = NULL;
+    ckc_capture capture;
     c->record = NULL;
     c->seq = 0;
     c->params_used = 0;
     c->pinned = 0;
     c->mode = mode;
     fault_init(fault, op, device, stream);
+    capture = ckc_capture_of(stream);
+    if (capture.capturing) {
+        /* capture.c: the waiting modes refuse; the first op begins the replays' bookkeeping */
+        if (mode >= CKC_CHECK_BOUNDARY) {
+            return ckc_capture_refuse_mode(mode, err);
+        }
+        if (ckc_flight_ring->ops) {
+            CKC_TRY(ckc_capture_begin_op(capture.id, device, stream, err));
+        }
+    }
     if (mode >= CKC_CHECK_BOUNDARY) {
         CKC_TRY(fence_before(op, device, stream, err, fault));
     }
     if (ckc_flight_ring->ops) {
-        r = ckc_flight_begin(CKC_FLIGHT_OP, &c->seq);
+        r = capture.capturing ? ckc_flight_begin_captured(capture.id, &c->seq)
+                              : ckc_flight_begin(CKC_FLIGHT_OP, &c->seq);
     }
     if (r != NULL) {
         (void)ckc_text_append(r->op, sizeof r->op, 0, op);
@@ -431,6 +468,9 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
     ckc_status status;
     fault_init(fault, "stage", s->device, s->stream);
     snprintf(fault->tensors, sizeof fault->tensors, "%s", s->tensors);
+    if (ckc_capture_of(s->stream).capturing) {
+        return ckc_capture_refuse_stage(err);
+    }
     *memory = ckc_gpu_host_memory(s->src, s->bytes);
     /* An issued copy is already on the stream: a fence before its record would
      * blame its fault on earlier work, so in boundary mode it is fenced after. */

@@ -51,7 +51,8 @@ ckc_flight_path(void)
 static void
 open_ring(ckc_flight *f)
 {
-    const size_t bytes = CKC_FLIGHT_HEADER_SIZE + (size_t)CKC_FLIGHT_CAPACITY * CKC_FLIGHT_RECORD_SIZE;
+    const size_t bytes = CKC_FLIGHT_HEADER_SIZE +
+                         (size_t)(CKC_FLIGHT_CAPACITY + CKC_FLIGHT_CAPTURE_CAPACITY) * CKC_FLIGHT_RECORD_SIZE;
     ckc_flight_header *h;
     if (f->path[0] == '\0' || ckc_mapped_file_create(f->path, bytes, &f->file) != 0) {
         f->path[0] = '\0';
@@ -68,6 +69,7 @@ open_ring(ckc_flight *f)
     h->header_size = CKC_FLIGHT_HEADER_SIZE;
     h->record_size = CKC_FLIGHT_RECORD_SIZE;
     h->capacity = CKC_FLIGHT_CAPACITY;
+    h->capture_capacity = CKC_FLIGHT_CAPTURE_CAPACITY;
     h->pid = (uint64_t)ckc_process_id();
     h->started_unix = ckc_unix_time();
     ckc_host_name(h->host, sizeof h->host);
@@ -75,6 +77,7 @@ open_ring(ckc_flight *f)
     snprintf(h->package_version, sizeof h->package_version, "%s", f->package_version);
     f->header = h;
     f->records = (ckc_flight_record *)((char *)f->file.base + CKC_FLIGHT_HEADER_SIZE);
+    f->captures = f->records + CKC_FLIGHT_CAPACITY;
     f->state = 1;
 }
 
@@ -84,23 +87,24 @@ slot(const ckc_flight *f, uint64_t seq)
     return &f->records[(seq - 1) % CKC_FLIGHT_CAPACITY];
 }
 
-ckc_flight_record *
-ckc_flight_begin(uint32_t kind, uint64_t *seq)
+/* Opens the ring on first use; 0 without one. */
+static int
+ring_open(ckc_flight *f)
 {
-    ckc_flight *f = ckc_flight_ring;
-    ckc_flight_record *r;
     if (f->state != 1) {
         ckc_mutex_lock(&f->lock);
         if (f->state == 0) {
             open_ring(f);
         }
         ckc_mutex_unlock(&f->lock);
-        if (f->state != 1) {
-            return NULL;
-        }
     }
-    *seq = ckc_atomic_increment64(&f->seq);
-    r = slot(f, *seq);
+    return f->state == 1;
+}
+
+/* Empties slot r for a record of kind. */
+static ckc_flight_record *
+reset_slot(ckc_flight_record *r, uint32_t kind, uint64_t capture)
+{
     /* Invalidate first: a reader (or a kill) in the middle sees an empty slot,
      * and a late completion of the slot's previous record (done = old seq)
      * cannot match the new seq. */
@@ -110,9 +114,35 @@ ckc_flight_begin(uint32_t kind, uint64_t *seq)
     r->completed_unix = 0.0;
     r->queued_unix = ckc_unix_time();
     r->bytes = r->host_ptr = r->host_bytes = r->device_ptr = 0;
+    r->capture = capture;
     r->host_memory = CKC_HOST_NONE | CKC_FLIGHT_DEVICE_KIND;
     r->tensors[0] = r->params[0] = r->error[0] = '\0';
     return r;
+}
+
+ckc_flight_record *
+ckc_flight_begin(uint32_t kind, uint64_t *seq)
+{
+    ckc_flight *f = ckc_flight_ring;
+    if (!ring_open(f)) {
+        return NULL;
+    }
+    *seq = ckc_atomic_increment64(&f->seq);
+    return reset_slot(slot(f, *seq), kind, 0);
+}
+
+ckc_flight_record *
+ckc_flight_begin_captured(uint64_t capture, uint64_t *seq)
+{
+    ckc_flight *f = ckc_flight_ring;
+    uint64_t k;
+    if (!ring_open(f)) {
+        return NULL;
+    }
+    k = ckc_atomic_increment64(&f->captured);
+    *seq = ckc_atomic_increment64(&f->seq);
+    /* A capture id of 0 (unknown) would read as "not captured". */
+    return reset_slot(&f->captures[(k - 1) % CKC_FLIGHT_CAPTURE_CAPACITY], CKC_FLIGHT_OP, capture ? capture : 1);
 }
 
 void
@@ -211,9 +241,90 @@ ckc_flight_abandon(const char *note)
 {
     ckc_flight *f = ckc_flight_ring;
     if (f != NULL && f->state == 1) {
+        uint64_t *words = (uint64_t *)ckc_atomic_load_ptr(&f->words);
         (void)ckc_atomic_max64(&f->reset_below, ckc_atomic_load64(&f->seq) + 1);
+        /* No replay is in flight after a reset either: a graph's replay left
+         * incomplete then must not be blamed for a later fault. */
+        ckc_atomic_store64(&f->header->replay_number, 0);
+        ckc_atomic_store64(&f->header->replay_capture, 0);
+        if (words != NULL) {
+            ckc_atomic_store64(&words[CKC_FLIGHT_REPLAY_NUMBER_WORD], 0);
+            ckc_atomic_store64(&words[CKC_FLIGHT_REPLAY_CAPTURE_WORD], 0);
+        }
     }
     (void)scan(0, abandon_one, note, 0);
+}
+
+/* ---- replays of captured graphs ---- */
+
+int
+ckc_flight_latest_replay(uint64_t *capture, uint64_t *number)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    const uint64_t *words;
+    uint64_t n;
+    *capture = *number = 0;
+    if (f == NULL || f->state != 1) {
+        return 0;
+    }
+    /* The replay-begin kernel writes the capture word before the number. */
+    n = ckc_atomic_load64(&f->header->replay_number);
+    *capture = ckc_atomic_load64(&f->header->replay_capture);
+    words = (const uint64_t *)ckc_atomic_load_ptr(&f->words);
+    if (words != NULL && ckc_atomic_load64(&words[CKC_FLIGHT_REPLAY_NUMBER_WORD]) > n) {
+        n = ckc_atomic_load64(&words[CKC_FLIGHT_REPLAY_NUMBER_WORD]);
+        *capture = ckc_atomic_load64(&words[CKC_FLIGHT_REPLAY_CAPTURE_WORD]);
+    }
+    *number = n;
+    return n != 0;
+}
+
+int
+ckc_flight_done_in_replay(const ckc_flight_record *r, uint64_t seq, uint64_t n)
+{
+    const uint64_t *words = (const uint64_t *)ckc_atomic_load_ptr(&ckc_flight_ring->words);
+    const uint64_t want = CKC_FLIGHT_REPLAY_DONE(n, seq);
+    return ckc_atomic_load64(&r->done) == want ||
+           (words != NULL && ckc_atomic_load64(&words[ckc_flight_slot(r)]) == want);
+}
+
+/* The latest replay's records, lowest seq first (first != 0) or highest first,
+ * the first one that is (done != 0) or is not complete in it. */
+static ckc_flight_record *
+replay_scan(int first, int done)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    uint64_t capture;
+    uint64_t n;
+    ckc_flight_record *best = NULL;
+    uint64_t best_seq = 0;
+    if (!ckc_flight_latest_replay(&capture, &n)) {
+        return NULL;
+    }
+    for (uint32_t k = 0; k < CKC_FLIGHT_CAPTURE_CAPACITY; k++) {
+        ckc_flight_record *r = &f->captures[k];
+        const uint64_t seq = ckc_atomic_load64(&r->seq);
+        if (seq == 0 || r->capture != capture || ckc_flight_done_in_replay(r, seq, n) != done) {
+            continue;
+        }
+        if (best == NULL || (first ? seq < best_seq : seq > best_seq)) {
+            best = r;
+            best_seq = seq;
+        }
+    }
+    return best;
+}
+
+ckc_flight_record *
+ckc_flight_replay_first_incomplete(void)
+{
+    return replay_scan(1, 0);
+}
+
+ckc_flight_record *
+ckc_flight_replay_last_completed(void)
+{
+    return replay_scan(0, 1);
 }
 
 void

@@ -21,7 +21,20 @@
  * at most one mirror period (CKC_FLIGHT_MIRROR_US, plus the thread's scheduling
  * delay) in the pinned-words case, exact in the registered case.
  *
- * The ring is one per process: _C owns it and _C_emu uses the same one. */
+ * The ring is one per process: _C owns it and _C_emu uses the same one.
+ *
+ * CUDA graphs (format 2).  An op captured into a CUDA graph is queued once, at
+ * capture, and runs at every replay.  Its record goes to the capture area after
+ * the ring (its own slots, so that the graph's marks never land in a newer op's
+ * record), with `capture` the capture's id.  The first captured op of a capture
+ * queues a replay-begin kernel before its work: at every replay it bumps the
+ * device's replay counter n and writes (capture, n) into the header's replay
+ * words.  A captured op's completion mark writes CKC_FLIGHT_REPLAY_DONE(n, seq):
+ * so after a lost device the file says which replay of which graph ran last, and
+ * which of its ops completed in that replay.  A replayed graph keeps writing its
+ * slots until it is destroyed: a graph captured more than
+ * CKC_FLIGHT_CAPTURE_CAPACITY captured ops ago may write into slots reused by a
+ * newer capture (whose records then read as not completed in their replay). */
 #ifndef CKC_DIAG_FLIGHT_H
 #define CKC_DIAG_FLIGHT_H
 
@@ -32,10 +45,21 @@
 #include "platform/threads.h"
 
 #define CKC_FLIGHT_MAGIC "CKCFLIGHT\0\0\0\0\0\0" /* 16 bytes */
-#define CKC_FLIGHT_VERSION 2u /* 2: host_memory carries CKC_FLIGHT_EMULATED */
+#define CKC_FLIGHT_VERSION 3u /* 2: host_memory carries CKC_FLIGHT_EMULATED; 3: the capture area */
 #define CKC_FLIGHT_HEADER_SIZE 256u
 #define CKC_FLIGHT_RECORD_SIZE 512u
 #define CKC_FLIGHT_CAPACITY 4096u
+#define CKC_FLIGHT_CAPTURE_CAPACITY 4096u
+/* Completion words the device writes (pinned words, arrival counters): the
+ * ring's, the capture area's, then the two replay words. */
+#define CKC_FLIGHT_WORDS (CKC_FLIGHT_CAPACITY + CKC_FLIGHT_CAPTURE_CAPACITY + 2u)
+#define CKC_FLIGHT_REPLAY_CAPTURE_WORD (CKC_FLIGHT_CAPACITY + CKC_FLIGHT_CAPTURE_CAPACITY)
+#define CKC_FLIGHT_REPLAY_NUMBER_WORD (CKC_FLIGHT_REPLAY_CAPTURE_WORD + 1u)
+/* The arrival counters (ckc_gpu_mark_arrivals) hold one per completion word
+ * but the replay words, then the device's replay counter. */
+#define CKC_FLIGHT_REPLAY_COUNTER (CKC_FLIGHT_CAPACITY + CKC_FLIGHT_CAPTURE_CAPACITY)
+/* A captured op's completion in replay n: n in the high half, seq's low half below. */
+#define CKC_FLIGHT_REPLAY_DONE(n, seq) (((uint64_t)(n) << 32) | ((uint64_t)(seq) & 0xFFFFFFFFu))
 
 enum { CKC_FLIGHT_OP = 1, CKC_FLIGHT_COPY = 2 };
 /* Host-written states; "completed" is done == seq, written by the stream. */
@@ -65,7 +89,11 @@ typedef struct {
     char host[64];
     char python[32];
     char package_version[32];
-    char reserved[72];
+    uint64_t replay_capture;   /* written by the device at each replay of a captured graph: its capture id */
+    uint64_t replay_number;    /* and the replay's number (the device's count of replays begun) */
+    uint32_t capture_capacity; /* records in the capture area after the ring */
+    uint32_t reserved32;
+    char reserved[48];
 } ckc_flight_header;
 
 typedef struct {
@@ -82,10 +110,11 @@ typedef struct {
     uint64_t host_ptr;
     uint64_t host_bytes;
     uint64_t device_ptr;
+    uint64_t capture;          /* the CUDA-graph capture it was recorded in (capture area), 0: none */
     char op[40];
     char tensors[160];
     char params[112];
-    char error[112];
+    char error[104];
 } ckc_flight_record;
 
 typedef struct {
@@ -101,7 +130,9 @@ typedef struct {
     ckc_mapped_file file;
     ckc_flight_header *header;
     ckc_flight_record *records;
+    ckc_flight_record *captures;   /* the capture area: CKC_FLIGHT_CAPTURE_CAPACITY records */
     volatile uint64_t seq;
+    volatile uint64_t captured;    /* capture-area records begun */
     volatile uint64_t reset_below; /* records below this seq were abandoned by a device reset */
     /* Completion words in pinned host memory, one per slot (NULL until a
      * device could not write the file): see the top of this file. */
@@ -148,23 +179,53 @@ const char *ckc_flight_path(void);
  * (seq 0) with its seq in *seq, or NULL without a ring. */
 ckc_flight_record *ckc_flight_begin(uint32_t kind, uint64_t *seq);
 
+/* The same for an op captured into a CUDA graph (capture: its id), in the
+ * capture area; its seq comes from the one sequence of the ring. */
+ckc_flight_record *ckc_flight_begin_captured(uint64_t capture, uint64_t *seq);
+
+/* ---- replays of captured graphs (see the top of this file) ---- */
+
+/* The latest replay the device began: 1 with its capture id and number, 0 when
+ * none (the file's header words or the pinned ones, whichever is newer). */
+int ckc_flight_latest_replay(uint64_t *capture, uint64_t *number);
+
+/* Whether captured record r (of seq) completed in replay n. */
+int ckc_flight_done_in_replay(const ckc_flight_record *r, uint64_t seq, uint64_t n);
+
+/* Of the latest replay's captured records: the first (lowest seq) that did not
+ * complete in it, and the last (highest seq) that did; NULL when none. */
+ckc_flight_record *ckc_flight_replay_first_incomplete(void);
+ckc_flight_record *ckc_flight_replay_last_completed(void);
+
 /* Publishes a record filled after ckc_flight_begin. */
 void ckc_flight_publish(ckc_flight_record *r, uint64_t seq);
 
 /* The record of seq, or NULL once its slot was reused. */
 ckc_flight_record *ckc_flight_find(uint64_t seq);
 
+/* Index of r's completion word among CKC_FLIGHT_WORDS (and its arrival counter). */
+static inline uint32_t
+ckc_flight_slot(const ckc_flight_record *r)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    return r >= f->captures && r < f->captures + CKC_FLIGHT_CAPTURE_CAPACITY
+               ? CKC_FLIGHT_CAPACITY + (uint32_t)(r - f->captures)
+               : (uint32_t)(r - f->records);
+}
+
 /* Whether the device completed the work of r (the record of seq), in the
- * file's word or in the pinned one. */
+ * file's word or in the pinned one.  A captured op: in some replay. */
 static inline int
 ckc_flight_is_done(const ckc_flight_record *r, uint64_t seq)
 {
-    const uint64_t *words;
-    if (ckc_atomic_load64(&r->done) == seq) {
-        return 1;
+    const uint64_t *words = (const uint64_t *)ckc_atomic_load_ptr(&ckc_flight_ring->words);
+    const uint64_t word = ckc_atomic_load64(&r->done);
+    const uint64_t pinned = words != NULL ? ckc_atomic_load64(&words[ckc_flight_slot(r)]) : 0;
+    if (r->capture != 0) {
+        const uint64_t low = seq & 0xFFFFFFFFu;
+        return ((word & 0xFFFFFFFFu) == low && word >> 32 != 0) || ((pinned & 0xFFFFFFFFu) == low && pinned >> 32 != 0);
     }
-    words = (const uint64_t *)ckc_atomic_load_ptr(&ckc_flight_ring->words);
-    return words != NULL && ckc_atomic_load64(&words[r - ckc_flight_ring->records]) == seq;
+    return word == seq || pinned == seq;
 }
 
 /* ---- completion words in pinned host memory, and their mirror (flight_mirror.c) ---- */
@@ -174,6 +235,8 @@ ckc_flight_is_done(const ckc_flight_record *r, uint64_t seq)
  * the ops of a busy stream pay no system call). */
 #define CKC_FLIGHT_MIRROR_US 1000u
 #define CKC_FLIGHT_MIRROR_LINGER 50u
+/* Its period, once an op was captured into a CUDA graph, while no replay is seen. */
+#define CKC_FLIGHT_MIRROR_IDLE_US 10000u
 /* mirror_from when no seq was marked since the mirror looked (above any seq). */
 #define CKC_MIRROR_AWAKE UINT64_MAX
 #define CKC_MIRROR_ASLEEP (UINT64_MAX - 1)
@@ -187,7 +250,7 @@ uint64_t *ckc_flight_words(void *(*alloc)(size_t bytes));
 static inline uint64_t *
 ckc_flight_word_of(uint64_t *words, const ckc_flight_record *r)
 {
-    return &words[r - ckc_flight_ring->records];
+    return &words[ckc_flight_slot(r)];
 }
 
 /* Tells the mirror that the completion of seq will land in its pinned word
@@ -210,7 +273,8 @@ ckc_flight_record *ckc_flight_last_completed(uint32_t kind, uint64_t below);
 
 /* Marks every record still queued as failed with note (after a device reset,
  * their work will never complete); hang-suspected ones keep their state.  No
- * record from before the reset is waited on again (fences, the mirror). */
+ * record from before the reset is waited on again (fences, the mirror), and no
+ * replay of a captured graph counts as in flight. */
 void ckc_flight_abandon(const char *note);
 
 /* Brings the records up to date with the pinned words and writes the ring's

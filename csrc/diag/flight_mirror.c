@@ -9,7 +9,14 @@
  * next mark into the words, so an idle process has no periodic wakeups.
  * Copies raise `done` (never lower it): a slot's seqs only grow, so a stale
  * copy racing a newer completion cannot undo it.  A normal exit copies once
- * more (atexit); a killed process leaves the file at most one period behind. */
+ * more (atexit); a killed process leaves the file at most one period behind.
+ *
+ * Replays of captured CUDA graphs write their completions with no call of ours
+ * around them, so once an op was captured the mirror also copies the capture
+ * area's words and the replay words, and never sleeps for good: every
+ * CKC_FLIGHT_MIRROR_US while replays are seen (the replay number moved within
+ * CKC_FLIGHT_MIRROR_LINGER periods), every CKC_FLIGHT_MIRROR_IDLE_US otherwise,
+ * which bounds how far the file of a killed process lags behind a replay. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,10 +31,33 @@ mirror_slot(uint64_t *words, ckc_flight_record *r, uint64_t seq)
     }
 }
 
+/* Copies the capture area's words and the replay words (a slot's replay
+ * numbers grow, but a reused slot starts over: copied as they are); returns
+ * the replay number. */
+static uint64_t
+mirror_captures(ckc_flight *f, uint64_t *words)
+{
+    const uint64_t captured = ckc_atomic_load64(&f->captured);
+    const uint32_t used = captured < CKC_FLIGHT_CAPTURE_CAPACITY ? (uint32_t)captured : CKC_FLIGHT_CAPTURE_CAPACITY;
+    uint64_t number;
+    for (uint32_t k = 0; k < used; k++) {
+        const uint64_t w = ckc_atomic_load64(&words[CKC_FLIGHT_CAPACITY + k]);
+        if (w != 0 && ckc_atomic_load64(&f->captures[k].done) != w) {
+            ckc_atomic_store64(&f->captures[k].done, w);
+        }
+    }
+    number = ckc_atomic_load64(&words[CKC_FLIGHT_REPLAY_NUMBER_WORD]);
+    if (number > ckc_atomic_load64(&f->header->replay_number)) {
+        ckc_atomic_store64(&f->header->replay_capture, ckc_atomic_load64(&words[CKC_FLIGHT_REPLAY_CAPTURE_WORD]));
+        ckc_atomic_store64(&f->header->replay_number, number);
+    }
+    return number;
+}
+
 void
 ckc_flight_mirror_now(void)
 {
-    const ckc_flight *f = ckc_flight_ring;
+    ckc_flight *f = ckc_flight_ring;
     uint64_t *words;
     if (f == NULL || f->state != 1) {
         return;
@@ -43,6 +73,7 @@ ckc_flight_mirror_now(void)
             mirror_slot(words, r, seq);
         }
     }
+    (void)mirror_captures(f, words);
 }
 
 /* Mirrors the records [from, newest] (from the last device reset on); returns
@@ -94,19 +125,30 @@ mirror_main(void *arg)
     ckc_flight *f = arg;
     uint64_t *words = ckc_atomic_load_ptr(&f->words);
     uint64_t from = UINT64_MAX; /* oldest record that may be outstanding; UINT64_MAX: none */
-    unsigned idle = 0;          /* periods since one was */
+    unsigned idle = 0;          /* periods since one was (or a replay moved) */
+    uint64_t replay = 0;        /* the replay number last seen */
     for (;;) {
         const uint64_t marked = ckc_atomic_exchange64(&f->mirror_from, CKC_MIRROR_AWAKE);
+        const int captures = ckc_atomic_load64(&f->captured) != 0;
         ckc_atomic_increment64(&f->mirror_wakeups);
         if (marked < CKC_MIRROR_ASLEEP && marked < from) {
             from = marked;
+        }
+        if (captures) {
+            const uint64_t now = mirror_captures(f, words);
+            idle = now != replay ? 0 : idle;
+            replay = now;
         }
         if (from != UINT64_MAX) {
             from = mirror_pass(f, words, from);
             idle = 0;
         } else if (++idle > CKC_FLIGHT_MIRROR_LINGER) {
-            sleep_until_marked(f);
-            idle = 0;
+            if (!captures) {
+                sleep_until_marked(f);
+                idle = 0;
+                continue;
+            }
+            ckc_sleep_us(CKC_FLIGHT_MIRROR_IDLE_US); /* replays need no call of ours: keep looking */
             continue;
         }
         ckc_sleep_us(CKC_FLIGHT_MIRROR_US);
@@ -124,10 +166,10 @@ ckc_flight_words(void *(*alloc)(size_t bytes))
     ckc_mutex_lock(&f->lock);
     words = ckc_atomic_load_ptr(&f->words);
     if (words == NULL) {
-        words = alloc((size_t)CKC_FLIGHT_CAPACITY * sizeof *words);
+        words = alloc((size_t)CKC_FLIGHT_WORDS * sizeof *words);
         if (words != NULL) {
             /* Completions the device wrote into the file before stay there (readers look at both). */
-            memset(words, 0, (size_t)CKC_FLIGHT_CAPACITY * sizeof *words);
+            memset(words, 0, (size_t)CKC_FLIGHT_WORDS * sizeof *words);
             ckc_atomic_store_ptr(&f->words, words);
             f->mirror = ckc_thread_start(mirror_main, f) == 0 ? 1 : -1;
             /* A normal exit leaves the file exact, whatever the mirror had not copied yet. */

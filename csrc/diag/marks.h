@@ -32,6 +32,12 @@ ckc_done_mark ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device, int
 ckc_status ckc_settle_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, int taken, int pinned,
                            ckc_error *err);
 
+/* Queues the replay-begin kernel of a CUDA-graph capture on stream (being
+ * captured): at every replay of the graph it bumps the device's replay counter
+ * and writes (capture, n) into the flight record's replay words (flight.h).
+ * Nothing when what it needs was not set up before the capture. */
+ckc_status ckc_queue_replay_begin(uint64_t capture, int device, uintptr_t stream, ckc_error *err);
+
 /* How many of this module's marks rode on an op's kernel, and how many were
  * queued separately (tests and benchmarks). */
 void ckc_mark_counts(uint64_t *riding, uint64_t *separate);

@@ -3,11 +3,12 @@
  * computes, independent of the CPU kernels (so the emulated int8_linear checks
  * the CPU path's GEMM against another one): the int8 GEMM a triple loop in
  * int32 (exact: the sums do not depend on their order), the NVFP4 GEMM a
- * dequantize-and-accumulate in float32.  Device memory is host memory; work
- * runs synchronously.
+ * dequantize-and-accumulate in float32.  Device memory is host memory; each
+ * GEMM is stream work of the emulated device (run when issued, or recorded
+ * into a CUDA-graph capture of the stream).
  *
  * The int8 GEMM goes through blas_plan.c as on a GPU: a workspace per stream
- * (a capture can be pretended), the plan cache, and the algorithm filter run
+ * (made outside captures: the emulated device's, or one pretended), the plan cache, and the algorithm filter run
  * on a heuristic answer made up here (by default one to skip for split-K, one
  * needing workspace, one without: the filter must take the second); the tests
  * set others (ckc_blas_emu_set_heuristic). */
@@ -74,7 +75,9 @@ emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **e
     size_t ws_bytes;
     ckc_blas_key key;
     int *choice;
-    CKC_TRY(ckc_blas_workspace(exec->device_index, exec->stream, emu_capturing, EMU_WORKSPACE_BYTES, emu_alloc, &ws,
+    uint64_t capture;
+    const int capturing = emu_capturing || ckc_emu_capture_status(exec->stream, &capture);
+    CKC_TRY(ckc_blas_workspace(exec->device_index, exec->stream, capturing, EMU_WORKSPACE_BYTES, emu_alloc, &ws,
                                &ws_bytes, err));
     key = ckc_blas_int8_key(p, exec->device_index, ws_bytes);
     *entry = ckc_blas_find(&key);
@@ -98,19 +101,11 @@ emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **e
     return CKC_OK;
 }
 
-ckc_status
-ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+/* The int8 GEMM when the stream runs it. */
+static void
+run_int8_gemm(const void *ctx)
 {
-    ckc_blas_entry *entry = NULL;
-    /* What cuBLASLt's IMMA kernels accept (blas_cublaslt.c): the launcher must pad. */
-    if (p->k % 4 != 0 || p->n % 4 != 0 || p->lda % 4 != 0 || p->ldb % 4 != 0 || p->ldc % 4 != 0 ||
-        (uintptr_t)p->a % 4 != 0 || (uintptr_t)p->b % 4 != 0 || (uintptr_t)p->c % 4 != 0) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME,
-                        "emulated cublasLtMatmul: int8 IMMA needs k, n and leading dimensions multiples of 4 and "
-                        "4-byte aligned pointers (k %lld, n %lld, lda %lld, ldb %lld, ldc %lld)",
-                        (long long)p->k, (long long)p->n, (long long)p->lda, (long long)p->ldb, (long long)p->ldc);
-    }
-    CKC_TRY(emu_plan(p, exec, &entry, err));
+    const ckc_int8_gemm_params *p = (const ckc_int8_gemm_params *)ctx;
     for (int64_t i = 0; i < p->m; i++) {
         for (int64_t j = 0; j < p->n; j++) {
             int64_t acc = 0; /* summed in 64 bits: no signed overflow on the way, whatever k */
@@ -120,10 +115,39 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
             p->c[i * p->ldc + j] = (int32_t)acc;
         }
     }
+}
+
+/* Issues run(ctx) (ctx_bytes of parameters, copied) on the caller's stream. */
+static ckc_status
+stream_work(void (*run)(const void *ctx), const void *ctx, size_t ctx_bytes, const ckc_exec *exec, ckc_error *err)
+{
+    char why[400];
+    const int code = ckc_emu_stream_work("cublasLtMatmul", exec->stream, run, ctx, ctx_bytes, why, sizeof why);
+    if (code != CKC_EMU_OK) {
+        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
+    }
+    return CKC_OK;
+}
+
+ckc_status
+ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_blas_entry *entry = NULL;
+    ckc_status status;
+    /* What cuBLASLt's IMMA kernels accept (blas_cublaslt.c): the launcher must pad. */
+    if (p->k % 4 != 0 || p->n % 4 != 0 || p->lda % 4 != 0 || p->ldb % 4 != 0 || p->ldc % 4 != 0 ||
+        (uintptr_t)p->a % 4 != 0 || (uintptr_t)p->b % 4 != 0 || (uintptr_t)p->c % 4 != 0) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME,
+                        "emulated cublasLtMatmul: int8 IMMA needs k, n and leading dimensions multiples of 4 and "
+                        "4-byte aligned pointers (k %lld, n %lld, lda %lld, ldb %lld, ldc %lld)",
+                        (long long)p->k, (long long)p->n, (long long)p->lda, (long long)p->ldb, (long long)p->ldc);
+    }
+    CKC_TRY(emu_plan(p, exec, &entry, err));
+    status = stream_work(run_int8_gemm, p, sizeof *p, exec, err);
     if (entry != NULL) {
         ckc_blas_release(entry);
     }
-    return CKC_OK;
+    return status;
 }
 
 /* Element i of a float row of the output's type, and a value rounded into one. */
@@ -161,18 +185,19 @@ decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, fl
     }
 }
 
-ckc_status
-ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+/* The NVFP4 GEMM when the stream runs it (its memory was checked to be had
+ * when it was issued; a failure now leaves the output unwritten). */
+static void
+run_nvfp4_gemm(const void *ctx)
 {
+    const ckc_nvfp4_gemm_params *p = (const ckc_nvfp4_gemm_params *)ctx;
     /* b's values, a's current row and the bias, in float32. */
     float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + p->n) * sizeof(float));
     float *va = vb + p->n * p->k;
     float *bias = va + p->k;
     const float alpha = p->alpha_beta[0];
-    (void)exec;
     if (vb == NULL) {
-        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %lld floats",
-                        (long long)(p->n * p->k + p->k + p->n));
+        return;
     }
     for (int64_t j = 0; j < p->n; j++) {
         decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
@@ -189,7 +214,18 @@ ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_er
         }
     }
     free(vb);
-    return CKC_OK;
+}
+
+ckc_status
+ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    const size_t floats = (size_t)(p->n * p->k + p->k + p->n);
+    void *probe = malloc(floats * sizeof(float));
+    if (probe == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %zu floats", floats);
+    }
+    free(probe);
+    return stream_work(run_nvfp4_gemm, p, sizeof *p, exec, err);
 }
 
 #endif /* CKC_EMULATED */

@@ -27,9 +27,8 @@ ckc_status ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *ex
  * the cuBLASLt GEMM and the epilogue kernel, per chunk of rows; one row: GEMV. */
 ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err);
 
-/* ---- flight record (kernels/flight.cu) ---- */
-/* A one-thread kernel writing mark m (a null mark: nothing). */
-ckc_status ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err);
+/* The flight record's kernels (kernels/flight.cu) are the runtime seam's
+ * (gpu/runtime.h): the diagnostics queue them. */
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/done_mark.h"
 #include "contract/status.h"
 
 #ifdef __cplusplus
@@ -100,6 +101,33 @@ uint64_t *ckc_gpu_device_word(uint64_t *word, int device);
  * first call per device (the caller has entered it), never freed; NULL when
  * the memory cannot be had.  Every call for a device asks the same count. */
 uint32_t *ckc_gpu_mark_arrivals(int device, size_t count);
+
+/* ---- CUDA graphs (csrc/diag/capture.c) ------------------------------------
+ * While a stream is captured into a graph, nothing may wait for the device,
+ * allocate device or pinned memory, or register host memory: the two lookups
+ * below answer from what was set up before, without asking the runtime. */
+
+/* Whether work queued on stream is being captured into a CUDA graph: 1 with
+ * the capture's id (the runtime's unique id of the capture sequence; 0 when it
+ * cannot say), else 0.  A failed query counts as a capture: the runtime fails
+ * it only when a capture forbids the question. */
+int ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id);
+
+/* What ckc_gpu_map_host answered for [base, base + bytes): 1 mapped, 0
+ * refused, -1 not asked yet. */
+int ckc_gpu_host_mapped(const void *base, size_t bytes);
+
+/* The arrival counters ckc_gpu_mark_arrivals made for device, or NULL. */
+uint32_t *ckc_gpu_mark_arrivals_known(int device);
+
+/* ---- the flight record's kernels (kernels/flight.cu; GPU builds only) ----- */
+/* A one-thread kernel writing mark m (a null mark: nothing). */
+ckc_status ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err);
+/* A one-thread kernel beginning a replay of the captured work of `capture`:
+ * n = ++*counter (device memory), then *capture_word = capture and
+ * *number_word = n (host words the device can write). */
+ckc_status ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture,
+                                uintptr_t stream, ckc_error *err);
 
 #ifdef __cplusplus
 }

@@ -353,7 +353,7 @@ ckc_status
 ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err)
 {
     uint64_t *device_word = ckc_gpu_device_word(word, device);
-    const ckc_done_mark m = {device_word, value, NULL}; /* one block: no arrival counter */
+    const ckc_done_mark m = {device_word, value, NULL, NULL}; /* one block: no arrival counter */
     if (device_word == NULL) {
         return CKC_FAIL(err, CKC_ERR_RUNTIME, "device %d cannot write the completion word %p", device, (void *)word);
     }
@@ -393,6 +393,38 @@ ckc_gpu_mark_arrivals(int device, size_t count)
     }
     ckc_mutex_unlock(&ranges_lock);
     return a;
+}
+
+uint32_t *
+ckc_gpu_mark_arrivals_known(int device)
+{
+    return device >= 0 && device < CKC_MAX_DEVICES ? (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]) : NULL;
+}
+
+int
+ckc_gpu_host_mapped(const void *base, size_t bytes)
+{
+    const host_range *h = find_range(base, bytes);
+    return h == NULL ? -1 : h->mapped;
+}
+
+int
+ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
+{
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+#if CUDART_VERSION >= 13000
+    const cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL);
+#else
+    const cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL);
+#endif
+    *capture_id = 0;
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* an answer, not an error of the next launch check */
+        return 1;
+    }
+    *capture_id = (uint64_t)id;
+    return status != cudaStreamCaptureStatusNone;
 }
 
 #endif /* CKC_WITH_CUDA */

@@ -40,11 +40,9 @@ ckc_status
 ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_error *err)
 {
     char why[400];
-    const int admitted = ckc_emu_admit("memset", stream, 0, why, sizeof why);
-    if (admitted == CKC_EMU_OK) {
-        memset(p, value, bytes);
-    } else if (admitted != CKC_EMU_SKIP) {
-        return CKC_FAIL(err, admitted == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
+    const int code = ckc_emu_memset_async(p, value, bytes, stream, why, sizeof why);
+    if (code != CKC_EMU_OK) {
+        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
     }
     return CKC_OK;
 }
@@ -121,6 +119,10 @@ query(uintptr_t stream, uint64_t position, ckc_error *err)
 {
     char text[320];
     const int state = ckc_emu_query(stream, position, err->device_error, sizeof err->device_error, text, sizeof text);
+    if (state == CKC_EMU_CAPTURE) {
+        CKC_FAIL(err, CKC_ERR_CAPTURE, "%s", text);
+        return -1;
+    }
     if (state == CKC_EMU_STICKY) {
         CKC_FAIL(err, CKC_ERR_DEVICE, "the emulated device reports a fault: %s: %s", err->device_error, text);
         snprintf(err->device_error + strlen(err->device_error), sizeof err->device_error - strlen(err->device_error),
@@ -148,7 +150,9 @@ ckc_gpu_copy_h2d_async(void *dst, const void *src, size_t bytes, uintptr_t strea
     char why[400];
     const int code = ckc_emu_copy_async(dst, src, bytes, stream, why, sizeof why);
     if (code != CKC_EMU_OK) {
-        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
+        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE
+                                                    : (code == CKC_EMU_CAPTURE ? CKC_ERR_CAPTURE : CKC_ERR_LAUNCH),
+                        "%s", why);
     }
     return CKC_OK;
 }
@@ -194,6 +198,25 @@ ckc_gpu_mark_arrivals(int device, size_t count)
 {
     (void)device;
     return ckc_emu_mark_arrivals(count);
+}
+
+int
+ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
+{
+    return ckc_emu_capture_status(stream, capture_id);
+}
+
+int
+ckc_gpu_host_mapped(const void *base, size_t bytes)
+{
+    return ckc_emu_host_mapped(base, bytes);
+}
+
+uint32_t *
+ckc_gpu_mark_arrivals_known(int device)
+{
+    (void)device;
+    return ckc_emu_mark_arrivals_known();
 }
 
 #endif /* CKC_EMULATED */

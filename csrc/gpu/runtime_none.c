@@ -159,4 +159,27 @@ ckc_gpu_mark_arrivals(int device, size_t count)
     return NULL;
 }
 
+int
+ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
+{
+    (void)stream;
+    *capture_id = 0;
+    return 0;
+}
+
+int
+ckc_gpu_host_mapped(const void *base, size_t bytes)
+{
+    (void)base;
+    (void)bytes;
+    return 0;
+}
+
+uint32_t *
+ckc_gpu_mark_arrivals_known(int device)
+{
+    (void)device;
+    return NULL;
+}
+
 #endif /* !CKC_WITH_GPU */

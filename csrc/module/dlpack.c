@@ -20,6 +20,8 @@ map_dtype(ckc_dl_dtype t, ckc_dtype *out)
         *out = CKC_DTYPE_INT8;
     } else if (t.code == CKC_DL_INT && t.bits == 32) {
         *out = CKC_DTYPE_INT32;
+    } else if (t.code == CKC_DL_INT && t.bits == 64) {
+        *out = CKC_DTYPE_INT64;
     } else {
         return 0;
     }

@@ -37,10 +37,11 @@ add_shared(PyObject *m, ckc_module_state *st)
     st->kernel_fault = PyObject_GetAttrString(c, "KernelFault");
     st->staging_fault = PyObject_GetAttrString(c, "StagingFault");
     st->hang_suspected = PyObject_GetAttrString(c, "HangSuspected");
+    st->capture_error = PyObject_GetAttrString(c, "CaptureError");
     ring = PyObject_GetAttrString(c, "_flight_ring");
     Py_DECREF(c);
     if (st->cuda_fault == NULL || st->launch_error == NULL || st->kernel_fault == NULL ||
-        st->staging_fault == NULL || st->hang_suspected == NULL || ring == NULL) {
+        st->staging_fault == NULL || st->hang_suspected == NULL || st->capture_error == NULL || ring == NULL) {
         Py_XDECREF(ring);
         return -1;
     }
@@ -85,7 +86,11 @@ add_shared(PyObject *m, ckc_module_state *st)
     st->hang_suspected = ckc_new_exception(m, "HangSuspected",
                                            "The stream made no progress past the watchdog's limit.", st->cuda_fault,
                                            NULL);
-    if (st->launch_error == NULL || st->kernel_fault == NULL || st->staging_fault == NULL ||
+    st->capture_error = ckc_new_exception(m, "CaptureError",
+                                          "Not allowed while the stream is captured into a CUDA graph (a checking "
+                                          "mode that waits for the stream, a staged copy); nothing was queued.",
+                                          st->kitchen_error, PyExc_RuntimeError);
+    if (st->capture_error == NULL || st->launch_error == NULL || st->kernel_fault == NULL || st->staging_fault == NULL ||
         st->hang_suspected == NULL) {
         return -1;
     }
@@ -173,7 +178,8 @@ fail(PyObject *module, const ckc_error *err, const ckc_fault *fault)
     if (ckc_diag_is_fault(err->status)) {
         ckc_diag_raise(ckc_state(module), err, fault);
     } else {
-        PyErr_Format(PyExc_RuntimeError, "%s: %s", fault->detected_by, err->message);
+        PyErr_Format(err->status == CKC_ERR_CAPTURE ? ckc_state(module)->capture_error : PyExc_RuntimeError, "%s: %s", fault->detected_by,
+                     err->message);
     }
     return NULL;
 }
@@ -396,6 +402,86 @@ refuse_host_mapping(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The emulated device's answer code as the Python exception (CaptureError for
+ * what a capture forbids). */
+static PyObject *
+emu_failed(PyObject *module, const char *call, int code, const char *why)
+{
+    PyErr_Format(code == CKC_DEVICES_CAPTURE_REFUSED ? ckc_state(module)->capture_error : PyExc_RuntimeError,
+                 "%s: %s", call, why);
+    return NULL;
+}
+
+static PyObject *
+capture_begin(PyObject *self, PyObject *args)
+{
+    unsigned long long stream;
+    int mode;
+    char why[400];
+    int code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Ki", &stream, &mode)) {
+        return NULL;
+    }
+    code = ckc_devices_emulated_capture_begin((uintptr_t)stream, mode, why, sizeof why);
+    return code == 0 ? Py_NewRef(Py_None) : emu_failed(self, "capture_begin", code, why);
+}
+
+static PyObject *
+capture_end(PyObject *self, PyObject *args)
+{
+    unsigned long long stream;
+    uint64_t graph = 0;
+    char why[400];
+    int code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &stream)) {
+        return NULL;
+    }
+    code = ckc_devices_emulated_capture_end((uintptr_t)stream, &graph, why, sizeof why);
+    return code == 0 ? PyLong_FromUnsignedLongLong(graph) : emu_failed(self, "capture_end", code, why);
+}
+
+static PyObject *
+graph_launch(PyObject *self, PyObject *args)
+{
+    unsigned long long graph;
+    unsigned long long stream;
+    char why[400];
+    int code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KK", &graph, &stream)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    code = ckc_devices_emulated_graph_launch(graph, (uintptr_t)stream, why, sizeof why);
+    Py_END_ALLOW_THREADS
+    return code == 0 ? Py_NewRef(Py_None) : emu_failed(self, "graph_launch", code, why);
+}
+
+static PyObject *
+graph_destroy(PyObject *self, PyObject *args)
+{
+    unsigned long long graph;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &graph)) {
+        return NULL;
+    }
+    ckc_devices_emulated_graph_destroy(graph);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+capturing(PyObject *self, PyObject *args)
+{
+    unsigned long long stream;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &stream)) {
+        return NULL;
+    }
+    return PyBool_FromLong(ckc_devices_emulated_capturing_stream((uintptr_t)stream));
+}
+
 static PyObject *
 reset_device(PyObject *self, PyObject *args)
 {
@@ -441,6 +527,15 @@ static PyMethodDef diag_functions[] = {
      "(as Linux >= 6.5 refuses CUDA), so completions go to pinned words."},
     {"reset_device", reset_device, METH_NOARGS,
      "reset_device()\n--\n\nDisarms faults, clears the sticky error and hung streams."},
+    {"capture_begin", capture_begin, METH_VARARGS,
+     "capture_begin(stream, mode)\n--\n\nBegins capturing the work issued to stream into a graph (mode: 0 global, "
+     "1 thread-local, 2 relaxed, as cudaStreamCaptureMode)."},
+    {"capture_end", capture_end, METH_VARARGS,
+     "capture_end(stream)\n--\n\nEnds the capture and returns its graph (CaptureError if it was invalidated)."},
+    {"graph_launch", graph_launch, METH_VARARGS,
+     "graph_launch(graph, stream)\n--\n\nReplays the graph's work on stream."},
+    {"graph_destroy", graph_destroy, METH_VARARGS, "graph_destroy(graph)\n--\n\nFrees the graph."},
+    {"capturing", capturing, METH_VARARGS, "capturing(stream)\n--\n\nWhether stream is being captured."},
 #endif
     {NULL, NULL, 0, NULL},
 };

@@ -48,6 +48,9 @@ ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err)
     case CKC_ERR_MEMORY:
         type = PyExc_MemoryError;
         break;
+    case CKC_ERR_CAPTURE:
+        type = st->capture_error;
+        break;
     default:
         type = PyExc_RuntimeError;
         break;
@@ -209,6 +212,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->kernel_fault);
     Py_VISIT(st->staging_fault);
     Py_VISIT(st->hang_suspected);
+    Py_VISIT(st->capture_error);
     return 0;
 }
 
@@ -224,6 +228,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->kernel_fault);
     Py_CLEAR(st->staging_fault);
     Py_CLEAR(st->hang_suspected);
+    Py_CLEAR(st->capture_error);
     return 0;
 }
 

@@ -25,6 +25,7 @@ typedef struct {
     PyObject *kernel_fault;
     PyObject *staging_fault;
     PyObject *hang_suspected;
+    PyObject *capture_error; /* CUDA-graph capture refusals (CKC_ERR_CAPTURE) */
     PyMethodDef op_defs[CKC_MAX_OPS + 1];
 } ckc_module_state;
 

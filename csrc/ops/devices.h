@@ -6,6 +6,9 @@
 #ifndef CKC_OPS_DEVICES_H
 #define CKC_OPS_DEVICES_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "contract/blas_report.h"
 #include "contract/status.h"
 
@@ -44,5 +47,16 @@ void ckc_devices_emulated_refuse_host_mapping(int refuse);
 void ckc_devices_emulated_reset(void);
 void ckc_devices_emulated_heuristic(const ckc_blas_candidate *c, int count);
 void ckc_devices_emulated_capturing(int capturing);
+
+/* The emulated device's CUDA-graph capture and replay (kernels/emu/emu_api.h,
+ * CUDA's rules): 0 when done, CKC_DEVICES_CAPTURE_REFUSED for what a capture
+ * forbids (a CaptureError), another non-zero code otherwise; why says what.
+ * In other builds every call fails with why saying so. */
+#define CKC_DEVICES_CAPTURE_REFUSED 4
+int ckc_devices_emulated_capture_begin(uintptr_t stream, int mode, char *why, size_t cap);
+int ckc_devices_emulated_capture_end(uintptr_t stream, uint64_t *graph, char *why, size_t cap);
+int ckc_devices_emulated_graph_launch(uint64_t graph, uintptr_t stream, char *why, size_t cap);
+void ckc_devices_emulated_graph_destroy(uint64_t graph);
+int ckc_devices_emulated_capturing_stream(uintptr_t stream);
 
 #endif /* CKC_OPS_DEVICES_H */

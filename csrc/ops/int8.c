@@ -138,6 +138,22 @@ const ckc_op_spec ckc_op_rotate_rows = {
 
 enum { DQ_Q, DQ_SCALE, DQ_OUT };
 
+/* The scale's element count for a scale mode over q rows of cols. */
+static ckc_status
+check_scale(const ckc_op_args *a, int idx, int64_t mode, int64_t rows, int64_t cols, ckc_error *err)
+{
+    if (mode == CKC_SCALE_SCALAR) {
+        return ckc_check_numel(a, idx, 1, err);
+    }
+    if (mode == CKC_SCALE_PER_ROW) {
+        return ckc_check_numel(a, idx, rows, err);
+    }
+    if (mode == CKC_SCALE_FULL) {
+        return ckc_check_numel(a, idx, rows * cols, err);
+    }
+    return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scale_mode': unknown mode %lld", (long long)mode);
+}
+
 static ckc_status
 prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
@@ -149,15 +165,7 @@ prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err
     }
     CKC_TRY(ckc_check_extent(a, DQ_Q, q->shape[0], q->shape[1], err));
     CKC_TRY(ckc_check_shape(a, DQ_OUT, 2, q->shape, err));
-    if (mode == CKC_SCALE_SCALAR) {
-        CKC_TRY(ckc_check_numel(a, DQ_SCALE, 1, err));
-    } else if (mode == CKC_SCALE_PER_ROW) {
-        CKC_TRY(ckc_check_numel(a, DQ_SCALE, q->shape[0], err));
-    } else if (mode == CKC_SCALE_FULL) {
-        CKC_TRY(ckc_check_numel(a, DQ_SCALE, q->numel, err));
-    } else {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scale_mode': unknown mode %lld", (long long)mode);
-    }
+    CKC_TRY(check_scale(a, DQ_SCALE, mode, q->shape[0], q->shape[1], err));
     if (a->i[1] != 0) {
         CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
     }
@@ -169,6 +177,9 @@ prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err
     p->rows = q->shape[0];
     p->cols = q->shape[1];
     p->group = a->i[1];
+    p->index = NULL;
+    p->index_is_64 = 0;
+    p->q_rows = p->rows;
     return CKC_OK;
 }
 
@@ -182,6 +193,60 @@ const ckc_op_spec ckc_op_int8_dequant = {
            "out = q * scale (scale_mode 0 scalar, 1 per row, 2 per element), then rotated\n"
            "group-wise when group > 0; rounded once to out's dtype.",
     .prepare = prepare_int8_dequant,
+    .cpu = ckc_cpu_entry_int8_dequant,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_dequant),
+};
+
+/* ---- int8_embedding(q, scale, indices, out; scale_mode, group) ----
+ * dequantize_int8_embedding: out[r, :] = q[indices[r], :] * its scale, rotated
+ * back when group > 0; out holds indices.numel() rows of q's columns. */
+
+enum { EM_Q, EM_SCALE, EM_INDICES, EM_OUT };
+
+static ckc_status
+prepare_int8_embedding(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+{
+    const ckc_tensor *q = &a->t[EM_Q];
+    const ckc_tensor *idx = &a->t[EM_INDICES];
+    const int64_t mode = a->i[0];
+    ckc_int8_dequant_params *p = &params->int8_dequant;
+    if (q->ndim != 2) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
+    }
+    CKC_TRY(ckc_check_extent(a, EM_Q, q->shape[0], q->shape[1], err));
+    CKC_TRY(ckc_check_extent(a, EM_OUT, idx->numel, q->shape[1], err));
+    CKC_TRY(ckc_check_numel(a, EM_OUT, idx->numel * q->shape[1], err));
+    CKC_TRY(check_scale(a, EM_SCALE, mode, q->shape[0], q->shape[1], err));
+    if (a->i[1] != 0) {
+        CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
+    }
+    p->q = (const int8_t *)q->data;
+    p->scale = (const float *)a->t[EM_SCALE].data;
+    p->scale_mode = (ckc_scale_mode)mode;
+    p->out = a->t[EM_OUT].data;
+    p->out_kind = ckc_float_kind_of(a->t[EM_OUT].dtype);
+    p->rows = idx->numel;
+    p->cols = q->shape[1];
+    p->group = a->i[1];
+    p->index = idx->data;
+    p->index_is_64 = idx->dtype == CKC_DTYPE_INT64;
+    p->q_rows = q->shape[0];
+    return CKC_OK;
+}
+
+/* The dequantizer's entries: an index is part of its parameters. */
+const ckc_op_spec ckc_op_int8_embedding = {
+    .sig = {"int8_embedding", 4,
+            {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
+             {"scale", ONE_FLOAT, 0},
+             {"indices", CKC_DTYPE_BIT(CKC_DTYPE_INT32) | CKC_DTYPE_BIT(CKC_DTYPE_INT64), 0},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+            2, {"scale_mode", "group"}},
+    .doc = "int8_embedding(op, q, scale, indices, out, scale_mode, group, stream, nthreads)\n--\n\n"
+           "out[r] = q[indices[r]] * scale (scale_mode 0 scalar, 1 per q row, 2 per element of q), then\n"
+           "rotated group-wise when group > 0; rounded once to out's dtype.  An index out of range is an\n"
+           "ArgumentError on the CPU and a NaN row on the GPU (no host sync to check it there).",
+    .prepare = prepare_int8_embedding,
     .cpu = ckc_cpu_entry_int8_dequant,
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_dequant),
 };

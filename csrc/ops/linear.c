@@ -13,7 +13,8 @@
 #include "math/nvfp4.h"
 #include "op.h"
 
-/* ---- int8_linear(x, weight, weight_scale, bias, out, scratch; act, group, k_align, n_align) ----
+/* ---- int8_linear(x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,
+ *                  residual_scale; act, group, k_align, n_align, eps_bits, norm_kind) ----
  *
  * x is [..., x_stride] with x_stride = k * width(act), taken as its rows of
  * x_stride (ckc_check_rows: ComfyUI's [B, T, C] passes without a reshape); out
@@ -22,9 +23,16 @@
  * weight is [n, k] when the GEMM needs no padding, else a zero-padded
  * [n_pad, k_pad] copy; the caller's scratch is carved into chunk buffers as
  * contract/linear_plan.h lays them out (comfy_kitchen_c/ops.py sized it with
- * the same layout, through _C.int8_linear_plan). */
+ * the same layout, through _C.int8_linear_plan).
+ *
+ * The activation (kernels/math/activation.h) reads act_weight (rms_norm's k
+ * values) and modulation (k values of s), eps as the bits of a float32
+ * (eps_bits), and rounds rms_norm's result to norm_kind (a ckc_float_kind; -1:
+ * x's).  residual is out's shape, residual_scale 1 or n values; each of any
+ * float type (the epilogue rounds them to out's type, kernels/math/linear.h). */
 
-enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH };
+enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH, LN_ACT_WEIGHT, LN_MODULATION, LN_RESIDUAL, LN_RESIDUAL_SCALE };
+enum { LI_ACT, LI_GROUP, LI_K_ALIGN, LI_N_ALIGN, LI_EPS_BITS, LI_NORM_KIND };
 
 static ckc_status
 carve_scratch(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_params *p, ckc_error *err)
@@ -50,6 +58,81 @@ carve_scratch(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_
     p->ldacc = l->acc_cols;
     at += ckc_linear_round_up(4 * c * l->acc_cols, align);
     p->act_rows = l->act_bytes > 0 ? (void *)at : NULL;
+    at += ckc_linear_round_up(c * l->act_bytes, align);
+    p->row_factor = l->factor_bytes > 0 ? (float *)at : NULL;
+    return CKC_OK;
+}
+
+/* An optional per-column vector of the activation: present when the activation
+ * reads it, with k values. */
+static ckc_status
+act_vector(const ckc_op_args *a, int idx, int needed, int64_t k, const void **data, ckc_float_kind *kind,
+           ckc_error *err)
+{
+    *data = NULL;
+    *kind = CKC_F32;
+    if (!needed) {
+        return CKC_OK;
+    }
+    if (!a->present[idx]) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s' is required by this activation", a->sig->tensors[idx].name);
+    }
+    CKC_TRY(ckc_check_numel(a, idx, k, err));
+    *data = a->t[idx].data;
+    *kind = ckc_float_kind_of(a->t[idx].dtype);
+    return CKC_OK;
+}
+
+/* The activation's arguments (act validated): its vectors, eps, norm type. */
+static ckc_status
+linear_act_args(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+{
+    const int act = p->act;
+    const int64_t norm_kind = a->i[LI_NORM_KIND];
+    const uint32_t eps_bits = (uint32_t)a->i[LI_EPS_BITS];
+    ckc_act_args *args = &p->act_args;
+    memset(args, 0, sizeof *args);
+    CKC_TRY(act_vector(a, LN_ACT_WEIGHT, ckc_act_needs_row_factor(act), p->k, &args->weight, &args->weight_kind,
+                       err));
+    CKC_TRY(act_vector(a, LN_MODULATION, act == CKC_ACT_MODULATE || act == CKC_ACT_RMS_MODULATE, p->k,
+                       &args->modulation, &args->modulation_kind, err));
+    if (norm_kind < -1 || norm_kind > CKC_BF16 || (a->i[LI_EPS_BITS] >> 32) != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'norm_kind'/'eps_bits': expected -1..2 and 32 bits, got %lld, %lld",
+                        (long long)norm_kind, (long long)a->i[LI_EPS_BITS]);
+    }
+    args->act = act;
+    args->weight_to_row_kind = act == CKC_ACT_RMS_NORM; /* int8_linear's act_weight.to(x.dtype) */
+    args->norm_kind = norm_kind < 0 ? p->kind : (ckc_float_kind)norm_kind;
+    memcpy(&args->eps, &eps_bits, sizeof args->eps);
+    return CKC_OK;
+}
+
+/* The epilogue's terms: bias, residual (out's shape) and its scale (1 or n values). */
+static ckc_status
+linear_terms(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+{
+    ckc_linear_terms *t = &p->terms;
+    memset(t, 0, sizeof *t);
+    if (a->present[LN_BIAS]) {
+        CKC_TRY(ckc_check_numel(a, LN_BIAS, p->n, err));
+        t->bias = a->t[LN_BIAS].data;
+        t->bias_kind = ckc_float_kind_of(a->t[LN_BIAS].dtype);
+    }
+    if (!a->present[LN_RESIDUAL]) {
+        return CKC_OK;
+    }
+    if (!a->present[LN_RESIDUAL_SCALE]) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'residual_scale' is required with a residual");
+    }
+    CKC_TRY(ckc_check_numel(a, LN_RESIDUAL, p->rows * p->n, err));
+    if (a->t[LN_RESIDUAL_SCALE].numel != 1) {
+        CKC_TRY(ckc_check_numel(a, LN_RESIDUAL_SCALE, p->n, err));
+    }
+    t->residual = a->t[LN_RESIDUAL].data;
+    t->residual_kind = ckc_float_kind_of(a->t[LN_RESIDUAL].dtype);
+    t->residual_scale = a->t[LN_RESIDUAL_SCALE].data;
+    t->residual_scale_kind = ckc_float_kind_of(a->t[LN_RESIDUAL_SCALE].dtype);
+    t->residual_scale_per_channel = a->t[LN_RESIDUAL_SCALE].numel != 1;
     return CKC_OK;
 }
 
@@ -62,13 +145,13 @@ check_rows(const ckc_op_args *a, int64_t act, ckc_int8_linear_params *p, ckc_err
     int64_t out_shape[CKC_MAX_DIMS];
     int64_t width;
     int64_t x_cols;
-    if (act < CKC_ACT_NONE || act > CKC_ACT_SWIGLU) {
+    if (act < CKC_ACT_NONE || act > CKC_ACT_LAST) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'input_act': unknown activation code %lld", (long long)act);
     }
     CKC_TRY(ckc_check_rows(a, LN_X, &p->rows, &x_cols, err));
     width = ckc_act_width((int)act);
     if (x_cols % width != 0) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': swiglu needs an even row length, got %lld",
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': a gated activation needs an even row length, got %lld",
                         (long long)x_cols);
     }
     p->x = x->data;
@@ -87,7 +170,7 @@ check_rows(const ckc_op_args *a, int64_t act, ckc_int8_linear_params *p, ckc_err
 }
 
 /* The weight ([n, k] as given, or padded to [n_pad, k_pad] where the GEMM
- * needs it), its scale and the bias into p. */
+ * needs it) and its scale into p. */
 static ckc_status
 check_weight(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_params *p, ckc_error *err)
 {
@@ -112,11 +195,6 @@ check_weight(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_p
     }
     p->w_scale = (const float *)a->t[LN_WS].data;
     p->w_per_channel = a->t[LN_WS].numel != 1;
-    if (a->present[LN_BIAS]) {
-        CKC_TRY(ckc_check_numel(a, LN_BIAS, n, err));
-    }
-    p->bias = a->present[LN_BIAS] ? a->t[LN_BIAS].data : NULL;
-    p->bias_kind = a->present[LN_BIAS] ? ckc_float_kind_of(a->t[LN_BIAS].dtype) : CKC_F32;
     return CKC_OK;
 }
 
@@ -124,38 +202,45 @@ static ckc_status
 prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     ckc_int8_linear_params *p = &params->int8_linear;
-    const int64_t act = a->i[0];
-    const int64_t k_align = a->i[2];
-    const int64_t n_align = a->i[3];
+    const int64_t act = a->i[LI_ACT];
+    const int64_t k_align = a->i[LI_K_ALIGN];
+    const int64_t n_align = a->i[LI_N_ALIGN];
     ckc_linear_layout l;
     if (k_align < 1 || k_align > 256 || n_align < 1 || n_align > 256) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align'/'n_align': expected 1..256, got %lld, %lld",
                         (long long)k_align, (long long)n_align);
     }
     CKC_TRY(check_rows(a, act, p, err));
-    p->group = a->i[1];
+    p->group = a->i[LI_GROUP];
     if (p->group != 0) {
         CKC_TRY(ckc_check_group("convrot_groupsize", p->group, p->k, err));
     }
+    CKC_TRY(linear_act_args(a, p, err));
     l = ckc_linear_layout_of(p->rows, p->k, p->n, k_align, n_align, a->exec.gpu, (int)act, ckc_kind_size(p->kind));
     CKC_TRY(check_weight(a, &l, p, err));
+    CKC_TRY(linear_terms(a, p, err));
     return carve_scratch(a, &l, p, err);
 }
 
 const ckc_op_spec ckc_op_int8_linear = {
-    .sig = {"int8_linear", 6,
+    .sig = {"int8_linear", 10,
             {{"x", CKC_FLOATS, 0},
              {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
              {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
              {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
              {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
-             {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT}},
-            4, {"act", "group", "k_align", "n_align"}},
-    .doc = "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act, group, k_align, n_align, stream, nthreads)\n"
+             {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT},
+             {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL}},
+            6, {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind"}},
+    .doc = "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,\n"
+           "            residual_scale, act, group, k_align, n_align, eps_bits, norm_kind, stream, nthreads)\n"
            "--\n\n"
-           "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, rounded once\n"
-           "(the bias first rounded to out's type); x [..., K] and out [..., n] by rows of their last\n"
-           "dimension, in chunks through scratch (see csrc/ops/linear.c for its layout).",
+           "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, then\n"
+           "residual + residual_scale * out (kernels/math/linear.h); x [..., K] and out [..., n] by rows\n"
+           "of their last dimension, in chunks through scratch (contract/linear_plan.h lays it out).",
     .prepare = prepare_int8_linear,
     .cpu = ckc_cpu_entry_int8_linear,
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_linear),

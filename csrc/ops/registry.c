@@ -6,6 +6,7 @@ extern const ckc_op_spec ckc_op_int8_rowwise;
 extern const ckc_op_spec ckc_op_int8_tensorwise;
 extern const ckc_op_spec ckc_op_rotate_rows;
 extern const ckc_op_spec ckc_op_int8_dequant;
+extern const ckc_op_spec ckc_op_int8_embedding;
 extern const ckc_op_spec ckc_op_nvfp4_quant;
 extern const ckc_op_spec ckc_op_nvfp4_dequant;
 extern const ckc_op_spec ckc_op_int8_linear;
@@ -16,6 +17,7 @@ const ckc_op_spec *const ckc_op_table[] = {
     &ckc_op_int8_tensorwise,
     &ckc_op_rotate_rows,
     &ckc_op_int8_dequant,
+    &ckc_op_int8_embedding,
     &ckc_op_nvfp4_quant,
     &ckc_op_nvfp4_dequant,
     &ckc_op_int8_linear,

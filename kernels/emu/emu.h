@@ -81,6 +81,14 @@ int ckc_emu_launch(const char *kernel_name, dim3 grid, dim3 block, size_t dynami
 
 namespace ckc_emu {
 
+/* A launch on a stream being captured is recorded, not run (emu_graphs.cpp):
+ * true when it was.  run_kernel admits and runs a launch now (the second half
+ * of ckc_emu_launch, and each kernel node of a graph replay). */
+bool capture_kernel(const char *kernel_name, dim3 grid, dim3 block, size_t dynamic_smem, uintptr_t stream,
+                    const std::function<void()> &body);
+int run_kernel(const char *kernel_name, dim3 grid, dim3 block, size_t dynamic_smem, uintptr_t stream,
+               const std::function<void()> &body) noexcept;
+
 /* Every warp-level intrinsic is one of these collectives.  Lanes meet when all
  * lanes named in the mask wait at the same kind with the same mask. */
 enum class WarpOp : unsigned char { sync, shfl, shfl_up, shfl_down, shfl_xor, ballot, any, all };

@@ -70,7 +70,8 @@ void ckc_emu_set_op(const char *op);
 int ckc_emu_launch_log(const char **kernel, unsigned grid[3], unsigned block[3]);
 
 /* Admits one unit of stream work (what: the kernel's name, "memcpy" or
- * "memset"; copy: counts as a copy for injection).  Returns CKC_EMU_OK: run it;
+ * "memset"; copy: 1 counts as a copy for injection, 2 is stream work that no
+ * injection targets).  Returns CKC_EMU_OK: run it;
  * CKC_EMU_SKIP: run nothing and report success (queued behind a hang, or an
  * injected kernel/copy fault that the device reports later); or an error code
  * with its description in why. */
@@ -94,16 +95,22 @@ void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t stream);
  * its own allocations, as Linux >= 6.5 refuses CUDA to pin the file-backed
  * flight record: the tests exercise the pinned completion words that way. */
 void ckc_emu_refuse_host_mapping(int refuse);
-/* 1: the device can write [p, p + bytes); 0: refused. */
+/* 1: the device can write [p, p + bytes); 0: refused.  The first call for a
+ * range registers it (forbidden during a capture: refused, not remembered). */
 int ckc_emu_map_host(const void *p, size_t bytes);
+/* What ckc_emu_map_host would answer, without registering: -1 not yet asked. */
+int ckc_emu_host_mapped(const void *p, size_t bytes);
 /* The device's own host memory (its "pinned" memory), zeroed; NULL when out of memory.  Never freed. */
 void *ckc_emu_alloc_host(size_t bytes);
 
 /* The device's arrival counters of riding completion marks (csrc/contract/done_mark.h):
  * count of them, zeroed, allocated on the first call (every call asks the same
  * count); NULL when out of memory.  A reset zeroes them again, as it drops the
- * arrivals of work that never completed. */
+ * arrivals of work that never completed, but the last, the flight record's
+ * replay counter (replay numbers only grow). */
 uint32_t *ckc_emu_mark_arrivals(size_t count);
+/* The arrival counters if allocated, else NULL (allocates nothing). */
+uint32_t *ckc_emu_mark_arrivals_known(void);
 
 /* An event: the queue position of the stream when it was recorded. */
 uint64_t ckc_emu_event_record(uintptr_t stream);
@@ -111,6 +118,45 @@ uint64_t ckc_emu_event_record(uintptr_t stream);
 /* 0: everything of stream up to position (UINT64_MAX: all of it) completed;
  * 1: not yet; CKC_EMU_STICKY: the device holds a fault (name and text filled). */
 int ckc_emu_query(uintptr_t stream, uint64_t position, char *name, size_t name_cap, char *text, size_t text_cap);
+
+/* Stream-ordered host work (the emulated cuBLASLt's GEMMs): runs now, or is
+ * recorded when stream is being captured; admitted as stream work (it never
+ * runs behind a hang or a sticky fault; injected faults do not count it).
+ * ctx (bytes of it) is copied.  Returns CKC_EMU_OK or an error with why. */
+int ckc_emu_stream_work(const char *what, uintptr_t stream, void (*run)(const void *ctx), const void *ctx,
+                        size_t bytes, char *why, size_t cap);
+
+/* Fills bytes at p with value in stream order (recorded when stream is captured). */
+int ckc_emu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, char *why, size_t cap);
+
+/* ---- CUDA-graph capture and replay (emu_graphs.cpp) --------------------------
+ * As CUDA's stream capture: between ckc_emu_capture_begin and _end, the work
+ * issued to the stream (kernel launches, memsets, copies, value writes, stream
+ * work) is recorded, not run; ckc_emu_graph_launch replays it in order on a
+ * stream, each node admitted as if issued then (hangs, injected faults and the
+ * sticky error apply at replay; a node's op is the one it was captured under).
+ * What CUDA forbids while a capture is active fails as CUDA fails: queries and
+ * waits on streams or events, device and pinned allocations, host
+ * registrations, copies from pageable memory into the captured stream.  Such a
+ * call returns CKC_EMU_CAPTURE ("cudaErrorStreamCaptureUnsupported") and
+ * invalidates the capture, whose end then fails
+ * ("cudaErrorStreamCaptureInvalidated"); which threads are held to it follows
+ * the capture's mode, as CUDA's cudaStreamCaptureMode. */
+enum { CKC_EMU_CAPTURE = 4 };
+enum { CKC_EMU_CAPTURE_GLOBAL = 0, CKC_EMU_CAPTURE_THREAD_LOCAL = 1, CKC_EMU_CAPTURE_RELAXED = 2 };
+
+int ckc_emu_capture_begin(uintptr_t stream, int mode, char *why, size_t cap);
+/* Ends the capture and returns its graph (*graph, never 0) or an error. */
+int ckc_emu_capture_end(uintptr_t stream, uint64_t *graph, char *why, size_t cap);
+int ckc_emu_graph_launch(uint64_t graph, uintptr_t stream, char *why, size_t cap);
+void ckc_emu_graph_destroy(uint64_t graph);
+/* 1 and the capture's id (never 0) when stream is being captured, else 0. */
+int ckc_emu_capture_status(uintptr_t stream, uint64_t *id);
+/* Checks a call CUDA forbids during a capture (see above): CKC_EMU_OK, or
+ * CKC_EMU_CAPTURE with why filled and the capture invalidated. */
+int ckc_emu_unsafe_call(const char *what, char *why, size_t cap);
+/* The op the calling thread's work is issued under (ckc_emu_set_op's). */
+const char *ckc_emu_current_op(void);
 
 #ifdef __cplusplus
 }

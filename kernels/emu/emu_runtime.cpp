@@ -617,6 +617,14 @@ int ckc_emu_launch(const char *kernel_name, dim3 grid, dim3 block, size_t dynami
     ckc_emu_note_launch(kernel_name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
     if (int error = check_configuration(kernel_name, grid, block, dynamic_smem))
         return error;
+    if (ckc_emu::capture_kernel(kernel_name, grid, block, dynamic_smem, stream, body))
+        return CKC_EMU_OK; /* recorded into the stream's capture; runs at each replay */
+    return ckc_emu::run_kernel(kernel_name, grid, block, dynamic_smem, stream, body);
+}
+
+int ckc_emu::run_kernel(const char *kernel_name, dim3 grid, dim3 block, size_t dynamic_smem, uintptr_t stream,
+                        const std::function<void()> &body) noexcept {
+    Scheduler &s = t_sched;
     char why[400];
     const int admitted = ckc_emu_admit(kernel_name, stream, 0, why, sizeof why);
     if (admitted == CKC_EMU_SKIP)

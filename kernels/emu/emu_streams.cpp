@@ -7,6 +7,7 @@
  * Unlike the scheduler (emu_runtime.cpp), this state is the device's: shared by
  * every OS thread, behind one mutex. */
 #include "emu_api.h"
+#include "emu_graphs.h"
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +39,7 @@ struct Device {
     std::map<uintptr_t, Stream> streams;
     std::vector<Injection> injections;
     std::vector<std::pair<const char *, size_t>> host_allocations; /* ckc_emu_alloc_host's */
+    std::vector<std::pair<const char *, size_t>> registered; /* ranges ckc_emu_map_host registered */
     std::vector<uint32_t> arrivals; /* ckc_emu_mark_arrivals' */
     bool faulted = false; /* the sticky error */
     char error_name[64] = "";
@@ -107,7 +109,11 @@ extern "C" void ckc_emu_reset(void) {
     d.streams.clear();
     d.faulted = false;
     d.error_name[0] = d.error_text[0] = '\0';
-    std::fill(d.arrivals.begin(), d.arrivals.end(), 0u);
+    /* The last counter is the flight record's replay counter (csrc/diag/flight.h), which
+     * numbers replays of captured graphs: it keeps growing, so that records of replays
+     * before the reset do not read as records of the replays after it. */
+    if (!d.arrivals.empty())
+        std::fill(d.arrivals.begin(), d.arrivals.end() - 1, 0u);
 }
 
 extern "C" void ckc_emu_set_op(const char *op) {
@@ -118,6 +124,8 @@ extern "C" void ckc_emu_set_op(const char *op) {
     t_log.launches = 0;
     t_log.kernel = nullptr;
 }
+
+extern "C" const char *ckc_emu_current_op(void) { return t_log.op; }
 
 extern "C" void ckc_emu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                     unsigned by, unsigned bz) {
@@ -146,6 +154,8 @@ extern "C" int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char 
     s.position++;
     if (s.hung_at != 0)
         return CKC_EMU_SKIP; /* queued behind work that never completes */
+    if (copy == 2)
+        return CKC_EMU_OK; /* stream work: injections target kernels and copies */
     Injection *j = fire(d, copy != 0);
     if (j == nullptr)
         return CKC_EMU_OK;
@@ -168,6 +178,9 @@ extern "C" int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char 
 
 extern "C" int ckc_emu_copy_async(void *dst, const void *src, size_t bytes, uintptr_t stream, char *why,
                                   size_t cap) {
+    /* The copies issued here (stage) come from host memory CUDA does not capture a copy of. */
+    if (ckc_emu::refuse_capture(stream, "a copy from host memory into the stream", why, cap))
+        return CKC_EMU_CAPTURE;
     const int admitted = ckc_emu_admit("memcpy", stream, 1, why, cap);
     if (admitted == CKC_EMU_OK)
         memcpy(dst, src, bytes);
@@ -175,6 +188,8 @@ extern "C" int ckc_emu_copy_async(void *dst, const void *src, size_t bytes, uint
 }
 
 extern "C" void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t stream) {
+    if (ckc_emu::capture_write(stream, p, value))
+        return;
     Device &d = device();
     std::lock_guard<std::mutex> guard(d.lock);
     Stream &s = d.streams[stream];
@@ -204,19 +219,43 @@ extern "C" void ckc_emu_refuse_host_mapping(int refuse) {
     refuse_host_mapping.store(refuse != 0, std::memory_order_release);
 }
 
-extern "C" int ckc_emu_map_host(const void *p, size_t bytes) {
-    if (!refuses_host_mapping())
-        return 1;
+namespace {
+bool within(const std::vector<std::pair<const char *, size_t>> &ranges, const void *p, size_t bytes) {
+    const char *c = static_cast<const char *>(p);
+    for (const auto &a : ranges)
+        if (c >= a.first && c + bytes <= a.first + a.second)
+            return true;
+    return false;
+}
+} // namespace
+
+extern "C" int ckc_emu_host_mapped(const void *p, size_t bytes) {
     Device &d = device();
     std::lock_guard<std::mutex> guard(d.lock);
-    const char *c = static_cast<const char *>(p);
-    for (const auto &a : d.host_allocations)
-        if (c >= a.first && c + bytes <= a.first + a.second)
-            return 1;
-    return 0;
+    if (within(d.host_allocations, p, bytes))
+        return 1;
+    if (!within(d.registered, p, bytes))
+        return -1;
+    return refuses_host_mapping() ? 0 : 1;
+}
+
+extern "C" int ckc_emu_map_host(const void *p, size_t bytes) {
+    if (ckc_emu_host_mapped(p, bytes) < 0) {
+        char why[320];
+        if (ckc_emu::forbidden("cudaHostRegister", why, sizeof why))
+            return 0;
+        Device &d = device();
+        std::lock_guard<std::mutex> guard(d.lock);
+        if (!within(d.registered, p, bytes))
+            d.registered.emplace_back(static_cast<const char *>(p), bytes);
+    }
+    return ckc_emu_host_mapped(p, bytes) == 1;
 }
 
 extern "C" void *ckc_emu_alloc_host(size_t bytes) {
+    char why[320];
+    if (ckc_emu::forbidden("cudaHostAlloc", why, sizeof why))
+        return nullptr;
     void *p = std::calloc(1, bytes);
     if (p == nullptr)
         return nullptr;
@@ -228,7 +267,14 @@ extern "C" void *ckc_emu_alloc_host(size_t bytes) {
 
 extern "C" uint32_t *ckc_emu_mark_arrivals(size_t count) {
     Device &d = device();
-    std::lock_guard<std::mutex> guard(d.lock);
+    std::unique_lock<std::mutex> guard(d.lock);
+    if (d.arrivals.empty()) {
+        char why[320];
+        guard.unlock();
+        if (ckc_emu::forbidden("cudaMalloc", why, sizeof why))
+            return nullptr;
+        guard.lock();
+    }
     if (d.arrivals.empty()) {
         try {
             d.arrivals.assign(count, 0u);
@@ -245,8 +291,37 @@ extern "C" uint64_t ckc_emu_event_record(uintptr_t stream) {
     return ++d.streams[stream].position;
 }
 
+extern "C" uint32_t *ckc_emu_mark_arrivals_known(void) {
+    Device &d = device();
+    std::lock_guard<std::mutex> guard(d.lock);
+    return d.arrivals.empty() ? nullptr : d.arrivals.data();
+}
+
+extern "C" int ckc_emu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, char *why, size_t cap) {
+    if (ckc_emu::capture_memset(stream, p, value, bytes))
+        return CKC_EMU_OK;
+    const int admitted = ckc_emu_admit("memset", stream, 0, why, cap);
+    if (admitted == CKC_EMU_OK)
+        memset(p, value, bytes);
+    return admitted == CKC_EMU_SKIP ? CKC_EMU_OK : admitted;
+}
+
+extern "C" int ckc_emu_stream_work(const char *what, uintptr_t stream, void (*run)(const void *ctx), const void *ctx,
+                                   size_t bytes, char *why, size_t cap) {
+    if (ckc_emu::capture_work(stream, what, run, ctx, bytes))
+        return CKC_EMU_OK;
+    const int admitted = ckc_emu_admit(what, stream, 2, why, cap);
+    if (admitted == CKC_EMU_OK)
+        run(ctx);
+    return admitted == CKC_EMU_SKIP ? CKC_EMU_OK : admitted;
+}
+
 extern "C" int ckc_emu_query(uintptr_t stream, uint64_t position, char *name, size_t name_cap, char *text,
                              size_t text_cap) {
+    if (ckc_emu::forbidden("a stream or event query", text, text_cap)) {
+        snprintf(name, name_cap, "cudaErrorStreamCaptureUnsupported");
+        return CKC_EMU_CAPTURE;
+    }
     Device &d = device();
     std::lock_guard<std::mutex> guard(d.lock);
     if (d.faulted) {

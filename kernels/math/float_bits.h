@@ -113,6 +113,16 @@ ckc_round_to_kind_not_nan(float f, ckc_float_kind kind)
     return ckc_round_to_kind(f, kind);
 }
 
+/* Element i of an array of the element type, as float32 (exact). */
+CKC_HD float
+ckc_kind_value(const void *p, ckc_float_kind kind, int64_t i)
+{
+    if (kind == CKC_F32) {
+        return ((const float *)p)[i];
+    }
+    return kind == CKC_BF16 ? ckc_bf16_to_f32(((const uint16_t *)p)[i]) : ckc_f16_to_f32(((const uint16_t *)p)[i]);
+}
+
 /* Bytes of one element of the type. */
 CKC_HD int64_t
 ckc_kind_size(ckc_float_kind kind)

@@ -1,0 +1,299 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The int8 linear ops of backend "c": int8_linear (every input activation of comfy_kitchen
+0.2.40, the residual form), int8_linear_modulated and int8_linear_rms_modulated.
+
+All three are one C op (csrc/ops/linear.c): the activation (or modulation) is applied where
+the row quantizer loads x (kernels/math/activation.h), the residual where the epilogue
+stores y (kernels/math/linear.h).  Re-exported by ``comfy_kitchen_c.ops``.
+"""
+from __future__ import annotations
+
+import struct
+
+import torch
+
+from . import _C, settings
+from . import _checks as check
+from ._C import ArgumentError, ArgumentTypeError
+from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability
+
+# Codes shared with C (csrc/contract/codes.h, kernels/math/activation.h), read from _C: comfy_kitchen's
+# input_act names, and this package's own codes of the modulations; C's float kinds are its dtype codes.
+INPUT_ACT_CODES = {None: _C.INPUT_ACTS["none"], **_C.INPUT_ACTS}
+ACT_RMS_NORM, ACT_MODULATE, ACT_RMS_MODULATE = _C.INPUT_ACTS["rms_norm"], _C.ACT_MODULATE, _C.ACT_RMS_MODULATE
+_PAIRED = {"swiglu": "[gate | up]", "situ": "[hidden | gate]"}
+_KIND = {getattr(torch, name): _C.DTYPES[name] for name in ("float32", "float16", "bfloat16")}
+
+# Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
+# the first use: a bad value raises SettingError there, not at import.
+_linear_memory_limit: int | None = None
+
+
+def set_linear_memory_limit(nbytes: int) -> None:
+    """Bound on the extra memory one int8_linear call allocates (bytes; default 256 MiB, or
+    COMFY_KITCHEN_C_LINEAR_MEMORY_MB): rows are processed in chunks so that the quantized rows,
+    their scales, the int32 accumulator (and, for shapes cuBLASLt needs padded, a padded weight
+    copy) stay under it.  At least one row is processed at a time whatever the bound."""
+    global _linear_memory_limit
+    check.integer("set_linear_memory_limit", "nbytes", nbytes)
+    if nbytes < 1:
+        raise ArgumentError(f"set_linear_memory_limit: argument 'nbytes': expected a positive size, got {nbytes}")
+    _linear_memory_limit = nbytes
+
+
+def linear_memory_limit() -> int:
+    """The current bound of set_linear_memory_limit, in bytes (SettingError when it comes from a
+    bad COMFY_KITCHEN_C_LINEAR_MEMORY_MB)."""
+    global _linear_memory_limit
+    if _linear_memory_limit is None:
+        _linear_memory_limit = max(1, int(settings.value("COMFY_KITCHEN_C_LINEAR_MEMORY_MB") * 2**20))
+    return _linear_memory_limit
+
+
+def _gemm_alignment(device: torch.device) -> tuple[int, int]:
+    """(k, n) multiples the GPU GEMM is given: cuBLASLt's int8 IMMA needs k and n multiples of 4;
+    16 keeps rows 16-byte aligned, and Turing rejects some n not a multiple of 32 (comfy_kitchen
+    pads to 32 there for the same reason)."""
+    if device.type == "cuda" and compute_capability(device.index) == (7, 5):
+        return 16, 32
+    return 16, 16
+
+
+# ---- argument checks (also the backend's call rules: an argument the registry's probe leaves
+# out, None, is not checked there; the ops require what they need) ------------------------------
+
+def _eps(op: str, name: str, value) -> float:
+    """rms_norm's eps as aten takes it: a number, or None for float32's epsilon."""
+    if value is None:
+        return float(torch.finfo(torch.float32).eps)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected a number or None, got {type(value).__name__}")
+    if abs(value) > torch.finfo(torch.float32).max:
+        raise ArgumentError(f"{op}: argument '{name}': {value} does not fit a float32")
+    return float(value)
+
+
+def _norm_weight(op: str, name: str, value, k: int, x) -> None:
+    """A norm weight of normalized_shape (k,), as torch's rms_norm requires."""
+    if value is None:
+        raise ArgumentTypeError(f"{op}: argument '{name}' is required")
+    check.tensor(op, name, value, check.FLOAT_DTYPES)
+    if tuple(value.shape) != (k,):
+        raise ArgumentError(f"{op}: argument '{name}': expected shape [{k}] (the normalized row), got "
+                            f"{list(value.shape)}")
+    check.same_device(op, x=x, **{name: value})
+
+
+def _modulation(op: str, value, k: int, x) -> None:
+    """A modulation scale of k values (one batch row, as comfy_kitchen's portable contract)."""
+    if value is None:
+        raise ArgumentTypeError(f"{op}: argument 'modulation_scale' is required")
+    check.tensor(op, "modulation_scale", value, check.FLOAT_DTYPES)
+    if value.numel() != k:
+        raise ArgumentError(f"{op}: argument 'modulation_scale': expected one row of {k} values, got shape "
+                            f"{list(value.shape)}")
+    check.same_device(op, x=x, modulation_scale=value)
+
+
+def _broadcasts_to(shape, target) -> bool:
+    """Whether a tensor of `shape` broadcasts to `target` without enlarging it."""
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
+
+
+def _check_residual(op: str, residual, residual_scale, out_shape, x) -> None:
+    if residual is None:
+        return  # eager ignores residual_scale without a residual
+    check.tensor(op, "residual", residual, check.FLOAT_DTYPES)
+    if not _broadcasts_to(tuple(residual.shape), out_shape):
+        raise ArgumentError(f"{op}: argument 'residual': shape {list(residual.shape)} does not broadcast to the "
+                            f"output's {list(out_shape)}")
+    if residual_scale is None:
+        raise ArgumentError(f"{op}: argument 'residual_scale' is required with a residual")
+    check.tensor(op, "residual_scale", residual_scale, check.FLOAT_DTYPES)
+    n = out_shape[-1]
+    if residual_scale.numel() not in (1, n) or not _broadcasts_to(tuple(residual_scale.shape), out_shape):
+        raise ArgumentError(f"{op}: argument 'residual_scale': expected 1 or {n} values (per output channel), "
+                            f"got shape {list(residual_scale.shape)}")
+    check.same_device(op, x=x, residual=residual, residual_scale=residual_scale)
+
+
+def _check_product(op: str, x, k: int, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize,
+                   activated: str = "") -> int:
+    """The linear product's arguments for an activated row of k values: returns n."""
+    if weight is None:
+        raise ArgumentTypeError(f"{op}: argument 'weight' is required")
+    check.tensor(op, "weight", weight, (torch.int8,), ndim=2)
+    n = weight.shape[0]
+    if weight.shape[1] != k:
+        raise ArgumentError(f"{op}: argument 'weight': shape {list(weight.shape)} does not match the "
+                            f"{activated}input's {k} features")
+    if weight_scale is not None:
+        check.tensor(op, "weight_scale", weight_scale, check.FLOAT_DTYPES)
+        if weight_scale.numel() not in (1, n):
+            raise ArgumentError(f"{op}: argument 'weight_scale': expected 1 or {n} values (scalar or per output "
+                                f"channel), got shape {list(weight_scale.shape)}")
+    if bias is not None:
+        check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
+        if bias.numel() not in (1, n):
+            raise ArgumentError(f"{op}: argument 'bias': expected {n} values, got shape {list(bias.shape)}")
+    if out_dtype is not None and out_dtype not in check.FLOAT_DTYPES:
+        raise ArgumentTypeError(f"{op}: argument 'out_dtype': expected float32, float16 or bfloat16, "
+                                f"got {out_dtype}")
+    if not isinstance(convrot, bool):
+        raise ArgumentTypeError(f"{op}: argument 'convrot': expected a bool, got {type(convrot).__name__}")
+    if convrot:
+        check.group_size(op, convrot_groupsize, k, name="convrot_groupsize")
+    check.same_device(op, x=x, weight=weight, weight_scale=weight_scale, bias=bias)
+    return n
+
+
+def check_int8_linear(x, weight=None, weight_scale=None, bias=None, out_dtype=None, convrot=False,
+                      convrot_groupsize=256, input_act=None, input_act_weight=None, input_act_eps=0.0,
+                      residual=None, residual_scale=None):
+    """(k, n, activation code) of a valid call."""
+    op = "int8_linear"
+    check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    if not isinstance(input_act, (str, type(None))) or input_act not in INPUT_ACT_CODES:
+        raise ArgumentError(f"{op}: argument 'input_act': {input_act!r} is not one of None, "
+                            + ", ".join(repr(a) for a in INPUT_ACT_CODES if a))
+    act = INPUT_ACT_CODES[input_act]
+    if input_act in _PAIRED and x.shape[-1] % 2:
+        raise ArgumentError(f"{op}: argument 'x': {input_act} needs an even row length ({_PAIRED[input_act]}), "
+                            f"got {x.shape[-1]}")
+    k = x.shape[-1] // 2 if input_act in _PAIRED else x.shape[-1]
+    if act == ACT_RMS_NORM:
+        _norm_weight(op, "input_act_weight", input_act_weight, k, x)
+        _eps(op, "input_act_eps", input_act_eps)
+    n = _check_product(op, x, k, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize,
+                       "activated " if input_act in _PAIRED else "")
+    _check_residual(op, residual, residual_scale, (*x.shape[:-1], n), x)
+    return k, n, act
+
+
+def check_int8_linear_modulated(x, modulation_scale=None, weight=None, weight_scale=None, bias=None,
+                                out_dtype=None, convrot=False, convrot_groupsize=256):
+    op = "int8_linear_modulated"
+    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    _modulation(op, modulation_scale, k, x)
+    _check_product(op, x, k, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize)
+
+
+def check_int8_linear_rms_modulated(x, norm_weight=None, norm_eps=None, modulation_scale=None, weight=None,
+                                    weight_scale=None, bias=None, out_dtype=None, convrot=False,
+                                    convrot_groupsize=256):
+    op = "int8_linear_rms_modulated"
+    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1))
+    _norm_weight(op, "norm_weight", norm_weight, k, x)
+    _eps(op, "norm_eps", norm_eps)
+    _modulation(op, modulation_scale, k, x)
+    _check_product(op, x, k, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize)
+
+
+# ---- the ops ------------------------------------------------------------------------------------
+
+def _float_bits(value: float) -> int:
+    """The bits of value rounded to float32 (to nearest even, as c10's double -> float)."""
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: int, k: int, n: int,
+            act_weight=None, modulation=None, eps: float = 0.0, norm_kind: int = -1, residual=None,
+            residual_scale=None):
+    """The C op on checked arguments: x [..., k * width] of the row's evaluation type."""
+    if weight_scale is None:
+        raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    device = x.device
+    # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
+    xc = x.contiguous()
+    m = xc.numel() // xc.shape[-1]
+    out_shape = (*xc.shape[:-1], n)
+    # any shape with 1 or n values: the C op reads it as a flat array
+    w_scale = weight_scale.to(dtype=torch.float32).contiguous()
+    # The bias, the residual and its scale go in their own dtypes: the epilogue rounds them to
+    # out_dtype, as eager's .to(out_dtype), and adds them as eager does (kernels/math/linear.h).
+    if bias is not None:
+        bias = bias.contiguous() if bias.numel() == n else bias.reshape(1).expand(n).contiguous()
+    if residual is not None:
+        residual = residual.contiguous() if tuple(residual.shape) == out_shape else \
+            residual.expand(out_shape).contiguous()
+        residual_scale = residual_scale.reshape(-1).contiguous()
+    w = weight.contiguous()
+    gpu = _gpu_path(device)
+    k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
+    # The scratch (quantized rows, scales, accumulator, activated rows, rms_norm's row factors,
+    # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
+    # (csrc/contract/linear_plan.h), the very layout the op carves the scratch with.
+    scratch_bytes, padded_shape = _C.int8_linear_plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(),
+                                                      w.data_ptr() % 16 == 0, linear_memory_limit())
+    if padded_shape is not None:
+        padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
+        padded[:n, :k] = w
+        w = padded
+    scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
+    out = torch.empty(out_shape, dtype=out_dtype, device=device)
+    if device.type == "cuda":
+        _blas_search_dirs()
+    vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
+    _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale),
+         (act, group, k_align, n_align, _float_bits(eps), norm_kind))
+    return out
+
+
+def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,
+                input_act=None, input_act_weight=None, input_act_eps=0.0, residual=None, residual_scale=None):
+    """y = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, shape
+    (*x.shape[:-1], N), in out_dtype (None: bfloat16, as comfy_kitchen.int8_linear); with a
+    residual, residual + residual_scale * y (eager's apply_residual, in out_dtype).
+
+    input_act is comfy_kitchen's: None/"none", "gelu_tanh", "swiglu" ([gate | up], halves the
+    row), "rms_norm" (input_act_weight: K values, input_act_eps), "situ" ([hidden | gate]).
+    Rows go through in chunks bounded by set_linear_memory_limit."""
+    op = "int8_linear"
+    k, n, act = check_int8_linear(x, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize, input_act,
+                                  input_act_weight, input_act_eps, residual, residual_scale)
+    rms = act == ACT_RMS_NORM
+    return _linear(op, x, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0, act, k, n,
+                   act_weight=input_act_weight if rms else None,
+                   eps=_eps(op, "input_act_eps", input_act_eps) if rms else 0.0,
+                   residual=residual, residual_scale=residual_scale)
+
+
+def _modulated_rows(x, modulation_scale):
+    """x in the type eager's x * (1 + s) has (the promoted type of the two; an exact upcast
+    where that is float32 and x is not), and x's own type code (rms_norm's result type)."""
+    promoted = torch.promote_types(x.dtype, modulation_scale.dtype)
+    return (x if promoted == x.dtype else x.to(promoted)), _KIND[x.dtype]
+
+
+def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, out_dtype=None, convrot=False,
+                          convrot_groupsize=256):
+    """int8_linear(x * (1 + modulation_scale), ...) with the modulation (one row of K values,
+    applied to every row) fused into the quantizer's load: eager's batch-one contract, rounded
+    as eager rounds (1 + s in s's dtype, the product in the promoted dtype)."""
+    op = "int8_linear_modulated"
+    check_int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias, out_dtype, convrot,
+                                convrot_groupsize)
+    rows, _ = _modulated_rows(x, modulation_scale)
+    return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
+                   ACT_MODULATE, x.shape[-1], weight.shape[0], modulation=modulation_scale)
+
+
+def int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias=None,
+                              out_dtype=None, convrot=False, convrot_groupsize=256):
+    """int8_linear_modulated(rms_norm(x, norm_weight, norm_eps), ...) fused: the row's
+    rsqrt(mean(x^2) + eps) first (on the GPU a one-warp reduction before the quantizer), then
+    rms_norm, the modulation and the quantization at the quantizer's load; rms_norm as aten's
+    (in float32, rounded to x's dtype), the norm weight in its own dtype."""
+    op = "int8_linear_rms_modulated"
+    check_int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias,
+                                    out_dtype, convrot, convrot_groupsize)
+    rows, norm_kind = _modulated_rows(x, modulation_scale)
+    return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
+                   ACT_RMS_MODULATE, x.shape[-1], weight.shape[0], act_weight=norm_weight,
+                   modulation=modulation_scale, eps=_eps(op, "norm_eps", norm_eps),
+                   norm_kind=norm_kind)
+
+
+__all__ = ["check_int8_linear", "check_int8_linear_modulated", "check_int8_linear_rms_modulated", "int8_linear",
+           "int8_linear_modulated", "int8_linear_rms_modulated", "linear_memory_limit", "set_linear_memory_limit"]
