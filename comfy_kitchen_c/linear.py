@@ -24,6 +24,10 @@ ACT_RMS_NORM, ACT_MODULATE, ACT_RMS_MODULATE = _C.INPUT_ACTS["rms_norm"], _C.ACT
 _PAIRED = {"swiglu": "[gate | up]", "situ": "[hidden | gate]"}
 _KIND = {getattr(torch, name): _C.DTYPES[name] for name in ("float32", "float16", "bfloat16")}
 
+# The largest bound C's plan takes (an int64): any larger bound (set_linear_memory_limit takes any
+# positive integer) means the same, no chunking.
+_PLAN_LIMIT_MAX = 2**62
+
 # Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
 # the first use: a bad value raises SettingError there, not at import.
 _linear_memory_limit: int | None = None
@@ -127,11 +131,12 @@ def _check_product(op: str, x, k: int, weight, weight_scale, bias, out_dtype, co
     if weight.shape[1] != k:
         raise ArgumentError(f"{op}: argument 'weight': shape {list(weight.shape)} does not match the "
                             f"{activated}input's {k} features")
-    if weight_scale is not None:
-        check.tensor(op, "weight_scale", weight_scale, check.FLOAT_DTYPES)
-        if weight_scale.numel() not in (1, n):
-            raise ArgumentError(f"{op}: argument 'weight_scale': expected 1 or {n} values (scalar or per output "
-                                f"channel), got shape {list(weight_scale.shape)}")
+    if weight_scale is None:  # the checks answer the registry's rules too: refuse what the op refuses
+        raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
+    check.tensor(op, "weight_scale", weight_scale, check.FLOAT_DTYPES)
+    if weight_scale.numel() not in (1, n):
+        raise ArgumentError(f"{op}: argument 'weight_scale': expected 1 or {n} values (scalar or per output "
+                            f"channel), got shape {list(weight_scale.shape)}")
     if bias is not None:
         check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
         if bias.numel() not in (1, n):
@@ -225,7 +230,8 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
     # (csrc/contract/linear_plan.h), the very layout the op carves the scratch with.
     scratch_bytes, padded_shape = _C.int8_linear_plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(),
-                                                      w.data_ptr() % 16 == 0, linear_memory_limit())
+                                                      w.data_ptr() % 16 == 0,
+                                                      min(linear_memory_limit(), _PLAN_LIMIT_MAX))
     if padded_shape is not None:
         padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
         padded[:n, :k] = w

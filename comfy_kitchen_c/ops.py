@@ -314,6 +314,13 @@ def check_dequantize_int8_embedding(q, scale, indices=None, group_size=0, output
                                     f"{getattr(indices, 'dtype', type(indices).__name__)}")
         if indices.numel() > check.MAX_EXTENT:
             raise ArgumentError(f"{op}: argument 'indices': {indices.numel()} indices; at most 2^31 - 1")
+        # Host indices are checked here (CPU tensors, also on the emulated device), so the registry's
+        # rules refuse what the op would; CUDA indices are not (that needs a host sync): NaN rows.
+        if indices.device.type == "cpu" and indices.numel():
+            low, high = int(indices.min()), int(indices.max())
+            if low < 0 or high >= q.shape[0]:
+                raise ArgumentError(f"{op}: argument 'indices': index {low if low < 0 else high} is out of range "
+                                    f"for {q.shape[0]} rows")
     check.same_device(op, q=q, scale=scale, indices=indices)
     check.integer(op, "group_size", group_size)
     group = check.group_size(op, group_size, q.shape[1]) if group_size > 0 else 0

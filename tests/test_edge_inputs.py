@@ -6,6 +6,8 @@ eager fails, one of our errors naming the op and the argument."""
 import pytest
 import torch
 
+from comfy_kitchen_c import _call
+
 import comfy_kitchen_c as ckc
 from comfy_kitchen_c import ops
 from comfy_kitchen_c.testing import emulated_device
@@ -54,7 +56,7 @@ def test_the_negation_bit_is_not_on_the_raw_values(monkeypatch):
     """The test above can fail: exported as they are (the code before the fix), negated views
     give the codes of the other sign."""
     raw_export = torch.utils.dlpack.to_dlpack
-    monkeypatch.setattr(ops, "_capsule", lambda t: None if t is None else raw_export(t))
+    monkeypatch.setattr(_call, "_capsule", lambda t: None if t is None else raw_export(t))
     view = torch._neg_view(X)
     q_view, _ = ops.quantize_int8_rowwise(view)
     q_plain, _ = ops.quantize_int8_rowwise(-X)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fuzz targets of the linear ops (int8_linear, scaled_mm_nvfp4, nvfp4_linear) and of the
-memory bound they share (set_linear_memory_limit).  Bounds from README "The linear ops"."""
+"""Fuzz targets of the linear ops (int8_linear and its modulated forms, scaled_mm_nvfp4,
+nvfp4_linear), of the embedding gather, and of the memory bound they share
+(set_linear_memory_limit).  Bounds from README "The linear ops"."""
 from __future__ import annotations
 
 import torch
@@ -228,6 +229,74 @@ def compare_limit(ours, ref, a) -> None:
         raise oracle.Mismatch(f"linear_memory_limit() is {ours} after setting {ref}")
 
 
+# ---- the modulated int8 linears and the embedding gather --------------------------------------------
+
+def make_modulated(d: Draw, rms: bool) -> dict:
+    """A valid call without the rotation (its bound is int8_linear's, fuzzed there): eager's
+    result is then deterministic and ours must equal it bit for bit where every row is finite."""
+    k, n = d.extent(40), d.extent(24)
+    dtype = d.float_dtype(0)
+    x = d.layout(d.values((*(d.extent(5) for _ in range(d.int_in(0, 2))), k), dtype))
+    args = {"x": x}
+    if rms:
+        args["norm_weight"] = d.values((k,), d.pick((dtype, torch.float32)))
+        args["norm_eps"] = d.pick((1e-6, 1e-5, 0.0))
+    args["modulation_scale"] = d.values((k,), d.pick((dtype, torch.float32)))
+    args["weight"] = d.layout(d.codes((n, k)))
+    args["weight_scale"] = _weight_scale(d, n)
+    if d.chance(0.4):
+        args["bias"] = d.values((n,), d.float_dtype(0))
+    if d.chance(0.5):
+        args["out_dtype"] = d.pick((torch.float32, torch.float16, torch.bfloat16))
+    return args
+
+
+def ref_modulated(a):
+    fn = E.int8_linear_rms_modulated if "norm_weight" in a else E.int8_linear_modulated
+    return fn(**a)
+
+
+def compare_modulated(ours, ref, a) -> None:
+    """Bit for bit (README "The linear ops": eager's roundings, the modulation exact), except in
+    rows whose modulated input is not finite (a float16 overflow, a NaN or inf drawn): there
+    eager's row scale is not finite and its codes undefined (README, "Results where eager's are
+    undefined")."""
+    oracle.same_form(ours, ref)
+    x = a["x"]
+    if "norm_weight" in a:
+        x = torch.nn.functional.rms_norm(x, (x.shape[-1],), a["norm_weight"], a["norm_eps"])
+    rows = torch.isfinite(x * (1.0 + a["modulation_scale"])).all(dim=-1, keepdim=True).expand_as(ref)
+    oracle.bits_equal(ours[rows], ref[rows], a.get("_op", "int8_linear_modulated"))
+
+
+def make_embedding(d: Draw) -> dict:
+    vocab, dim = max(1, d.extent(30)), d.pick((16, 64, 96))  # indices need a row to point at
+    group = d.pick((0, 0, 16)) if dim % 16 == 0 else 0
+    scale = d.values((vocab, 1), torch.float32) if d.chance(0.7) else d.values((), torch.float32)
+    indices = torch.randint(0, vocab, tuple(d.extent(4) for _ in range(d.int_in(1, 2))),
+                            generator=torch.Generator().manual_seed(d.int_in(0, 2**31)))
+    return {"q": d.codes((vocab, dim)), "scale": scale, "indices": indices, "group_size": group,
+            "output_dtype_code": d.pick((0, 1, 2))}
+
+
+def ref_embedding(a):
+    return E.dequantize_int8_embedding(**a)
+
+
+def compare_embedding(ours, ref, a) -> None:
+    """Bit for bit without the rotation (one product, one rounding); with it, the rotation's
+    bound of the dequantizers (README "Parity": a float32 rotation in another order) as
+    dequantize_int8_convrot_weight_dtype's target checks it."""
+    if a["group_size"] <= 0:  # eager's rule: no rotation
+        oracle.compare_dequant(ours, ref)
+        return
+    gathered = torch.nn.functional.embedding(a["indices"], a["q"]).double()
+    scale = a["scale"]
+    gathered = gathered * (torch.nn.functional.embedding(a["indices"], scale).double() if scale.dim() >= 2
+                           else scale.double())
+    oracle.compare_rotation(ours, ref, gathered, a["group_size"])
+
+
 def targets(Target) -> list:
     bad_x = lambda d, a: d.pick((torch.zeros(2, 4, dtype=torch.int8), torch.zeros(2, 4, dtype=torch.float64),  # noqa: E731
                                  torch.tensor(1.0), None, "x"))
@@ -269,6 +338,26 @@ def targets(Target) -> list:
                 "convrot": lambda d, a: d.pick((1, "no")),
                 "convrot_groupsize": lambda d, a: d.pick((4, 1024, 32, 0, None))},
                registered=False, emulated_same_bits=False),
+        Target("int8_linear_modulated", ("x", "modulation_scale", "weight", "weight_scale", "bias", "out_dtype",
+                                         "convrot", "convrot_groupsize"),
+               lambda d: make_modulated(d, False), ref_modulated, compare_modulated,
+               {"x": bad_x, "modulation_scale": lambda d, a: d.pick((torch.ones(3), torch.ones(2, 5), None, 1.0)),
+                "weight": lambda d, a: d.pick((torch.zeros(4, 4), None)),
+                "out_dtype": lambda d, a: d.pick((torch.int8, "bf16"))}),
+        Target("int8_linear_rms_modulated", ("x", "norm_weight", "norm_eps", "modulation_scale", "weight",
+                                             "weight_scale", "bias", "out_dtype", "convrot", "convrot_groupsize"),
+               lambda d: make_modulated(d, True), ref_modulated, compare_modulated,
+               {"x": bad_x, "norm_weight": lambda d, a: d.pick((torch.ones(3), None, 1.0)),
+                "norm_eps": lambda d, a: d.pick(("1e-6", None, float("nan"))),
+                "modulation_scale": lambda d, a: d.pick((torch.ones(3), None))}),
+        Target("dequantize_int8_embedding", ("q", "scale", "indices", "group_size", "output_dtype_code"),
+               make_embedding, ref_embedding, compare_embedding,
+               {"q": lambda d, a: d.pick((torch.zeros(4, 4), torch.zeros(2, 2, 4, dtype=torch.int8), None)),
+                "scale": lambda d, a: d.pick((torch.ones(3, 3), None, 1.0)),
+                "indices": lambda d, a: d.pick((torch.tensor([10**6]), torch.tensor([-1]), torch.ones(2), None)),
+                "group_size": lambda d, a: d.pick((3, -4, "16", None)),
+                "output_dtype_code": lambda d, a: d.pick((7, -1, "bf16", None))},
+               zero_sign_free=True),
         Target("set_linear_memory_limit", ("nbytes",),
                lambda d: {"nbytes": d.pick((1, 4096, 2**20, 2**40))}, lambda a: a["nbytes"],
                compare_limit,
