@@ -6,10 +6,8 @@ eager fails, one of our errors naming the op and the argument."""
 import pytest
 import torch
 
-from comfy_kitchen_c import _call
-
 import comfy_kitchen_c as ckc
-from comfy_kitchen_c import ops
+from comfy_kitchen_c import _call, ops
 from comfy_kitchen_c.testing import emulated_device
 from conftest import E, assert_same
 
