@@ -150,16 +150,7 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
     return status;
 }
 
-/* Element i of a float row of the output's type, and a value rounded into one. */
-static float
-load_value(const void *row, ckc_float_kind kind, int64_t i)
-{
-    if (kind == CKC_F32) {
-        return ((const float *)row)[i];
-    }
-    return kind == CKC_BF16 ? ckc_bf16_to_f32(((const uint16_t *)row)[i]) : ckc_f16_to_f32(((const uint16_t *)row)[i]);
-}
-
+/* A value rounded into element i of a float row of the output's type (read: ckc_kind_value). */
 static void
 store_value(void *row, ckc_float_kind kind, int64_t i, float v)
 {
@@ -201,7 +192,7 @@ run_nvfp4_gemm(const void *ctx)
     }
     for (int64_t j = 0; j < p->n; j++) {
         decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
-        bias[j] = p->bias != NULL ? load_value(p->bias, p->out_kind, j) : 0.0f;
+        bias[j] = p->bias != NULL ? ckc_kind_value(p->bias, p->out_kind, j) : 0.0f;
     }
     for (int64_t i = 0; i < p->m; i++) {
         decode_row(p->a, p->scale_a, i, p->k, va);
