@@ -131,12 +131,11 @@ def _check_product(op: str, x, k: int, weight, weight_scale, bias, out_dtype, co
     if weight.shape[1] != k:
         raise ArgumentError(f"{op}: argument 'weight': shape {list(weight.shape)} does not match the "
                             f"{activated}input's {k} features")
-    if weight_scale is None:  # the checks answer the registry's rules too: refuse what the op refuses
-        raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
-    check.tensor(op, "weight_scale", weight_scale, check.FLOAT_DTYPES)
-    if weight_scale.numel() not in (1, n):
-        raise ArgumentError(f"{op}: argument 'weight_scale': expected 1 or {n} values (scalar or per output "
-                            f"channel), got shape {list(weight_scale.shape)}")
+    if weight_scale is not None:
+        check.tensor(op, "weight_scale", weight_scale, check.FLOAT_DTYPES)
+        if weight_scale.numel() not in (1, n):
+            raise ArgumentError(f"{op}: argument 'weight_scale': expected 1 or {n} values (scalar or per output "
+                                f"channel), got shape {list(weight_scale.shape)}")
     if bias is not None:
         check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
         if bias.numel() not in (1, n):
@@ -219,7 +218,9 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     # out_dtype, as eager's .to(out_dtype), and adds them as eager does (kernels/math/linear.h).
     if bias is not None:
         bias = bias.contiguous() if bias.numel() == n else bias.reshape(1).expand(n).contiguous()
-    if residual is not None:
+    if residual is None:
+        residual_scale = None  # eager's apply_residual ignores a scale without a residual
+    else:
         residual = residual.contiguous() if tuple(residual.shape) == out_shape else \
             residual.expand(out_shape).contiguous()
         residual_scale = residual_scale.reshape(-1).contiguous()

@@ -314,9 +314,10 @@ def check_dequantize_int8_embedding(q, scale, indices=None, group_size=0, output
                                     f"{getattr(indices, 'dtype', type(indices).__name__)}")
         if indices.numel() > check.MAX_EXTENT:
             raise ArgumentError(f"{op}: argument 'indices': {indices.numel()} indices; at most 2^31 - 1")
-        # Host indices are checked here (CPU tensors, also on the emulated device), so the registry's
-        # rules refuse what the op would; CUDA indices are not (that needs a host sync): NaN rows.
-        if indices.device.type == "cpu" and indices.numel():
+        # CPU indices are checked here, so the registry's rules refuse what the CPU op would; the GPU
+        # path's are not (on CUDA that needs a host sync): their rows are NaN (README), which the
+        # emulated device shows for CPU tensors.
+        if indices.device.type == "cpu" and not _gpu_path(indices.device) and indices.numel():
             low, high = int(indices.min()), int(indices.max())
             if low < 0 or high >= q.shape[0]:
                 raise ArgumentError(f"{op}: argument 'indices': index {low if low < 0 else high} is out of range "

@@ -33,6 +33,11 @@ class Target:
     fn: Callable | None = None                   # default: comfy_kitchen_c.ops.<op>
     # README: the CPU and GPU butterflies may give an exactly-zero rotated value opposite signs
     zero_sign_free: bool = False
+    # Arguments the checks (the registry's rules) accept as missing although the op needs them:
+    # comfy_kitchen's layouts probe the fused ops' backends without them (tests/test_registration.py)
+    probe_optional: tuple[str, ...] = ()
+    # Calls whose GPU result differs from the CPU's as the README documents (no device comparison)
+    gpu_differs: Callable[[dict], bool] | None = None
 
     def call(self):
         return self.fn or getattr(ops, self.op)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The fuzzer in the test suite: a short pass with a fixed seed (CI runs 100,000 inputs under
-the sanitizers: .ci/run), and every finding kept as a regression case, written out as a plain
-call so that it survives changes to the drawing code."""
+"""The fuzzer in the test suite: a short pass with a fixed seed (the longer runs and their
+findings: tests/fuzz/README.md), and every finding kept as a regression case, written out as
+a plain call so that it survives changes to the drawing code (an open one as a strict xfail)."""
 import pytest
 import torch
 
@@ -104,3 +104,11 @@ def test_an_infinite_per_tensor_scale_gives_zero_codes():
     eager's codes there come from casting NaN, ours are 0 (README, Parity)."""
     q, s = ops.quantize_nvfp4(torch.randn(2, 32), float("inf"))
     assert not q.any() and not s.view(torch.uint8).any()
+
+
+@pytest.mark.xfail(strict=True, reason="open finding (tests/fuzz/README.md): int8_linear_rms_modulated of a "
+                   "strided float32 row of 13 values, float16 weight scale and bias, float32 output: one "
+                   "output of two differs from eager's in its last bits")
+def test_open_finding_rms_modulated_float32():
+    stats = run.run(1, seed=1, start=13555)
+    assert not stats.failures, run.report(stats, 0.0)
