@@ -117,7 +117,7 @@ ckc_tile_transform(const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &up, 
         return ABSMAX ? ckc_tile_raw_absmax<KIND>(raw) : 0u;
     }
     if (ACT != CKC_ACT_NONE) {
-        /* gelu_tanh and swiglu only (ckc_tile_quantize_rows): no row factor, no column arguments */
+        /* swiglu only (ckc_tile_quantize_rows): no row factor, no column arguments */
         const ckc_act_args none = {};
         float u[CKC_TILE];
         ckc_tile_unpack<KIND>(up, u);
@@ -332,12 +332,13 @@ ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *l
     if (g.segments == 0 || p->rows == 0 || lay->q_stride != p->cols || !ckc_aligned16(p->x, lay->x_stride * esize) ||
         !ckc_aligned16(p->q, p->cols) || (p->noise != NULL && !ckc_aligned16(p->noise, p->cols * esize)) ||
         (p->noise != NULL && lay->act != CKC_ACT_NONE) || (p->kind == CKC_F32 && lay->act != CKC_ACT_NONE) ||
-        (lay->act != CKC_ACT_NONE && lay->act != CKC_ACT_GELU_TANH && lay->act != CKC_ACT_SWIGLU)) {
+        (lay->act != CKC_ACT_NONE && lay->act != CKC_ACT_SWIGLU)) {
         /* Activated float32 rows (no hot path: int8_linear's inputs are 16-bit) stay with the
          * general kernels: their tile instances spilled around the division's and expf's
          * slow-path calls on sm_75, sm_100 and sm_120 (tests/test_kernel_resources.py).  So do
-         * the activations with per-column arguments or row factors (rms_norm, situ, the
-         * modulations): the tile instances know gelu_tanh and swiglu only. */
+         * gelu_tanh rows (its 16-bit instances spilled 8 bytes around tanhf's slow path on
+         * sm_100) and the activations with per-column arguments or row factors (rms_norm,
+         * situ, the modulations): the tile instances know swiglu only. */
         return NULL;
     }
     const ckc_tile_rows_args a = {p->x, lay->x_stride, p->noise, p->q, lay->q_stride, p->scale, p->rows, p->cols};
@@ -350,12 +351,8 @@ ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *l
                 launch_tile_rows<KIND, G, CKC_TILE_CODES_NOISE, CKC_ACT_NONE>(a, g, stream, done);
             } else if (lay->act == CKC_ACT_NONE) {
                 launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_NONE>(a, g, stream, done);
-            } else if constexpr (KIND != CKC_F32) { /* no float32 instance (above) */
-                if (lay->act == CKC_ACT_GELU_TANH) {
-                    launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_GELU_TANH>(a, g, stream, done);
-                } else {
-                    launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_SWIGLU>(a, g, stream, done);
-                }
+            } else if constexpr (KIND != CKC_F32) { /* swiglu; no float32 instance (above) */
+                launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_SWIGLU>(a, g, stream, done);
             }
         });
         return CKC_OK;
