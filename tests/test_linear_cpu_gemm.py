@@ -168,3 +168,69 @@ def test_the_parts_check_their_arguments():
         _call("int8_linear_epilogue", acc, sx, ws, None, torch.ones(3, 8), torch.ones(1), out)
     with pytest.raises(ArgumentTypeError, match="int8_linear_epilogue: argument 'acc'"):
         _call("int8_linear_epilogue", acc.float(), sx, ws, None, None, None, out)
+
+
+# ---- the tabulated activations (csrc/cpu/act_tables.c) ----
+# gelu_tanh, silu(gate) and situ's factors are tabulated over every 16-bit input; the tables must
+# hold what the per-value expression (kernels/math/activation.h, with the C library's tanhf and
+# expf) gives.  The reference recomputes that expression here, one IEEE float32 operation at a time
+# (torch's elementwise float32 ops round each result; none is fused), with the same libm.
+
+libm = None
+try:
+    import ctypes
+    import ctypes.util
+    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    for _fn in (libm.tanhf, libm.expf):
+        _fn.restype, _fn.argtypes = ctypes.c_float, [ctypes.c_float]
+except (OSError, AttributeError):
+    libm = None
+needs_libm = pytest.mark.skipif(libm is None, reason="no C library math to call for the reference")
+
+
+def _libm(fn, t):
+    return torch.tensor([fn(v) for v in t.tolist()], dtype=torch.float32)
+
+
+def _every_value(dtype):
+    """Every finite value of a 16-bit dtype."""
+    v = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype).float()
+    return v[torch.isfinite(v)]
+
+
+def _reference(act, v, other, dtype):
+    f = torch.float32
+    r = lambda t: t.to(dtype).to(f)  # noqa: E731 -- the rounding to the row's type
+    one, half = torch.tensor(1.0, dtype=f), torch.tensor(0.5, dtype=f)
+    if act == "gelu_tanh":
+        inner = torch.tensor(0.7978845608028654, dtype=f) * (v + torch.tensor(0.044715, dtype=f) * (v * v * v))
+        return r((half * v) * (one + _libm(libm.tanhf, inner)))
+    if act == "swiglu":
+        return r(r(v / (one + _libm(libm.expf, -v))) * other)
+    gate, hidden = other, v  # situ: the row is [hidden | gate]
+    capped = r(_libm(libm.tanhf, r(gate / 4.0)))
+    gated = r(r(capped * 4.0) * r(one / (one + _libm(libm.expf, -gate))))
+    soft = r(_libm(libm.tanhf, r(hidden / 25.0)))
+    return r(r(soft * 25.0) * gated)
+
+
+@needs_libm
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("act", ["gelu_tanh", "swiglu", "situ"])
+def test_tabulated_activations_hold_the_per_value_results(act, dtype):
+    act_code = L.INPUT_ACT_CODES[act]
+    v = _every_value(dtype)
+    k = 256
+    v = torch.cat([v, v[: (-v.numel()) % k]])  # whole rows
+    rows = v.numel() // k
+    other = v.flip(0) if act != "gelu_tanh" else None
+    x = v.to(dtype).view(rows, k) if other is None else torch.cat(
+        [v.to(dtype).view(rows, k), other.to(dtype).view(rows, k)], 1)
+    q, sx = torch.empty(rows, k, dtype=torch.int8), torch.empty(rows)
+    act_rows = torch.empty(rows * k * 2, dtype=torch.uint8)
+    _call("int8_linear_quantize", x.contiguous(), q, sx, act_rows, None, None, act_code, 0, 0, -1)
+    got = act_rows.view(dtype).float()
+    want = _reference(act, v, other, dtype)
+    same = (got == want) | (got.isnan() & want.isnan())
+    assert bool(same.all()), f"{act} {dtype}: {int((~same).sum())} of {v.numel()} values differ, first at " \
+                             f"{v[~same][:3].tolist()}: {got[~same][:3].tolist()} vs {want[~same][:3].tolist()}"
