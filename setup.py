@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build of comfy_kitchen_c's extensions: C11 on the CPython limited API (abi3,
 Python >= 3.10), no torch headers or libraries.
 
@@ -6,13 +7,20 @@ Python >= 3.10), no torch headers or libraries.
                           runtime linked statically).
   comfy_kitchen_c._C_emu  the same op layer with the GPU kernels (kernels/*.cu,
                           compiled as C++) on the emulated device: the tests run
-                          every GPU entry point through it on the CPU.
+                          every GPU entry point through it on the CPU.  Test code:
+                          built for in-place and editable builds only (or
+                          COMFY_KITCHEN_C_EMULATED=1), never into a wheel.
+
+Builds are incremental: objects are kept per extension and build configuration in
+build/objects/ and recompiled only when their source or a header changed.
 
 Environment: COMFY_KITCHEN_C_WERROR=1 turns warnings into errors (CI does);
 COMFY_KITCHEN_C_NO_CUDA=1 builds without CUDA; COMFY_KITCHEN_C_CUDA_ARCHS="80;90"
 narrows the GPU architectures (default: CUDA_ARCHS below);
 COMFY_KITCHEN_C_SANITIZE=address builds the host code (C, and the GPU kernels on
-the emulated device) with AddressSanitizer, for CI."""
+the emulated device) with AddressSanitizer, for CI; COMFY_KITCHEN_C_EMULATED=1 / 0
+builds the emulated device whatever the build / for none."""
+import hashlib
 import os
 import platform
 import shutil
@@ -41,8 +49,8 @@ CUDA_ARCHS = "75;80;86;89;90;100;120"
 # units, which ISO C forbids (MSVC /W4: C4206).
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
-    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c"],
-    "emu": ["csrc/gpu/runtime_emu.c", "csrc/gpu/blas_emu.c"],
+    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/entries.c"],
+    "emu": ["csrc/gpu/runtime_emu.c", "csrc/gpu/blas_emu.c", "csrc/gpu/entries.c"],
 }
 
 
@@ -56,7 +64,7 @@ def is_x86_64() -> bool:
 
 def c_sources(device: str):
     other_os = "_posix.c" if sys.platform == "win32" else "_win32.c"
-    other_devices = {s for d, sources in DEVICE_SOURCES.items() if d != device for s in sources}
+    other_devices = {s for sources in DEVICE_SOURCES.values() for s in sources} - set(DEVICE_SOURCES[device])
     return sorted(
         rel(p) for p in (ROOT / "csrc").rglob("*.c")
         if not p.name.endswith(other_os) and rel(p) not in ISA_SOURCES and rel(p) not in other_devices
@@ -93,15 +101,49 @@ def emulated_device_sources():
                                    "kernels/emu/emu_graphs.cpp"]
 
 
+def emulated_device_wanted(development: bool) -> bool:
+    """Whether _C_emu (the emulated device: test code) is built.  For development only:
+    in-place and editable builds (the README's `pip install -e .`), or
+    COMFY_KITCHEN_C_EMULATED=1; never for a wheel or a plain `pip install .`.
+    COMFY_KITCHEN_C_EMULATED=0 turns it off for every build; Windows has none yet."""
+    setting = os.environ.get("COMFY_KITCHEN_C_EMULATED", "")
+    if sys.platform == "win32":
+        return False
+    return setting == "1" if setting in ("0", "1") else development
+
+
+def newest_header_mtime() -> float:
+    """The newest header any source may include: a header change rebuilds every object
+    (exact per-object dependencies would need each compiler's dependency files)."""
+    return max(p.stat().st_mtime for folder in ("csrc", "kernels") for p in (ROOT / folder).rglob("*")
+               if p.suffix in (".h", ".cuh"))
+
+
+def is_stale(obj: str, source: str, headers_mtime: float) -> bool:
+    try:
+        built = os.path.getmtime(obj)
+    except OSError:
+        return True
+    return built < max(os.path.getmtime(ROOT / source), headers_mtime)
+
+
 class BuildExt(build_ext):
-    """Compiler flags per language and per source set; one build folder per extension
-    (the same C sources are compiled with different macros for _C and _C_emu)."""
+    """Compiler flags per language and per source set, and incremental builds: each
+    extension keeps its objects in a folder of its own per build configuration
+    (build/objects/<ext>-<hash of compilers, flags, macros, CUDA targets>), where an
+    object is rebuilt only when its source or a header is newer, and the extension is
+    relinked only when an object changed.  A configuration change (CUDA or not,
+    sanitizer, warnings: environment variables that file times cannot see) therefore
+    builds into another folder, and switching back finds its objects still there."""
+
+    KEEP_CONFIGURATIONS = 4  # per extension; older object folders are removed
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not emulated_device_wanted(bool(self.inplace or getattr(self, "editable_mode", False))):
+            self.extensions = [e for e in self.extensions if not e.name.endswith("_C_emu")]
 
     def build_extensions(self):
-        # The build configuration (CUDA or not, sanitizer, warnings) comes from environment
-        # variables that file timestamps cannot see: always rebuild, never reuse a .so or
-        # objects built under another configuration.
-        self.force = True
         werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
         self.msvc = self.compiler.compiler_type == "msvc"
         if self.msvc:
@@ -124,40 +166,81 @@ class BuildExt(build_ext):
         else:
             self.sanitizer_link = []
         self.compiler.src_extensions += [".cu", ".cpp"]
+        self.headers_mtime = newest_header_mtime()
         super().build_extensions()
+
+    def configuration(self, ext) -> str:
+        """Everything besides the sources that an extension's objects depend on."""
+        compiler = [getattr(self.compiler, a, None) for a in ("compiler_so", "compiler_cxx", "cc")]
+        return repr([ext.name, sorted(ext.define_macros), ext.include_dirs, self.c_flags, self.cxx_flags,
+                     self.sanitizer_link, compiler, NVCC, gencode_flags() if NVCC else None, sys.version])
+
+    def object_folder(self, ext) -> str:
+        """build/objects/<ext>-<configuration hash>, marked as just used; the folders of
+        configurations not used for longest beyond KEEP_CONFIGURATIONS go."""
+        config = self.configuration(ext)
+        folder = ROOT / "build" / "objects" / f"{ext.name}-{hashlib.sha256(config.encode()).hexdigest()[:12]}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "configuration.txt").write_text(config + "\n")
+        siblings = sorted(folder.parent.glob(f"{ext.name}-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in siblings[self.KEEP_CONFIGURATIONS:]:
+            shutil.rmtree(old, ignore_errors=True)
+        return str(folder)
 
     def build_extension(self, ext):
         saved = self.build_temp
-        self.build_temp = os.path.join(saved, ext.name)
+        self.build_temp = self.object_folder(ext)
         try:
-            ext.extra_compile_args = self.c_flags
-            ext.extra_link_args = list(self.sanitizer_link)
-            ext.extra_objects = self.compile_extra(ext)
-            super().build_extension(ext)
+            objects, rebuilt = self.compile_all(ext)
+            output = self.get_ext_fullpath(ext.name)
+            if not rebuilt and os.path.exists(output) and all(
+                    os.path.getmtime(o) <= os.path.getmtime(output) for o in objects):
+                print(f"{ext.name}: up to date")
+                return
+            # distutils links the objects; it is left no source to compile
+            sources, ext.sources = ext.sources, []
+            ext.extra_objects, ext.extra_link_args = objects, list(self.sanitizer_link)
+            if ext.name.endswith("_C_emu") and not self.msvc:
+                ext.extra_link_args.append("-lstdc++")
+            forced, self.force = self.force, True
+            try:
+                super().build_extension(ext)
+            finally:
+                ext.sources, self.force = sources, forced
         finally:
             self.build_temp = saved
 
-    def compile_extra(self, ext):
-        objects = []
+    def compile_all(self, ext) -> tuple[list[str], bool]:
+        """Every object of ext, compiling the stale ones; and whether any was."""
         kind = "msvc" if self.msvc else "unix"
+        groups = [(list(ext.sources), self.c_flags, None)]
         if is_x86_64():
-            for source, isa_flags in ISA_SOURCES.items():
-                objects += self._compile([source], ext, self.c_flags + isa_flags[kind])
+            groups += [([source], self.c_flags + isa_flags[kind], None) for source, isa_flags in ISA_SOURCES.items()]
         if ext.name.endswith("_C_emu"):
             # .cu files are C++ to the host compiler (the flag must precede the source)
-            objects += self._compile(emulated_device_sources(), ext, self.cxx_flags,
-                                     [] if self.msvc else ["-x", "c++"])
-            if not self.msvc:
-                ext.extra_link_args.append("-lstdc++")
-        elif NVCC:
-            objects += [self._nvcc(source, ext) for source in gpu_kernel_sources()]
-        return objects
+            groups.append((emulated_device_sources(), self.cxx_flags, [] if self.msvc else ["-x", "c++"]))
+        objects, rebuilt = [], False
+        for sources, flags, preargs in groups:
+            outs = self.compiler.object_filenames(sources, output_dir=self.build_temp)
+            stale = [s for s, o in zip(sources, outs) if self.force or is_stale(o, s, self.headers_mtime)]
+            if stale:
+                self.compiler.compile(stale, output_dir=self.build_temp, macros=ext.define_macros,
+                                      include_dirs=ext.include_dirs, extra_preargs=preargs, extra_postargs=flags)
+            objects += outs
+            rebuilt = rebuilt or bool(stale)
+        if NVCC and ("CKC_WITH_CUDA", "1") in ext.define_macros:
+            for source in gpu_kernel_sources():
+                obj = os.path.join(self.build_temp, source.replace("/", "_") + (".obj" if self.msvc else ".o"))
+                if self.force or is_stale(obj, source, self.headers_mtime):
+                    self._nvcc(source, obj, ext)
+                    rebuilt = True
+                objects.append(obj)
+        return objects, rebuilt
 
-    def _nvcc(self, source, ext):
+    def _nvcc(self, source, obj, ext):
         """One .cu file for every architecture.  No FMA contraction and IEEE division
         (nvcc's defaults but --fmad): the kernels round exactly like the CPU path."""
         werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
-        obj = os.path.join(self.build_temp, source.replace("/", "_") + (".obj" if self.msvc else ".o"))
         if self.msvc:
             # The cl.exe that compiles the C files hosts nvcc too (nvcc finds none itself
             # unless run from a Visual Studio developer prompt); /MD: the same C runtime.
@@ -169,27 +252,13 @@ class BuildExt(build_ext):
         cmd = [NVCC, "-std=c++17", "-O3", "--fmad=false", "-c", source, "-o", obj, "-lineinfo",
                *[f"-I{d}" for d in ext.include_dirs], *[f"-D{k}={v}" for k, v in ext.define_macros],
                *gencode_flags(), *host, *(["-Werror", "all-warnings"] if werror else [])]
-        os.makedirs(self.build_temp, exist_ok=True)
         print(" ".join(cmd))
         subprocess.check_call(cmd)
-        return obj
-
-    def _compile(self, sources, ext, flags, preargs=None):
-        return self.compiler.compile(sources, output_dir=self.build_temp, macros=ext.define_macros,
-                                     include_dirs=ext.include_dirs, extra_preargs=preargs, extra_postargs=flags)
-
-
-def build_inputs() -> list[str]:
-    """Every file an extension is built from besides its C sources (headers, the ISA
-    sources, kernels): build_ext relinks only when one of sources + depends is newer."""
-    suffixes = {".h", ".c", ".cuh", ".cu", ".cpp"}
-    return sorted(rel(p) for folder in ("csrc", "kernels") for p in (ROOT / folder).rglob("*")
-                  if p.suffix in suffixes)
 
 
 def extension(name: str, device: str, macros: list):
     x86 = [("CKC_HAVE_X86_ISAS", "1")] if is_x86_64() else []
-    return Extension(name, sources=c_sources(device), include_dirs=["csrc", "kernels"], depends=build_inputs(),
+    return Extension(name, sources=c_sources(device), include_dirs=["csrc", "kernels"],
                      define_macros=[("Py_LIMITED_API", LIMITED_API)] + x86 + macros, py_limited_api=True)
 
 
@@ -207,7 +276,8 @@ def cuda_extension():
 
 def emulated_extension():
     """_C_emu: POSIX only for now (the emulator's threads are ucontext coroutines; a
-    Windows port needs Fibers), so Windows installs build _C alone."""
+    Windows port needs Fibers), so Windows installs build _C alone; and only for
+    development builds (BuildExt.finalize_options, emulated_device_wanted)."""
     if sys.platform == "win32":
         return []
     return [extension("comfy_kitchen_c._C_emu", "emu",

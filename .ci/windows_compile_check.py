@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Compiles the extension's C for 64-bit Windows, on Linux, with warnings as errors.
 
 Nobody builds on Windows in CI, yet most users do (MSVC through setuptools).  This

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CPU benchmark: comfy_kitchen_c's ops against comfy_kitchen's eager backend and against memcpy.
 
 What is measured, for each op and each K (inputs are DiT-sized activations/weights, M rows x K

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the fault checks cost per op: each checking mode, flight record on and off.
 
 Two measurements:

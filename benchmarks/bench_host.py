@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Host time per call on tiny inputs: what each op costs the calling thread apart from its kernel.
 
 On a GPU a call's kernels run asynchronously, and a DiT-sized quantization kernel takes about

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Prepares comfy_kitchen, compiled backends included, for a GPU machine that has no network.
 
 gpu_check.py compares our kernels with comfy_kitchen's "cuda" and "triton" backends. A lent GPU

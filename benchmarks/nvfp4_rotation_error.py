@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NVFP4 linear with and without the ConvRot rotation: error on activations with outlier
 channels, and the cost of the fused rotation in the quantizer.
 

@@ -1,32 +1,47 @@
+# SPDX-License-Identifier: Apache-2.0
 """comfy-kitchen-c: the C/CUDA backend "c" of comfy_kitchen.
 
 Importing registers "c" in comfy_kitchen's registry (when comfy_kitchen is
 installed) without changing backend priorities; ``activate()`` puts "c" first,
 as does setting ``COMFY_KITCHEN_C_ACTIVATE=1`` before the import.  The ops are
 always callable directly as ``comfy_kitchen_c.ops.<name>``.
-"""
-import os
 
-from . import ops
-from ._C import ArgumentError, ArgumentTypeError, KitchenError
-from .backend import BACKEND_NAME, activate, register
-from .ops import linear_memory_limit, set_linear_memory_limit
-from .staging_guard import install_staging_guard, uninstall_staging_guard
+Settings (settings.py) that take effect here are checked first: a bad one raises
+``SettingError`` naming the variable, where it came from and what it accepts.
+"""
+from . import settings
+from .settings import SettingError
+
+_settings = settings.current()
+_settings.check(settings.IMPORT_TIME)
+settings.export_to_c(_settings)  # before _C loads: the C side reads some of them with getenv
+
+from . import ops  # noqa: E402
+from ._C import ArgumentError, ArgumentTypeError, KitchenError  # noqa: E402
+from .backend import BACKEND_NAME, activate, register  # noqa: E402
+from .ops import linear_memory_limit, set_linear_memory_limit  # noqa: E402
+from .staging_guard import install_staging_guard, uninstall_staging_guard  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "activate",
+__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "SettingError", "activate",
            "install_staging_guard", "linear_memory_limit", "ops", "register", "set_linear_memory_limit",
            "uninstall_staging_guard"]
 
 # ---- faults: checking modes, checked staging, flight record (faults.py, csrc/diag) ----
 from . import faults  # noqa: E402
 from ._C import CaptureError, CudaFault, HangSuspected, KernelFault, LaunchError, StagingFault  # noqa: E402
+from . import _C  # noqa: E402
 from .faults import check_mode, checking, fence, stage  # noqa: E402
 
-__all__ += ["CaptureError", "CudaFault", "HangSuspected", "KernelFault", "LaunchError", "StagingFault", "check_mode", "checking",
-            "fence", "stage"]
+__all__ += ["CaptureError", "CudaFault", "HangSuspected", "KernelFault", "LaunchError", "StagingFault", "check_mode",
+            "checking", "fence", "stage"]
 faults.configure_flight(__version__)
 
+_isa = _settings.value("COMFY_KITCHEN_C_CPU_ISA")
+if _isa is not None and _isa not in _C.cpu_isas():
+    raise SettingError(f"COMFY_KITCHEN_C_CPU_ISA={_isa!r} ({_settings.values['COMFY_KITCHEN_C_CPU_ISA'].source}): "
+                       f"this CPU and build run only {', '.join(_C.cpu_isas())}")
+
 register()
-if os.environ.get("COMFY_KITCHEN_C_ACTIVATE") == "1":
+if _settings.value("COMFY_KITCHEN_C_ACTIVATE"):
     activate()

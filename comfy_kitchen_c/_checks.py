@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Argument checks shared by the ops and by the backend's constraint rules.
 
 Every failure raises ``ArgumentError`` (a ValueError) or ``ArgumentTypeError``
@@ -7,11 +8,14 @@ from __future__ import annotations
 
 import torch
 
+from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-MAX_EXTENT = 2**31 - 1  # rows and row length each stay below 2^31 (C kernels, CUDA grids)
-HADAMARD_GROUPS = (4, 16, 64, 256, 1024)
+# From C (csrc/contract/codes.h): rows and row length each stay below 2^31 (C kernels, CUDA
+# grids); the group sizes of the Hadamard rotation (powers of 4).
+MAX_EXTENT = _C.MAX_EXTENT
+HADAMARD_GROUPS = _C.HADAMARD_GROUPS
 
 
 def _names(dtypes) -> str:
@@ -75,7 +79,8 @@ def seed(op: str, value) -> int:
 def group_size(op: str, group: int, k: int, name: str = "group_size") -> int:
     integer(op, name, group)
     if group not in HADAMARD_GROUPS:
-        raise ArgumentError(f"{op}: argument '{name}': {group} is not a power of 4 in [4, 1024]")
+        raise ArgumentError(f"{op}: argument '{name}': {group} is not a power of 4 in "
+                            f"[{HADAMARD_GROUPS[0]}, {HADAMARD_GROUPS[-1]}]")
     if k % group:
         raise ArgumentError(f"{op}: argument '{name}': row length {k} is not divisible by group size {group}")
     return group

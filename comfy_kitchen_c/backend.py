@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Registration of backend "c" in comfy_kitchen's registry.
 
 The constraints say exactly what the C kernels serve; each function also has a

@@ -1,16 +1,20 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c doctor``: this machine, the backend of every op, and what the GPU did last.
 
-Three parts, printed as text or (``--json``) as one JSON document:
+Four parts, printed as text or (``--json``) as one JSON document:
 
 1. The environment: OS (Windows build and the TDR note there), Python, torch and the CUDA
    version it was built with, comfy_kitchen and comfy-kitchen-c versions, the CUDA driver
    and runtime versions, the GPUs, the CPU instruction set of our kernels, the total RAM,
    and the settings ComfyUI derives from that RAM (``comfyui_settings()``), which decide
    how weights are staged to the GPU.
-2. The backend table: comfy_kitchen's backends in priority order, whether "c" is
-   registered and active, and per op served by "c" which backend comfy_kitchen picks for a
+2. ComfyUI (doctor_comfyui.py): the values ComfyUI derives from this machine with formula and
+   source, the switches in force where a running ComfyUI can be read, and the settings
+   recommended for the field report's symptom.
+3. The backend table: comfy_kitchen's backends in priority order, whether "c" is in the
+   priority and where, and per op served by "c" which backend comfy_kitchen picks for a
    CPU tensor and for a CUDA tensor.
-3. The analysis of a flight record (the newest in ``flight.default_dir()``, or
+4. The analysis of a flight record (the newest in ``flight.default_dir()``, or
    ``--record PATH``, e.g. one copied from the computer where the GPU was lost): the last
    op the GPU completed, the first it did not, faults and hangs with their parameters, a
    verdict in plain words, and the last records as a table.
@@ -22,7 +26,7 @@ named by ``--record`` cannot be read.
 JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seconds::
 
     {
-      "doctor_version": 1,
+      "doctor_version": 2,
       "environment": {
         "os": {"system", "release", "version", "machine": str,
                "windows_build": int | null, "note": str | null},       # note: the Windows TDR note
@@ -31,6 +35,7 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "comfy_kitchen": {"version": str | null},                      # null: not installed
         "comfy_kitchen_c": {"version": str, "path": str},
         "cuda": {"driver": str | null,                                 # null: no driver / no CUDA build
+                 "nvidia_driver": str | null,                          # "610.47", from NVML
                  "runtime_torch": str | null, "runtime_extension": str | null,
                  "extension_has_cuda": bool, "error": str | null},          # error: the driver query failed
         "gpus": [{"index": int, "name": str, "compute_capability": "9.0",
@@ -38,17 +43,27 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "gpu_error": str | null,                                       # why GPUs could not be listed
         "cpu_isa": {"in_use": str, "available": [str]},
         "ram": {"total": int | null, "swap": int | null, "source": str},
-        "variables": {name: value}                                     # those of VARIABLES that are set
+        "variables": {name: value},                                    # those of VARIABLES that are set
+        "settings": {name: {"value", "source": str, "error": str | null}}  # every COMFY_KITCHEN_C_* (settings.py)
       },
       "comfyui_settings": null | {                                     # null: total RAM unknown
         "total_ram_gib", "cache_ram_gib", "cache_ram_inactive_gib", "max_pinned_memory_gib": float,
         "windows": bool,
         "formulas": {"cache_ram", "cache_ram_inactive", "max_pinned_memory": str},
-        "notes": {"cache_ram", "cache_ram_inactive", "max_pinned_memory": str}     # what each means for staging
+        "sources": {...}, "notes": {"cache_ram", "cache_ram_inactive", "max_pinned_memory": str}
       },
+      "comfyui": {
+        "flags": {"source": str, "flags": {dest: value} | null, "error": str | null},  # switches given
+        "memory": null | {"ram_gib", "swap_gib": float, "windows": bool,
+                          "values": {"cache_ram" | "cache_ram_inactive" | "max_pinned_memory" |
+                                     "extra_reserved_vram": {"derived_gib": float, "formula", "source",
+                                                             "in_force": str}}}
+      },
+      "recommendations": [str],                                        # doctor_comfyui.recommendations
       "backends": {
         "installed": bool, "error": str | null,                        # comfy_kitchen importable?
         "priority": [str],                                             # registry order, then the rest
+        "in_priority": [str],                                          # the registry's priority list
         "c_registered": bool, "c_active": bool,                        # active: first enabled in priority
         "backends": [{"name": str, "in_priority": bool, "available": bool, "disabled": bool,
                       "unavailable_reason": str | null, "ops": int}],
@@ -58,7 +73,8 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "status": "ok" | "none" | "unavailable" | "error",
         "directory": str | null, "path": str | null, "message": str,
         "verdict": [str],                                              # plain-language sentences
-        "record": null | <flight.load(path), unchanged: see flight.py>
+        "record": null | <flight.load(path), unchanged: see flight.py; records have "device_kind":
+                          "cuda" | "emulated">
       }
     }
 """
@@ -76,20 +92,18 @@ from typing import TextIO
 
 import torch
 
-from . import _C
+from . import _C, comfyui, doctor_comfyui, settings
 
 HELP = "report the environment, the backend of each op, and the newest flight record"
 
-DOCTOR_VERSION = 1
+DOCTOR_VERSION = 2  # 2: "comfyui", "recommendations", environment.settings, records' device_kind
 GIB = 1 << 30
 LAST_RECORDS = 10  # rows of the flight-record table by default
 
-# Environment variables that change how work reaches the GPU or how faults are reported
-# (ours, and the diagnostic switches of root-cause-notes §4); the report lists those set.
-VARIABLES = ("COMFY_KITCHEN_C_CHECK", "COMFY_KITCHEN_C_HANG_MS", "COMFY_KITCHEN_C_FLIGHT",
-             "COMFY_KITCHEN_C_FLIGHT_DIR", "COMFY_KITCHEN_C_ACTIVATE", "COMFY_KITCHEN_C_CPU_ISA",
-             "COMFY_KITCHEN_DISABLE_CUTLASS", "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES",
-             "PYTORCH_CUDA_ALLOC_CONF")
+# Environment variables that change how work reaches the GPU or how faults are reported: ours
+# (settings.SETTINGS) and the diagnostic switches of docs/field-guide.md; the report lists those set.
+VARIABLES = tuple(settings.SETTINGS) + ("COMFY_KITCHEN_DISABLE_CUTLASS", "CUDA_LAUNCH_BLOCKING",
+                                        "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF")
 
 # Windows' display driver model resets a GPU whose work does not finish within TdrDelay.
 WDDM_NOTE = ("Windows display driver model (WDDM): a GPU that does not finish a piece of work within "
@@ -100,33 +114,22 @@ WDDM_NOTE = ("Windows display driver model (WDDM): a GPU that does not finish a 
 # ---- RAM and the ComfyUI settings it implies --------------------------------------------------
 
 def comfyui_settings(total_ram: int, windows: bool, swap: int = 0) -> dict:
-    """The ComfyUI settings that scale with total RAM (bytes), per
-    /work/shared/docs/root-cause-notes.md §2 "Where total RAM ... changes behaviour":
-
-    - ``cache_ram = min(10, max(2, total_ram*0.10/1024))`` GiB (total_ram in MiB): ComfyUI
-      main.py prompt_worker -> execution.set_ram_cache_release_state -> RAM_CACHE_HEADROOM.
-    - ``cache_ram_inactive = min(128, total_ram/1024)`` GiB: main.py.
-    - ``MAX_PINNED_MEMORY = ram * 0.40`` on Windows: comfy/model_management.py.  The notes
-      give the Windows value only; elsewhere the same file (H3-era ComfyUI) sets
-      ``max(ram*0.40, min(ram*0.90, ram - 4 GiB, ram + swap - 16 GiB))``, swap being the
-      disk swap (0 under a cgroup memory limit).  Both apply unless pinned memory is
-      disabled (``--disable-pinned-memory``: -1) or the GPU is neither NVIDIA nor AMD.
-    """
+    """The ComfyUI settings that scale with total RAM (bytes): comfyui.py has the formulas and
+    where in ComfyUI each one is (main.py prompt_worker; comfy/model_management.py).  swap: the
+    disk swap ComfyUI counts for pins (comfyui.swap_for_pins(); 0 on Windows)."""
     ram_gib = total_ram / GIB
-    if windows:
-        max_pinned = total_ram * 0.40
-        pinned_formula = "0.40 * RAM (Windows)"
-    else:
-        max_pinned = max(total_ram * 0.40, min(total_ram * 0.90, total_ram - 4 * GIB, total_ram + swap - 16 * GIB))
-        pinned_formula = "max(0.40*RAM, min(0.90*RAM, RAM - 4 GiB, RAM + swap - 16 GiB)) (not Windows)"
+    active, inactive = comfyui.cache_ram(total_ram)
     return {
         "total_ram_gib": ram_gib,
-        "cache_ram_gib": min(10.0, max(2.0, ram_gib * 0.10)),
-        "cache_ram_inactive_gib": min(128.0, ram_gib),
-        "max_pinned_memory_gib": max_pinned / GIB,
+        "cache_ram_gib": active,
+        "cache_ram_inactive_gib": inactive,
+        "max_pinned_memory_gib": comfyui.max_pinned_memory(total_ram, windows, swap) / GIB,
         "windows": windows,
-        "formulas": {"cache_ram": "min(10, max(2, 0.10 * RAM)) GiB", "cache_ram_inactive": "min(128, RAM) GiB",
-                     "max_pinned_memory": pinned_formula},
+        "formulas": {"cache_ram": comfyui.FORMULAS["cache_ram"],
+                     "cache_ram_inactive": comfyui.FORMULAS["cache_ram_inactive"],
+                     "max_pinned_memory": comfyui.FORMULAS["max_pinned_memory_windows" if windows
+                                                           else "max_pinned_memory"]},
+        "sources": {k: comfyui.SOURCES[k] for k in ("cache_ram", "cache_ram_inactive", "max_pinned_memory")},
         "notes": {
             "cache_ram": ("RAM kept available for new pins: each pin first evicts cached node outputs "
                           "until this much is free, and the pin budget keeps max(cache_ram/2, 2 GiB) in reserve."),
@@ -152,22 +155,7 @@ def _meminfo() -> dict[str, int]:
     return values
 
 
-def _windows_memory() -> tuple[int, int]:
-    """(physical RAM, page file) from GlobalMemoryStatusEx."""
-    import ctypes
-
-    class MemoryStatusEx(ctypes.Structure):
-        _fields_ = [("dwLength", ctypes.c_uint32), ("dwMemoryLoad", ctypes.c_uint32),
-                    ("ullTotalPhys", ctypes.c_uint64), ("ullAvailPhys", ctypes.c_uint64),
-                    ("ullTotalPageFile", ctypes.c_uint64), ("ullAvailPageFile", ctypes.c_uint64),
-                    ("ullTotalVirtual", ctypes.c_uint64), ("ullAvailVirtual", ctypes.c_uint64),
-                    ("ullAvailExtendedVirtual", ctypes.c_uint64)]
-
-    status = MemoryStatusEx()
-    status.dwLength = ctypes.sizeof(status)
-    if not ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
-        raise OSError("GlobalMemoryStatusEx failed")
-    return status.ullTotalPhys, status.ullTotalPageFile - status.ullTotalPhys
+_windows_memory = comfyui.windows_memory  # (physical RAM, page file beyond it): GlobalMemoryStatusEx
 
 
 def total_ram() -> dict:
@@ -225,7 +213,8 @@ def _cuda_info() -> dict:
     except RuntimeError as exc:  # a broken driver install is a finding, not a crash
         versions, error = None, str(exc)
     driver, runtime = versions if versions is not None else (0, 0)
-    return {"driver": _cuda_version(driver) if driver else None,
+    from .selftest_report import nvidia_driver
+    return {"driver": _cuda_version(driver) if driver else None, "nvidia_driver": nvidia_driver(),
             "runtime_torch": torch.version.cuda,
             "runtime_extension": _cuda_version(runtime) if runtime else None,
             "extension_has_cuda": bool(_C.HAS_CUDA), "error": error}
@@ -262,7 +251,16 @@ def environment() -> dict:
         "cpu_isa": {"in_use": _C.cpu_isa(), "available": list(_C.cpu_isas())},
         "ram": total_ram(),
         "variables": {name: os.environ[name] for name in VARIABLES if name in os.environ},
+        "settings": _settings(),
     }
+
+
+def _settings() -> dict:
+    """Every COMFY_KITCHEN_C_* setting: value, where it came from, and why it is refused."""
+    loaded = settings.load()
+    return {name: {"value": v.value if isinstance(v.value, (bool, int, float, str, type(None))) else str(v.value),
+                   "source": v.source, "error": None if v.error is None else str(v.error)}
+            for name, v in loaded.values.items()}
 
 
 # ---- backends ---------------------------------------------------------------------------------
@@ -310,6 +308,7 @@ def backend_table() -> dict:
         from comfy_kitchen.registry import registry
     except ImportError as exc:
         return {"installed": False, "error": f"comfy_kitchen is not installed ({exc})", "priority": [],
+                "in_priority": [],
                 "c_registered": False, "c_active": False, "backends": [], "ops": []}
     from .backend import BACKEND_NAME, capabilities
 
@@ -325,12 +324,30 @@ def backend_table() -> dict:
     ops = listing[BACKEND_NAME]["capabilities"] if registered else sorted(capabilities())
     cc = _current_compute_capability()
     return {
-        "installed": True, "error": None, "priority": order,
+        "installed": True, "error": None, "priority": order, "in_priority": priority,
         "c_registered": registered, "c_active": first == BACKEND_NAME,
         "backends": backends,
         "ops": [{"op": op, "cpu": pick_backend(registry, op, "cpu", cc, listing),
                  "cuda": pick_backend(registry, op, "cuda", cc, listing)} for op in ops],
     }
+
+
+def priority_sentence(table: dict) -> str:
+    """Whether "c" is in comfy_kitchen's priority list and where, in plain words."""
+    c = next((b for b in table["backends"] if b["name"] == "c"), None)
+    priority = table["in_priority"]
+    if c is None or not table["c_registered"]:
+        return '"c" is not registered (import comfy_kitchen_c registers it), so comfy_kitchen never picks it.'
+    if "c" not in priority:
+        return ('"c" is registered but NOT in the priority list, so comfy_kitchen never picks it '
+                "(comfy_kitchen_c.activate(), COMFY_KITCHEN_C_ACTIVATE=1 or the ComfyUI node put it first).")
+    where = f'"c" is in the priority list at position {priority.index("c") + 1} of {len(priority)}'
+    if c["disabled"]:
+        return where + ", but disabled: comfy_kitchen skips it."
+    if table["c_active"]:
+        return where + ": the first available backend, so comfy_kitchen tries it first for every op it serves."
+    ahead = [n for n in priority[:priority.index("c")]]
+    return where + f", behind {', '.join(ahead)}: those are tried first."
 
 
 # ---- flight record ----------------------------------------------------------------------------
@@ -357,6 +374,13 @@ def _completion(record: dict) -> str:
     return "completed (time not recorded)" if record["state"] == "completed" else "not completed"
 
 
+def _device(record: dict) -> str:
+    """"cuda:N", or the emulated device's name (format-1 records are all from a GPU)."""
+    if record.get("device_kind") == "emulated":
+        return f"emulated:{record['device']} (the emulated device: GPU kernels run on the CPU, no GPU involved)"
+    return f"cuda:{record['device']}"
+
+
 def details(record: dict) -> list[str]:
     """Every parameter of one record, one per line."""
     graph = ""
@@ -364,7 +388,7 @@ def details(record: dict) -> list[str]:
         graph = (f", captured into the CUDA graph of capture {record['capture']}"
                  + (f" (last completed in replay #{record['replay']})" if record["replay"] else " (never completed)"))
     lines = [f"seq {record['seq']} {describe(record)}: {record['state']}{graph}",
-             f"  device cuda:{record['device']}, stream {record['stream']:#x}",
+             f"  device {_device(record)}, stream {record['stream']:#x}",
              f"  queued {_when(record['queued_unix'])}, " + _completion(record)]
     if record["tensors"]:
         lines.append(f"  tensors: {record['tensors']}")
@@ -426,6 +450,12 @@ def verdict(data: dict) -> list[str]:
                          f"while seq {first['seq']} was queued or running.")
     elif first is None and not data["hangs"] and not data["faults"]:
         sentences.append("No fault or hang was recorded.")
+    kinds = {r.get("device_kind", "cuda") for r in data["records"]}
+    if kinds == {"emulated"}:
+        sentences.append("Every record was written by the emulated device (tests or a stress run on the CPU): "
+                         "no GPU was involved.")
+    elif "emulated" in kinds:
+        sentences.append("Some records were written by the emulated device (device emulated:N), the others by a GPU.")
     return sentences
 
 
@@ -466,7 +496,7 @@ def _table(rows: list[tuple], out: TextIO) -> None:
         print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip(), file=out)
 
 
-def print_environment(env: dict, settings: dict | None, out: TextIO) -> None:
+def print_environment(env: dict, out: TextIO) -> None:
     print("== Environment ==", file=out)
     o, cuda = env["os"], env["cuda"]
     build = f", build {o['windows_build']}" if o["windows_build"] is not None else ""
@@ -476,7 +506,8 @@ def print_environment(env: dict, settings: dict | None, out: TextIO) -> None:
         ("torch", f"{env['torch']['version']} (CUDA {env['torch']['cuda'] or 'none'})"),
         ("comfy_kitchen", env["comfy_kitchen"]["version"] or "not installed"),
         ("comfy-kitchen-c", f"{env['comfy_kitchen_c']['version']} ({env['comfy_kitchen_c']['path']})"),
-        ("CUDA driver", cuda["driver"] or ("none" + (f" ({cuda['error']})" if cuda["error"] else ""))),
+        ("CUDA driver", (f"{cuda['driver']} (NVIDIA driver {cuda['nvidia_driver'] or 'version unknown'})"
+                         if cuda["driver"] else "none" + (f" ({cuda['error']})" if cuda["error"] else ""))),
         ("CUDA runtime", f"torch {cuda['runtime_torch'] or 'none'}; comfy_kitchen_c._C "
                          f"{cuda['runtime_extension'] or 'none'}"
                          f"{'' if cuda['extension_has_cuda'] else ' (built without CUDA)'}"),
@@ -492,15 +523,43 @@ def print_environment(env: dict, settings: dict | None, out: TextIO) -> None:
     _table(rows, out)
     if o["note"]:
         print(f"  Note: {o['note']}", file=out)
-    if settings is None:
-        print("\nComfyUI settings derived from RAM: unknown (total RAM unknown)", file=out)
-        return
-    print("\nComfyUI settings derived from this RAM (main.py, comfy/model_management.py):", file=out)
-    for key, name in (("cache_ram", "cache_ram"), ("cache_ram_inactive", "cache_ram_inactive"),
-                      ("max_pinned_memory", "MAX_PINNED_MEMORY")):
-        print(f"  {name:<19} {settings[key + '_gib']:6.1f} GiB  = {settings['formulas'][key]}", file=out)
-        for line in textwrap.wrap(settings["notes"][key], 88):
-            print(f"      {line}", file=out)
+    bad = [f"  {v['error']}" for v in env["settings"].values() if v["error"]]
+    given = [f"{k[len(settings.PREFIX):]}={v['value']} ({v['source']})" for k, v in env["settings"].items()
+             if v["source"] != "default" and not v["error"]]
+    print("  Settings: " + (", ".join(given) or "all defaults"), file=out)
+    for line in bad:
+        print(f"  Refused: {line.strip()}", file=out)
+
+
+def print_comfyui(doc: dict, out: TextIO) -> None:
+    """ComfyUI's memory settings on this machine, the switches in force, the recommendations."""
+    derived, comfy = doc["comfyui_settings"], doc["comfyui"]
+    print("\n== ComfyUI ==", file=out)
+    flags = comfy["flags"]
+    print(f"  switches: {flags['source']}" + (f" ({flags['error']})" if flags["error"] else ""), file=out)
+    if flags["flags"]:
+        print("    given: " + " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+                                       for k, v in flags["flags"].items()), file=out)
+    if derived is None or comfy["memory"] is None:
+        print("  settings derived from RAM: unknown (total RAM unknown)", file=out)
+    else:
+        memory = comfy["memory"]
+        print(f"  derived from {memory['ram_gib']:.1f} GiB of RAM"
+              + ("" if memory["windows"] else f" and {memory['swap_gib']:.1f} GiB of disk swap") + ":", file=out)
+        for key, name in (("cache_ram", "cache_ram"), ("cache_ram_inactive", "cache_ram_inactive"),
+                          ("max_pinned_memory", "MAX_PINNED_MEMORY"), ("extra_reserved_vram", "EXTRA_RESERVED_VRAM")):
+            row = memory["values"][key]
+            print(f"  {name:<19} {row['derived_gib']:6.2f} GiB  = {row['formula']}", file=out)
+            print(f"      in force: {row['in_force']}; source: {row['source']}", file=out)
+            for line in textwrap.wrap(derived["notes"].get(key, ""), 88):
+                print(f"      {line}", file=out)
+    print("\n  Recommended for \"GPU is lost\" with int8 ConvRot under DynamicVRAM (docs/field-guide.md):",
+          file=out)
+    for line in doc["recommendations"]:
+        wrapped = textwrap.wrap(line, 92)
+        print(f"  - {wrapped[0]}", file=out)
+        for more in wrapped[1:]:
+            print(f"    {more}", file=out)
 
 
 def print_backends(table: dict, out: TextIO) -> None:
@@ -508,18 +567,8 @@ def print_backends(table: dict, out: TextIO) -> None:
     if not table["installed"]:
         print(f"  {table['error']}: ops run only when called as comfy_kitchen_c.ops.<name>", file=out)
         return
-    c = next((b for b in table["backends"] if b["name"] == "c"), None)
-    if table["c_active"]:
-        state = "registered and active (first available in priority)"
-    elif not table["c_registered"]:
-        state = "not registered"
-    elif c["disabled"]:
-        state = "registered but disabled"
-    elif c["in_priority"]:
-        state = "registered, behind other backends in priority"
-    else:
-        state = "registered but not in the priority list, so never picked (comfy_kitchen_c.activate() puts it first)"
-    print(f"  priority: {', '.join(table['priority'])}; \"c\" is {state}", file=out)
+    print(f"  priority: {', '.join(table['in_priority']) or 'empty'}", file=out)
+    print(f"  {priority_sentence(table)}", file=out)
     rows = [("backend", "state", "ops")]
     for b in table["backends"]:
         status = ("disabled" if b["disabled"] else "available" if b["available"]
@@ -569,7 +618,8 @@ def print_flight(report: dict, last: int, out: TextIO) -> None:
         for r in records:
             ms = ((r["completed_unix"] - r["queued_unix"]) * 1e3 if r["completed_unix"] is not None else None)
             op = f"{r['op']} ({r['host_memory']})" if r["host_memory"] else r["op"]
-            rows.append((r["seq"], r["kind"], op, r["state"], r["device"], f"{r['stream']:#x}",
+            device = f"{'emulated' if r.get('device_kind') == 'emulated' else 'cuda'}:{r['device']}"
+            rows.append((r["seq"], r["kind"], op, r["state"], device, f"{r['stream']:#x}",
                          f"{r['queued_unix'] - start:.3f}", "-" if ms is None else f"{ms:.3f}", r["bytes"],
                          r["tensors"]))
         _table(rows, out)
@@ -580,11 +630,18 @@ def print_flight(report: dict, last: int, out: TextIO) -> None:
 def report(record_path: str | None = None) -> dict:
     """The whole report as the JSON document described in the module docstring."""
     env = environment()
-    ram = env["ram"]
-    settings = (comfyui_settings(ram["total"], sys.platform == "win32", ram["swap"] or 0)
-                if ram["total"] else None)
-    return {"doctor_version": DOCTOR_VERSION, "environment": env, "comfyui_settings": settings,
-            "backends": backend_table(), "flight": flight_report(record_path)}
+    ram = env["ram"]["total"]
+    windows = sys.platform == "win32"
+    swap = 0 if windows else comfyui.swap_for_pins()
+    derived = comfyui_settings(ram, windows, swap) if ram else None
+    flags = doctor_comfyui.flags_in_force()
+    vram = env["gpus"][0]["total_memory"] if env["gpus"] else None
+    memory = doctor_comfyui.memory_settings(ram, windows, swap, vram, flags["flags"]) if ram else None
+    backends = backend_table()
+    return {"doctor_version": DOCTOR_VERSION, "environment": env, "comfyui_settings": derived,
+            "comfyui": {"flags": flags, "memory": memory},
+            "recommendations": doctor_comfyui.recommendations(env, backends, ram, flags["flags"]),
+            "backends": backends, "flight": flight_report(record_path)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -605,7 +662,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         out = sys.stdout
         print("comfy-kitchen-c doctor\n", file=out)
-        print_environment(doc["environment"], doc["comfyui_settings"], out)
+        print_environment(doc["environment"], out)
+        print_comfyui(doc, out)
         print_backends(doc["backends"], out)
         print_flight(doc["flight"], args.last, out)
     return 1 if args.record is not None and doc["flight"]["status"] != "ok" else 0

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Faults surface where they happen: checking modes, checked staging, the flight record.
 
 Checking modes (``COMFY_KITCHEN_C_CHECK`` or ``with checking(mode):``, per thread/task):
@@ -22,8 +23,9 @@ import time
 
 import torch
 
-from . import _C, flight
+from . import _C, flight, settings
 from ._C import ArgumentError, ArgumentTypeError
+from ._kernels import KERNELS
 
 MODES = {"launch": 0, "boundary": 1, "op": 2}
 # Record files kept in the flight directory (the newest; this process's included).
@@ -31,10 +33,8 @@ KEEP_RECORDS = 16
 
 
 def _mode_from_env() -> int:
-    name = os.environ.get("COMFY_KITCHEN_C_CHECK", "").strip().lower() or "launch"
-    if name not in MODES:
-        raise ArgumentError(f"COMFY_KITCHEN_C_CHECK={name!r}: expected one of {', '.join(MODES)}")
-    return MODES[name]
+    """COMFY_KITCHEN_C_CHECK as loaded now (settings.py; SettingError when it is bad)."""
+    return MODES[settings.load().value("COMFY_KITCHEN_C_CHECK")]
 
 
 # The caller's current CUDA stream of a device index, as the int the C side takes (ops and
@@ -70,22 +70,21 @@ def check_mode() -> str:
 # ---- flight record ------------------------------------------------------------------------
 
 def configure_flight(package_version: str) -> None:
-    """Where this process's flight record goes (created at its first record); prunes old ones.
+    """Where this process's flight record goes: the file is created at its first record,
+    which also removes the oldest record files of its folder so that KEEP_RECORDS remain
+    (csrc/diag/flight_prune.c); importing the package deletes nothing.
     ``COMFY_KITCHEN_C_FLIGHT=0`` records no ops and keeps the staged copies' records in memory."""
     python = platform.python_version()
-    if os.environ.get("COMFY_KITCHEN_C_FLIGHT", "1") == "0":
-        _C.flight_configure(None, False, python, package_version)
+    if not settings.value("COMFY_KITCHEN_C_FLIGHT"):
+        _C.flight_configure(None, False, python, package_version, flight.PREFIX, flight.SUFFIX, 0)
         return
     directory = flight.default_dir()
     path = os.path.join(directory, f"{flight.PREFIX}{time.time_ns() // 1_000_000:013d}-{os.getpid()}{flight.SUFFIX}")
     try:
         os.makedirs(directory, exist_ok=True)
-        for old in flight.record_files(directory)[:-(KEEP_RECORDS - 1)]:
-            with contextlib.suppress(OSError):  # another process may have removed it, or still hold it
-                os.remove(old)
     except OSError:
         path = None  # unwritable: the record stays in memory
-    _C.flight_configure(path, True, python, package_version)
+    _C.flight_configure(path, True, python, package_version, flight.PREFIX, flight.SUFFIX, KEEP_RECORDS)
 
 
 def record_path() -> str | None:
@@ -94,11 +93,6 @@ def record_path() -> str | None:
 
 
 # ---- staging ------------------------------------------------------------------------------
-
-def _kernels():
-    from .ops import KERNELS  # ops imports this module
-    return KERNELS.get()
-
 
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
@@ -127,7 +121,7 @@ def stage(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = True) -> st
     _host_tensor(op, "src", src)
     if not isinstance(dst, torch.Tensor):
         raise ArgumentTypeError(f"{op}: argument 'dst': expected a tensor, got {type(dst).__name__}")
-    kernels = _kernels()
+    kernels = KERNELS.get()
     if dst.is_cuda and kernels is _C:
         device = dst.device.index
         stream = current_stream(device)
@@ -149,11 +143,5 @@ def fence(src) -> None:
     watchdog), so that the memory may be reused, unregistered or freed.  Raises
     StagingFault when such a copy failed, HangSuspected when it does not complete."""
     _host_tensor("fence", "src", src)
-    _kernels().fence(src.data_ptr(), _nbytes(src))
+    KERNELS.get().fence(src.data_ptr(), _nbytes(src))
 
-
-def check_host_copy(what: str, device: torch.device) -> None:
-    """In modes boundary and op, fences the stream after a host-to-device copy that an op
-    made itself (a scale given as a number), so that a failed copy is reported there."""
-    if CHECK.get() != MODES["launch"] and device.type == "cuda":
-        _kernels().fence_stream(what, device.index, current_stream(device.index))

@@ -1,9 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reader of flight-record files (written by csrc/diag/flight.c; format in csrc/diag/flight.h).
 
 Parses with ``struct`` only, so a record copied from another computer (or written by a
 process whose GPU was lost) is read without the C extension.  ``load`` returns the
 records and an analysis: what the GPU completed last, the first work it did not
-complete, faults and suspected hangs; and, for ops captured into CUDA graphs (format 2), which
+complete, faults and suspected hangs; and, for ops captured into CUDA graphs (format 3), which
 replay of which graph ran last and which of its ops completed in that replay.
 Interface: /work/plan/flight_interface.md.
 """
@@ -16,8 +17,8 @@ import sys
 MAGIC = b"CKCFLIGHT"
 SUFFIX = ".ckcf"
 PREFIX = "flight-"
-# Little-endian, no padding: csrc/diag/flight.h ckc_flight_header / ckc_flight_record.  Format 1
-# had no replay words and no capture field (its error text was 112 bytes).
+# Little-endian, no padding: csrc/diag/flight.h ckc_flight_header / ckc_flight_record.  Formats 1
+# and 2 had no replay words and no capture field (their error text was 112 bytes).
 HEADER = struct.Struct("<16sIIIIQdQ64s32s32sQQII48x")
 RECORD = struct.Struct("<QQIIiIQddQQQQQ40s160s112s104s")
 RECORD_V1 = struct.Struct("<QQIIiIQddQQQQ40s160s112s112s")
@@ -26,11 +27,15 @@ assert HEADER.size == 256 and RECORD.size == 512 and RECORD_V1.size == 512
 KINDS = {1: "op", 2: "copy"}
 HOST_MEMORY = {0: "", 1: "pinned", 2: "registered", 3: "pageable", 4: "file-mapped", 5: "unknown"}
 FAILED, HANG = 2, 3
+# From format 2: bit 16 of host_memory marks records of the emulated device (csrc/diag/flight.h
+# CKC_FLIGHT_EMULATED); format 1 records have it clear and came from a GPU.
+EMULATED = 0x10000
 
 
 def default_dir() -> str:
-    """$COMFY_KITCHEN_C_FLIGHT_DIR, else the user's cache folder."""
-    configured = os.environ.get("COMFY_KITCHEN_C_FLIGHT_DIR")
+    """COMFY_KITCHEN_C_FLIGHT_DIR (environment or settings file), else the user's cache folder."""
+    from . import settings
+    configured = settings.load().values["COMFY_KITCHEN_C_FLIGHT_DIR"].value
     if configured:
         return configured
     if sys.platform == "win32":
@@ -61,13 +66,14 @@ def _text(raw: bytes) -> str:
 
 
 def _record(raw: bytes, version: int) -> dict | None:
-    if version >= 2:
-        (seq, done, kind, state, device, host_memory, stream, queued, completed, nbytes, host_ptr, host_bytes,
+    if version >= 3:
+        (seq, done, kind, state, device, flags, stream, queued, completed, nbytes, host_ptr, host_bytes,
          device_ptr, capture, op, tensors, params, error) = RECORD.unpack(raw)
     else:
-        (seq, done, kind, state, device, host_memory, stream, queued, completed, nbytes, host_ptr, host_bytes,
+        (seq, done, kind, state, device, flags, stream, queued, completed, nbytes, host_ptr, host_bytes,
          device_ptr, op, tensors, params, error) = RECORD_V1.unpack(raw)
         capture = 0
+    host_memory = flags & 0xFF
     if seq == 0:
         return None
     # A captured op's mark writes (replay << 32) | low half of seq (csrc/diag/flight.h).
@@ -82,7 +88,8 @@ def _record(raw: bytes, version: int) -> dict | None:
         name = "queued"
     return {
         "seq": seq, "kind": KINDS.get(kind, f"kind{kind}"), "op": _text(op), "state": name,
-        "device": device, "stream": stream, "queued_unix": queued,
+        "device": device, "device_kind": "emulated" if flags & EMULATED else "cuda", "stream": stream,
+        "queued_unix": queued,
         "completed_unix": completed if completed else None,
         "tensors": _text(tensors), "params": _text(params),
         "bytes": nbytes, "host_ptr": host_ptr, "host_bytes": host_bytes, "device_ptr": device_ptr,
@@ -141,7 +148,7 @@ def load(path: str) -> dict:
     if record_size < RECORD.size or header_size < HEADER.size:
         raise ValueError(f"{path}: record size {record_size} / header size {header_size} not understood "
                          f"(format version {version})")
-    if version < 2:
+    if version < 3:
         replay_capture = replay_number = capture_capacity = 0
     records = _records(data, header_size, capacity, record_size, version)
     captured = _records(data, header_size + capacity * record_size, capture_capacity, record_size, version)

@@ -8,31 +8,25 @@ stores y (kernels/math/linear.h).  Re-exported by ``comfy_kitchen_c.ops``.
 """
 from __future__ import annotations
 
-import os
 import struct
 
 import torch
 
+from . import _C, settings
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
-from .ops import _blas_search_dirs, _gpu_path, _round_up, _run, compute_capability
+from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability
 
-# comfy_kitchen's input_act codes (backends/_activations.py), and this package's own codes of the
-# modulations (kernels/math/activation.h).
-INPUT_ACT_CODES = {None: 0, "none": 0, "gelu_tanh": 1, "swiglu": 2, "rms_norm": 3, "situ": 4}
-ACT_RMS_NORM, ACT_MODULATE, ACT_RMS_MODULATE = 3, 5, 6
+# Codes shared with C (csrc/contract/codes.h, kernels/math/activation.h), read from _C: comfy_kitchen's
+# input_act names, and this package's own codes of the modulations; C's float kinds are its dtype codes.
+INPUT_ACT_CODES = {None: _C.INPUT_ACTS["none"], **_C.INPUT_ACTS}
+ACT_RMS_NORM, ACT_MODULATE, ACT_RMS_MODULATE = _C.INPUT_ACTS["rms_norm"], _C.ACT_MODULATE, _C.ACT_RMS_MODULATE
 _PAIRED = {"swiglu": "[gate | up]", "situ": "[hidden | gate]"}
-_KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-_SCRATCH_SLACK = 6 * 256  # csrc/ops/linear.c: five 256-byte aligned regions and the base's alignment
-_GEMM_ROWS = 32  # CKC_GEMM_ROWS (csrc/ops/params.h): the GPU GEMM's rows come in blocks of this
+_KIND = {getattr(torch, name): _C.DTYPES[name] for name in ("float32", "float16", "bfloat16")}
 
-
-def _memory_limit_from_env() -> int:
-    value = os.environ.get("COMFY_KITCHEN_C_LINEAR_MEMORY_MB")
-    return int(float(value) * 2**20) if value else 256 * 2**20
-
-
-_linear_memory_limit = _memory_limit_from_env()
+# Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
+# the first use: a bad value raises SettingError there, not at import.
+_linear_memory_limit: int | None = None
 
 
 def set_linear_memory_limit(nbytes: int) -> None:
@@ -48,7 +42,11 @@ def set_linear_memory_limit(nbytes: int) -> None:
 
 
 def linear_memory_limit() -> int:
-    """The current bound of set_linear_memory_limit, in bytes."""
+    """The current bound of set_linear_memory_limit, in bytes (SettingError when it comes from a
+    bad COMFY_KITCHEN_C_LINEAR_MEMORY_MB)."""
+    global _linear_memory_limit
+    if _linear_memory_limit is None:
+        _linear_memory_limit = max(1, int(settings.value("COMFY_KITCHEN_C_LINEAR_MEMORY_MB") * 2**20))
     return _linear_memory_limit
 
 
@@ -230,21 +228,16 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
                           _float_bits(eps), norm_kind)
         return out
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
-    k_pad, n_pad = _round_up(k, k_align), _round_up(n, n_align)
-    gemv = gpu and m == 1
-    fixed = 0
-    if gpu and not gemv and (k_pad != k or n_pad != n or w.data_ptr() % 16):
-        padded = torch.zeros((n_pad, k_pad), dtype=torch.int8, device=device)
+    # The scratch (quantized rows, scales, accumulator, activated rows, rms_norm's row factors,
+    # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
+    # (csrc/contract/linear_plan.h), the very layout the op carves the scratch with.
+    scratch_bytes, padded_shape = _C.int8_linear_plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(),
+                                                      w.data_ptr() % 16 == 0, linear_memory_limit())
+    if padded_shape is not None:
+        padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
         padded[:n, :k] = w
-        w, fixed = padded, padded.numel()
-    # Scratch per row (csrc/ops/linear.c): codes, scale, accumulator, activated row (CPU pre-pass),
-    # rms_norm's row factor (GPU); the GPU GEMM works on blocks of _GEMM_ROWS rows.
-    per_row = (k_pad + 4 + (0 if gemv else 4 * n_pad) + (k * xc.element_size() if act and not gpu else 0)
-               + (4 if gpu and act in (ACT_RMS_NORM, ACT_RMS_MODULATE) else 0))
-    block = _GEMM_ROWS if gpu and not gemv else 1
-    budget = max(_linear_memory_limit - fixed, block * per_row + _SCRATCH_SLACK)
-    scratch = torch.empty(min(_round_up(m, block) * per_row + _SCRATCH_SLACK, budget), dtype=torch.uint8,
-                          device=device)
+        w = padded
+    scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
@@ -269,11 +262,18 @@ def _library_gemm(m: int, k: int, n: int) -> bool:
     (torch.backends.mkldnn; without it _int_mm is a plain loop, slower than ours) and rows enough
     (LIBRARY_GEMM_MIN_ROWS).  The choice cannot change a result: int32 sums of int8 products are
     exact in any order, and the quantizer and epilogue are the same C code either way."""
-    return (m >= LIBRARY_GEMM_MIN_ROWS and k > 0 and n > 0 and _LIBRARY_GEMM_ON
+    return (m >= LIBRARY_GEMM_MIN_ROWS and k > 0 and n > 0 and _library_gemm_on()
             and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled)
 
 
-_LIBRARY_GEMM_ON = hasattr(torch, "_int_mm") and os.environ.get("COMFY_KITCHEN_C_CPU_GEMM", "") != "ours"
+_LIBRARY_GEMM_ON: bool | None = None  # COMFY_KITCHEN_C_CPU_GEMM (settings.py), read at first use
+
+
+def _library_gemm_on() -> bool:
+    global _LIBRARY_GEMM_ON
+    if _LIBRARY_GEMM_ON is None:
+        _LIBRARY_GEMM_ON = hasattr(torch, "_int_mm") and settings.value("COMFY_KITCHEN_C_CPU_GEMM") == "library"
+    return _LIBRARY_GEMM_ON
 
 
 def _linear_cpu_parts(op: str, xc, w, w_scale, bias, out, residual, residual_scale, group: int, act: int,
@@ -285,7 +285,7 @@ def _linear_cpu_parts(op: str, xc, w, w_scale, bias, out, residual, residual_sca
     n = w.shape[0]
     m = xc.numel() // xc.shape[-1]
     elem = xc.element_size() if act else 0
-    rows = max(1, min(m, _linear_memory_limit // (k + 4 + 4 * n + k * elem)))
+    rows = max(1, min(m, linear_memory_limit() // (k + 4 + 4 * n + k * elem)))
     q = torch.empty((rows, k), dtype=torch.int8)
     x_scale = torch.empty(rows, dtype=torch.float32)
     acc = torch.empty((rows, n), dtype=torch.int32)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ops of backend "c", with comfy_kitchen's names, parameters and results.
 
 Each op checks its arguments (``check_<op>``, also used by the backend's
@@ -7,54 +8,42 @@ contiguous tensor first; outputs are always new tensors.
 """
 from __future__ import annotations
 
-import contextvars
-import functools
-import os
-
 import torch
-import torch.utils.dlpack
 
 from . import _C
 from . import _checks as check
 from . import faults
 from ._C import ArgumentError, ArgumentTypeError
+from ._call import (  # noqa: F401 (re-exported: tests and backend.py use them through ops)
+    CAPTURED_TENSORS,
+    _blas_search_dirs,
+    _capsule,
+    _gpu_path,
+    _round_up,
+    _run,
+    compute_capability,
+)
+from ._kernels import KERNELS
+from .linear import (  # noqa: F401 (the int8 linear ops, part of this module's interface)
+    check_int8_linear,
+    check_int8_linear_modulated,
+    check_int8_linear_rms_modulated,
+    int8_linear,
+    int8_linear_modulated,
+    int8_linear_rms_modulated,
+    linear_memory_limit,
+    set_linear_memory_limit,
+)
 
-DTYPE_CODE_TO_DTYPE = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
-_SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = 0, 1, 2
+# Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
+# comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.
+DTYPE_CODE_TO_DTYPE = {_C.DTYPES[name]: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}
+_SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = _C.SCALE_SCALAR, _C.SCALE_PER_ROW, _C.SCALE_FULL
+_NVFP4_BLOCK = _C.NVFP4_BLOCK
+_SCALE_TILE_ROWS, _SCALE_TILE_COLS = _C.NVFP4_SCALE_TILE_ROWS, _C.NVFP4_SCALE_TILE_COLS
 
 
-# ---- plumbing -------------------------------------------------------------------------------
-
-# torch's DLPack export without the Python layer of Tensor.__dlpack__, which costs ~4 us per
-# tensor (an op passes up to 7): that layer only adds checks that cannot fail here (gradient,
-# conjugate, layout), the producer-stream synchronisation our calls skip anyway (CUDA work is
-# ordered by the stream we pass), and a refusal of tensors on another device than the current
-# one, which would break ops on a second GPU (the C side sets the device from the capsule).
-_to_dlpack = torch.utils.dlpack.to_dlpack
-
-
-def _capsule(t: torch.Tensor | None):
-    return None if t is None else _to_dlpack(t)
-
-
-# The extension module that runs the kernels: _C, or _C_emu inside
-# comfy_kitchen_c.testing.emulated_device().
-KERNELS = contextvars.ContextVar("comfy_kitchen_c_kernels", default=_C)
-
-
-# Inside testing.emulated_capture(): the tensors of every captured call, which the graph keeps
-# alive as a CUDA graph's private memory pool keeps the memory of a capture's temporaries.
-CAPTURED_TENSORS = contextvars.ContextVar("comfy_kitchen_c_captured_tensors", default=None)
-
-
-def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
-    captured = CAPTURED_TENSORS.get()
-    if captured is not None:
-        captured.extend(tensors)
-    stream = faults.current_stream(device.index) if device.type == "cuda" else 0
-    getattr(KERNELS.get(), kernel)(op, *(_capsule(t) for t in tensors), *ints, stream, torch.get_num_threads(),
-                                   faults.CHECK.get())
-
+# ---- plumbing (the call into C: _call.py) ---------------------------------------------------
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:
     """x as the contiguous [rows, K] the dequantizers take: x itself when it already is one (a
@@ -76,8 +65,8 @@ def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
 def _out_dtype(op: str, code) -> torch.dtype:
     check.integer(op, "output_dtype_code", code)
     if code not in DTYPE_CODE_TO_DTYPE:
-        raise ArgumentError(f"{op}: argument 'output_dtype_code': {code} is not 0 (float32), 1 (float16) "
-                            "or 2 (bfloat16)")
+        codes = ", ".join(f"{c} ({str(d).replace('torch.', '')})" for c, d in DTYPE_CODE_TO_DTYPE.items())
+        raise ArgumentError(f"{op}: argument 'output_dtype_code': {code} is not one of {codes}")
     return DTYPE_CODE_TO_DTYPE[code]
 
 
@@ -339,13 +328,9 @@ def dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code):
 
 # ---- NVFP4 ----------------------------------------------------------------------------------
 
-def _round_up(v: int, m: int) -> int:
-    return (v + m - 1) // m * m
-
-
 def _scale_shape(rows: int, cols: int) -> tuple[int, int]:
     """Swizzled block-scale buffer of rows x cols values: (roundup(rows,128), roundup(cols/16,4))."""
-    return _round_up(rows, 128), _round_up(cols // 16, 4)
+    return _round_up(rows, _SCALE_TILE_ROWS), _round_up(cols // _NVFP4_BLOCK, _SCALE_TILE_COLS)
 
 
 def _is_number(value) -> bool:
@@ -395,7 +380,7 @@ def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=Tru
 def _quantize_nvfp4(op: str, x, per_tensor_scale, pad_16x, hi_first, group: int):
     """The NVFP4 kernel on checked arguments; group > 0 rotates each group of columns first."""
     rows, cols = x.shape
-    out_rows, out_cols = (_round_up(rows, 16), _round_up(cols, 16)) if pad_16x else (rows, cols)
+    out_rows, out_cols = (_round_up(rows, _NVFP4_BLOCK), _round_up(cols, _NVFP4_BLOCK)) if pad_16x else (rows, cols)
     xc = x.contiguous()
     qx = torch.empty((out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
     # The kernels write the scale buffer's padding too (scale 0): no memset launch.
@@ -441,35 +426,6 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
 
 
 # ---- linear: scaled_mm_nvfp4 (the int8 linear ops: linear.py, re-exported at the end) ---------
-
-def _gpu_path(device: torch.device) -> bool:
-    """Whether a call runs the GPU kernels: CUDA tensors, or any tensor on the emulated device."""
-    return device.type == "cuda" or KERNELS.get() is not _C
-
-
-_blas_dirs_set = False
-
-
-def _blas_search_dirs() -> None:
-    """Tells _C where torch's pip-installed CUDA libraries are, for loading cuBLASLt at first use
-    (the C side first takes a cuBLASLt already loaded, then the loader's path, then these)."""
-    global _blas_dirs_set
-    if _blas_dirs_set or not hasattr(KERNELS.get(), "set_blas_search_dirs"):
-        return
-    torch_dir = os.path.dirname(torch.__file__)
-    site = os.path.dirname(torch_dir)
-    lib = "bin" if os.name == "nt" else "lib"
-    dirs = [os.path.join(site, "nvidia", "cu13", lib), os.path.join(site, "nvidia", "cublas", lib),
-            os.path.join(torch_dir, "lib")]
-    KERNELS.get().set_blas_search_dirs(os.pathsep.join(d for d in dirs if os.path.isdir(d)))
-    _blas_dirs_set = True
-
-
-@functools.lru_cache(maxsize=None)
-def compute_capability(index: int) -> tuple[int, int]:
-    """Compute capability of a CUDA device (fixed for the process; torch's query costs ~2 us)."""
-    return tuple(torch.cuda.get_device_capability(index))
-
 
 def check_scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias=None,
                           out_dtype=None, alpha=None):
@@ -551,14 +507,15 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
 # ---- NVFP4 with the ConvRot rotation: quantize_and_rotate_nvfp4, nvfp4_linear ---------------
 # Ops of comfy_kitchen_c only (no comfy_kitchen backend has them), so not registered there.
 
-NVFP4_ROTATION_GROUPS = (16, 64, 256)
-NVFP4_RANGE = 448.0 * 6.0  # largest e4m3 block scale times largest e2m1 value
+NVFP4_ROTATION_GROUPS = _C.NVFP4_ROTATION_GROUPS  # (16, 64, 256)
+NVFP4_RANGE = _C.E4M3_MAX * _C.E2M1_MAX  # largest e4m3 block scale times largest e2m1 value: 448 * 6
 
 
 def _check_nvfp4_group(op: str, name: str, group, k: int) -> None:
     check.integer(op, name, group)
     if group not in NVFP4_ROTATION_GROUPS:
-        raise ArgumentError(f"{op}: argument '{name}': {group} is not 16, 64 or 256")
+        raise ArgumentError(f"{op}: argument '{name}': {group} is not "
+                            f"{', '.join(map(str, NVFP4_ROTATION_GROUPS[:-1]))} or {NVFP4_ROTATION_GROUPS[-1]}")
     check.group_size(op, group, k, name)
 
 
@@ -652,16 +609,3 @@ def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None,
     out = scaled_mm_nvfp4(qa, weight, pts, _per_tensor_scale(weight_tensor_scale, x.device), bsa,
                           weight_block_scales, bias, x.dtype if out_dtype is None else out_dtype)
     return out[: x2.shape[0]].reshape(*x.shape[:-1], weight.shape[0])
-
-
-# ---- the int8 linear ops (linear.py needs the plumbing above) ----------------------------------
-from .linear import (  # noqa: E402
-    check_int8_linear,
-    check_int8_linear_modulated,
-    check_int8_linear_rms_modulated,
-    int8_linear,
-    int8_linear_modulated,
-    int8_linear_rms_modulated,
-    linear_memory_limit,
-    set_linear_memory_limit,
-)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checked staging of comfy_kitchen's quantized-weight parameters.
 
 ComfyUI copies a ``QuantizedTensor``'s layout parameters (its scale; NVFP4's block scales
@@ -18,6 +19,11 @@ does, in field order.  (A dtype or shape change would make ``copy_`` convert or 
 through a temporary host tensor, which ``fence(src)`` could not track, so those copies
 stay with torch.)  Subclasses that override ``copy_from`` are not affected; none does in
 comfy_kitchen.
+
+``device_side(t)`` decides what is device memory: a CUDA tensor, or, inside
+``testing.emulated_device()``, a CPU tensor whose storage ``testing.device_memory`` marked
+as the emulated device's (its memory is host memory).  comfyui_hooks.py uses the same rule
+for ComfyUI's other copy points.
 """
 from __future__ import annotations
 
@@ -25,6 +31,8 @@ import dataclasses
 import threading
 
 import torch
+
+from . import faults
 
 _lock = threading.Lock()
 _installed = None  # (BaseLayoutParams, its original copy_from, our wrapper) while installed
@@ -39,10 +47,26 @@ def _layout_params_class():
     return BaseLayoutParams
 
 
+EMULATED_DEVICE_MEMORY = "_ckc_emulated_device_memory"  # attribute of an untyped storage (testing.device_memory)
+
+
+def device_side(t) -> bool:
+    """Whether t is device memory: CUDA, or the emulated device's while it runs the ops."""
+    if not isinstance(t, torch.Tensor):
+        return False
+    if t.device.type == "cuda":
+        return True
+    if t.device.type != "cpu":
+        return False
+    from . import _C
+    from ._kernels import KERNELS
+    return KERNELS.get() is not _C and getattr(t.untyped_storage(), EMULATED_DEVICE_MEMORY, False)
+
+
 def is_staged(dst, src) -> bool:
     """Whether copying src into dst is a host-to-device copy that stage() takes as is."""
     return (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)
-            and dst.device.type == "cuda" and src.device.type == "cpu"
+            and device_side(dst) and src.device.type == "cpu" and not device_side(src)
             and dst.dtype == src.dtype and dst.shape == src.shape)
 
 
@@ -53,8 +77,6 @@ def _guarded(original):
         tensor_fields = self._tensor_fields()
         if not any(is_staged(getattr(self, name, None), getattr(src, name, None)) for name in tensor_fields):
             return original(self, src, non_blocking)
-        from . import stage  # written by the fault core; looked up per call
-
         # The original's loop (base.py copy_from), with the staged copies swapped in: it
         # has no per-field hook to wrap.
         for field in dataclasses.fields(self):
@@ -62,7 +84,7 @@ def _guarded(original):
             if field.name in tensor_fields:
                 dst = getattr(self, field.name)
                 if is_staged(dst, src_val):
-                    stage(dst, src_val, non_blocking)
+                    faults.stage(dst, src_val, non_blocking)  # looked up per call
                 else:
                     dst.copy_(src_val, non_blocking=non_blocking)
             else:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test helpers.
 
 ``emulated_device()`` runs the GPU path of every op on the CPU: inside it, ops
@@ -15,17 +16,32 @@ forbids during a capture fails as it fails there (kernels/emu/emu_graphs.cpp).
 from __future__ import annotations
 
 import contextlib
-import os
 
-from . import ops
+from . import settings
+from ._call import CAPTURED_TENSORS
+from ._kernels import KERNELS
+
+
+class EmulatedDeviceMissing(RuntimeError):
+    """This build of comfy_kitchen_c has no emulated device (_C_emu)."""
+
+
+def has_emulated_device() -> bool:
+    try:
+        _emu()
+    except EmulatedDeviceMissing:
+        return False
+    return True
 
 
 def _emu():
     try:
         from . import _C_emu
-    except ImportError as exc:  # Windows builds have no emulated device yet
-        raise RuntimeError("comfy_kitchen_c was built without the emulated device (_C_emu); "
-                           "it is built on Linux and macOS") from exc
+    except ImportError as exc:
+        raise EmulatedDeviceMissing(
+            "comfy_kitchen_c was built without the emulated device (_C_emu), which is test code: it is "
+            "built by development installs (`pip install -e .`, `setup.py build_ext --inplace`) or with "
+            "COMFY_KITCHEN_C_EMULATED=1, on Linux and macOS") from exc
     return _C_emu
 
 
@@ -33,11 +49,11 @@ def _emu():
 def emulated_device():
     """Within the block (and this thread or task), ops on CPU tensors run the GPU kernels
     on the emulated device."""
-    token = ops.KERNELS.set(_emu())
+    token = KERNELS.set(_emu())
     try:
         yield
     finally:
-        ops.KERNELS.reset(token)
+        KERNELS.reset(token)
 
 
 @contextlib.contextmanager
@@ -51,7 +67,16 @@ def host_mapping_refused():
     try:
         yield
     finally:
-        emu.refuse_host_mapping(os.environ.get("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING") == "1")
+        emu.refuse_host_mapping(bool(settings.load().value("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING")))
+
+
+def device_memory(t):
+    """Marks t's storage as the emulated device's memory and returns t: inside
+    ``emulated_device()``, ComfyUI's copy points (comfyui_hooks.py) then treat copies into it as
+    host-to-device copies, as they would a CUDA tensor's."""
+    from .staging_guard import EMULATED_DEVICE_MEMORY
+    setattr(t.untyped_storage(), EMULATED_DEVICE_MEMORY, True)
+    return t
 
 
 # ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----
@@ -129,7 +154,7 @@ def emulated_capture(mode: str = "thread_local"):
     emu = _emu()
     graph = EmulatedGraph()
     emu.capture_begin(0, CAPTURE_MODES[mode])
-    token = ops.CAPTURED_TENSORS.set(graph.tensors)
+    token = CAPTURED_TENSORS.set(graph.tensors)
     try:
         yield graph
     except BaseException:
@@ -139,5 +164,5 @@ def emulated_capture(mode: str = "thread_local"):
             pass
         raise
     finally:
-        ops.CAPTURED_TENSORS.reset(token)
+        CAPTURED_TENSORS.reset(token)
     graph.handle = emu.capture_end(0)

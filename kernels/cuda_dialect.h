@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA dialect every kernel source (kernels/<family>.cu) is written in.  Under nvcc
  * it is plain CUDA; compiled as C++17 by the host compiler with CKC_EMULATED
  * defined, kernels/emu/emu.h supplies the same names (thread and block indices,

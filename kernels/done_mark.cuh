@@ -1,4 +1,5 @@
-/* The device side of a riding completion mark (csrc/gpu/done_mark.h): every
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The device side of a riding completion mark (csrc/contract/done_mark.h): every
  * block of a kernel that carries one calls ckc_done_mark_arrive at its end,
  * with all its threads (kernels whose threads have nothing to do past the
  * bounds skip their work, never return early).  The block that arrives last
@@ -10,7 +11,7 @@
 
 #include "cuda_dialect.h"
 
-#include "gpu/done_mark.h"
+#include "contract/done_mark.h"
 
 /* The argument of a kernel that carries no mark (not its op's last). */
 constexpr ckc_done_mark CKC_NO_DONE_MARK = {NULL, 0, NULL, NULL};

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Single-element access by element type for the GPU kernels, and the launcher
  * plumbing every op shares (device guard, kind dispatch, launch check). */
 #ifndef CKC_ELEMENTS_CUH
@@ -6,9 +7,9 @@
 #include <type_traits>
 
 #include "cuda_dialect.h"
+#include "contract/exec.h"
 #include "gpu/runtime.h"
 #include "math/float_bits.h"
-#include "ops/op.h"
 
 /* The value of a 16-bit element. */
 __device__ __forceinline__ float

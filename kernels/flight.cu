@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The flight record's completion mark as a kernel of its own: one thread,
  * queued after work whose own kernels carry no mark (copies, cuBLASLt last, no
  * work at all, kernels not converted; see csrc/diag/marks.c).  It runs only
@@ -5,7 +6,7 @@
  * the GPU finished, even if the device is lost or the process killed
  * afterwards.  The emulated device writes such separate marks itself
  * (csrc/gpu/runtime_emu.c); there this kernel serves the benchmark's op that
- * launches one kernel carrying its mark (csrc/diag_module.c). */
+ * launches one kernel carrying its mark (csrc/module/faults.c). */
 #include "cuda_dialect.h"
 #include "done_mark.cuh"
 

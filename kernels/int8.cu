@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernels of the int8 family and their launchers: row-wise quantization
  * (fused with the ConvRot rotation: one read of the row, one write of codes and
  * scale), tensor-wise quantization, the plain rotation, dequantization.  One
@@ -211,7 +212,7 @@ ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layou
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err)
 {
     ckc_row_layout lay;
     memset(&lay, 0, sizeof lay);
@@ -219,7 +220,7 @@ ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc
     lay.q_stride = p->cols;
     lay.act = CKC_ACT_NONE;
     return ckc_on_device(exec, err,
-                         [&]() { return quantize_rows(p, &lay, exec->stream, ckc_gpu_take_done_mark(), err); });
+                         [&]() { return quantize_rows(p, &lay, exec->stream, ckc_exec_take_done_mark(exec), err); });
 }
 
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
@@ -260,7 +261,7 @@ launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int ch
 }
 
 extern "C" ckc_status
-ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err)
 {
     const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
     const bool vec = ckc_aligned16(p->x, row_bytes);
@@ -268,7 +269,7 @@ ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, c
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols, CKC_MAX_CHUNKS), vec,
-                                                        out_vec, ckc_gpu_take_done_mark());
+                                                        out_vec, ckc_exec_take_done_mark(exec));
             return ckc_gpu_launch_status("hadamard_rows_kernel", err);
         });
     });
@@ -403,7 +404,7 @@ int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
         if (p->group > 0) {
@@ -414,7 +415,7 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc
                 void (*int8_dequant_rotated)(ckc_int8_dequant_params, ckc_dequant_vec, ckc_done_mark) =
                     int8_dequant_rotated_kernel<decltype(kind)::value>;
                 CKC_LAUNCH(int8_dequant_rotated, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS),
-                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, ckc_gpu_take_done_mark());
+                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, ckc_exec_take_done_mark(exec));
                 return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
             });
         }
@@ -429,7 +430,7 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc
             void (*int8_dequant)(ckc_int8_dequant_params, bool, ckc_done_mark) =
                 int8_dequant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(int8_dequant, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS), 0,
-                       exec->stream, *p, chunks, ckc_gpu_take_done_mark());
+                       exec->stream, *p, chunks, ckc_exec_take_done_mark(exec));
             return ckc_gpu_launch_status("int8_dequant_kernel", err);
         });
     });
@@ -481,8 +482,9 @@ tensor_quantize_kernel(ckc_int8_tensorwise_params p, ckc_done_mark done)
 
 template <ckc_float_kind KIND>
 static ckc_status
-run_tensorwise(const ckc_int8_tensorwise_params *p, uintptr_t stream, ckc_error *err)
+run_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
 {
+    const uintptr_t stream = exec->stream;
     const int64_t needed = (p->numel + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     const dim3 grid((unsigned)(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS));
     if (p->compute_scale) {
@@ -495,16 +497,16 @@ run_tensorwise(const ckc_int8_tensorwise_params *p, uintptr_t stream, ckc_error 
         CKC_TRY(ckc_gpu_launch_status("tensor_scale_kernel", err));
     }
     void (*tensor_quantize)(ckc_int8_tensorwise_params, ckc_done_mark) = tensor_quantize_kernel<KIND>;
-    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p, ckc_gpu_take_done_mark());
+    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p, ckc_exec_take_done_mark(exec));
     return ckc_gpu_launch_status("tensor_quantize_kernel", err);
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
         return ckc_with_kind(p->kind, [&](auto kind) {
-            return run_tensorwise<decltype(kind)::value>(p, exec->stream, err);
+            return run_tensorwise<decltype(kind)::value>(p, exec, err);
         });
     });
 }

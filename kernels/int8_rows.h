@@ -1,11 +1,12 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU row quantizer of kernels/int8.cu as other launchers use it
  * (kernels/linear.cu): rows read with their own stride and an optional input
  * activation fused into the load, codes written with a padded stride. */
 #ifndef CKC_INT8_ROWS_H
 #define CKC_INT8_ROWS_H
 
-#include "ops/params.h"
-#include "status.h"
+#include "contract/params.h"
+#include "contract/status.h"
 
 typedef struct {
     int64_t x_stride; /* elements from one input row to the next (2k for swiglu and situ) */

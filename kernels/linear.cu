@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear on the GPU: per chunk of rows, the row quantizer of int8.cu (the
  * input activation fused into its load, the ConvRot rotation in registers,
  * codes written with the GEMM's padded stride; rms_norm's row factors from a
@@ -10,12 +11,12 @@
 #include "elements.cuh"
 #include "int8_rows.h"
 
+#include "contract/linear_plan.h"
 #include "gpu/blas.h"
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
 #include "math/linear.h"
 #include "math/rms.h"
-#include "ops/linear_plan.h"
 
 #define CKC_GEMV_WARPS 8
 
@@ -318,7 +319,7 @@ rms_factor_kernel(const void *x, ckc_float_kind kind, int64_t x_stride, int64_t 
 
 /* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
 static ckc_status
-linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, const ckc_exec *exec,
+linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, ckc_exec *exec,
              ckc_error *err)
 {
     const ckc_row_layout lay = {p->x_stride, p->ldq, p->act, ckc_linear_act_args(p)};
@@ -334,7 +335,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
         const bool vec = (uintptr_t)p->w % 16 == 0 && p->ldw % 16 == 0 && (uintptr_t)p->q % 16 == 0;
         const int64_t blocks = (p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS;
         CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec,
-                   last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK);
+                   last ? ckc_exec_take_done_mark(exec) : CKC_NO_DONE_MARK);
         return ckc_gpu_launch_status("int8_gemv_kernel", err);
     }
     /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
@@ -344,11 +345,11 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
         ckc_linear_gemm_params(p, (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS, p->ldacc, p->ldq);
     CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
     const ckc_linear_epilogue_params e = ckc_linear_epilogue_for(p, r0, rows);
-    return linear_epilogue(&e, exec, last ? ckc_gpu_take_done_mark() : CKC_NO_DONE_MARK, err);
+    return linear_epilogue(&e, exec, last ? ckc_exec_take_done_mark(exec) : CKC_NO_DONE_MARK, err);
 }
 
 extern "C" ckc_status
-ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
         /* Chunks reuse the scratch buffers: the stream orders their uses. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernels of the NVFP4 family and their launchers.  One thread per block of
  * 16 values: it reads them (zeros past the input for pad_16x), writes its e4m3
  * scale at the swizzled offset and 8 bytes of packed codes.  The quantizer's
@@ -130,7 +131,7 @@ grid_for(int64_t threads)
 }
 
 extern "C" ckc_status
-ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err)
 {
     const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
     const bool q_vec = packed_rows_aligned(p->qx, p->out_cols);
@@ -142,7 +143,7 @@ ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_e
             void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool, bool, ckc_done_mark) =
                 nvfp4_quant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_quant, grid_for(threads), dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec, q_vec,
-                       ckc_gpu_take_done_mark());
+                       ckc_exec_take_done_mark(exec));
             return ckc_gpu_launch_status("nvfp4_quant_kernel", err);
         });
     });
@@ -178,7 +179,7 @@ nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_d
 }
 
 extern "C" ckc_status
-ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
 {
     const bool q_vec = packed_rows_aligned(p->qx, p->cols);
     const bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
@@ -187,7 +188,7 @@ ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, c
             void (*nvfp4_dequant)(ckc_nvfp4_dequant_params, bool, bool, ckc_done_mark) =
                 nvfp4_dequant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(nvfp4_dequant, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
-                       exec->stream, *p, q_vec, out_vec, ckc_gpu_take_done_mark());
+                       exec->stream, *p, q_vec, out_vec, ckc_exec_take_done_mark(exec));
             return ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
         });
     });

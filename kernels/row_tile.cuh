@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device helpers shared by the row kernels (kernels/int8.cu, and the rotated
  * NVFP4 quantizer in kernels/nvfp4.cu, one thread per 16 values): a block of
  * CKC_ROW_THREADS threads owns one row; each thread holds chunks of 16

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A process that loses its (emulated) GPU: a few ops complete, then an injected hang
 in dequantize_int8_simple; the next op's boundary fence waits on it, and the watchdog
 writes and flushes the hang record.  The process then waits (the raise threshold is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Synthetic inputs for the parity tests: each case is a name and a builder
 (rows, cols, dtype) -> tensor.  Edge cases follow the foundation issue."""
 import torch

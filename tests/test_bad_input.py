@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad input gets our own exception (ArgumentError is a ValueError,
 ArgumentTypeError a TypeError) naming the op and the argument; never a crash."""
 import pytest

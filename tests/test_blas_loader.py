@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cuBLASLt's lazy loader (csrc/gpu/blas_cublaslt.c), built into a small program with the host
 compiler and the CUDA toolkit's static runtime: it finds cuBLASLt (here: the toolkit's, or torch's
 nvidia/cu13 through the directories the Python layer passes) and binds every function the GEMMs
@@ -29,7 +30,7 @@ def test_loader_finds_cublaslt_and_binds_every_function(tmp_path):
     exe = tmp_path / "blas_loader_test"
     subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-DCKC_WITH_CUDA=1", "-DCKC_WITH_GPU=1",
                     f"-I{ROOT / 'csrc'}", f"-I{ROOT / 'kernels'}", f"-I{CUDA_HOME / 'include'}", str(SOURCE),
-                    str(ROOT / "csrc" / "status.c"), str(ROOT / "csrc" / "platform" / "threads_posix.c"),
+                    str(ROOT / "csrc" / "contract" / "status.c"), str(ROOT / "csrc" / "platform" / "threads_posix.c"),
                     str(ROOT / "csrc" / "gpu" / "blas_plan.c"),
                     "-o", str(exe), f"-L{CUDA_HOME / 'lib64'}", "-lcudart_static", "-ldl", "-lpthread", "-lrt"],
                    check=True, capture_output=True, text=True)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """benchmarks/carry_comfy_kitchen.py: what it unpacks from a comfy-kitchen wheel for a GPU machine
 without network (a synthetic wheel here; nothing is downloaded)."""
 import importlib.util

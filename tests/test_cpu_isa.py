@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CPU kernels are built once per instruction set (baseline, AVX2 on x86-64)
 and picked at run time; every build must give the same bits."""
 import os

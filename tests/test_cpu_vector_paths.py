@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The vector builds' special paths for bfloat16 (AVX2, AVX-512) give the baseline build's bits.
 
 They quantize bfloat16 rows with vector code that skips the NaN mask and the clamp when a row's

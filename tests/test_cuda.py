@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every op on a real CUDA GPU against the CPU path of the same op, bit for bit.
 
 The checks of test_emulated_device.py, on CUDA tensors: inputs are built on the CPU

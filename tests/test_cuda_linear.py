@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """int8_linear and scaled_mm_nvfp4 on a real CUDA GPU (tests/test_cuda.py's style; skipped,
 with the reason, without a CUDA GPU or a CUDA build).
 

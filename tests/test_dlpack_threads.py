@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tensors cross into C through DLPack without leaks or double frees; the GIL is
 released while kernels run and ops are safe to call from several threads."""
 import sys

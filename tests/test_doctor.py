@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c doctor``: the command runs anywhere (no GPU, no record), the
 RAM-derived ComfyUI settings follow ComfyUI's formulas, the backend table agrees with
 comfy_kitchen's registry, and the flight-record analysis names the right records.
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 import comfy_kitchen_c
-from comfy_kitchen_c import doctor
+from comfy_kitchen_c import comfyui, doctor, doctor_comfyui
 
 GIB = 1 << 30
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,8 +44,8 @@ def test_text_report_without_a_record(tmp_path):
     for heading in ("== Environment ==", "== Backends ==", "== Flight record =="):
         assert heading in out
     for label in ("OS", "Python", "torch", "comfy-kitchen-c", "CUDA driver", "CUDA runtime", "CPU ISA", "RAM",
-                  "Variables",
-                  "cache_ram", "cache_ram_inactive", "MAX_PINNED_MEMORY"):
+                  "Variables", "Settings:",
+                  "cache_ram", "cache_ram_inactive", "MAX_PINNED_MEMORY", "EXTRA_RESERVED_VRAM"):
         assert f"\n  {label} " in out, label
     assert no_record_line(tmp_path) in out
     assert comfy_kitchen_c._C.cpu_isa() in out
@@ -54,12 +55,20 @@ def test_json_report_without_a_record(tmp_path):
     result = run_doctor("--json", flight_dir=tmp_path)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "backends", "flight"}
+    assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "comfyui", "recommendations",
+                        "backends", "flight"}
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
-                        "cpu_isa", "ram", "variables"}
+                        "cpu_isa", "ram", "variables", "settings"}
+    assert set(env["settings"]) == set(comfy_kitchen_c.settings.SETTINGS)
+    assert env["settings"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == {"value": str(tmp_path), "source": "environment",
+                                                             "error": None}
+    assert set(doc["comfyui"]["memory"]["values"]) == {"cache_ram", "cache_ram_inactive", "max_pinned_memory",
+                                                       "extra_reserved_vram"}
+    assert doc["recommendations"] and all(isinstance(line, str) for line in doc["recommendations"])
     assert env["variables"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == str(tmp_path)
-    assert set(env["cuda"]) == {"driver", "runtime_torch", "runtime_extension", "extension_has_cuda", "error"}
+    assert set(env["cuda"]) == {"driver", "nvidia_driver", "runtime_torch", "runtime_extension",
+                                "extension_has_cuda", "error"}
     if env["cuda"]["extension_has_cuda"]:
         assert env["cuda"]["runtime_extension"] is not None
     assert env["torch"]["version"] == torch.__version__
@@ -69,8 +78,9 @@ def test_json_report_without_a_record(tmp_path):
         assert env["gpus"] == []
     settings = doc["comfyui_settings"]
     assert settings == json.loads(json.dumps(
-        doctor.comfyui_settings(env["ram"]["total"], sys.platform == "win32", env["ram"]["swap"] or 0)))
-    assert set(doc["backends"]) == {"installed", "error", "priority", "c_registered", "c_active", "backends", "ops"}
+        doctor.comfyui_settings(env["ram"]["total"], sys.platform == "win32", comfyui.swap_for_pins())))
+    assert set(doc["backends"]) == {"installed", "error", "priority", "in_priority", "c_registered", "c_active",
+                                    "backends", "ops"}
     flight = doc["flight"]
     assert set(flight) == {"status", "directory", "path", "message", "verdict", "record"}
     assert flight["status"] == ("none" if HAS_FLIGHT else "unavailable") and flight["record"] is None
@@ -174,7 +184,7 @@ def test_disabled_c_is_registered_not_active(registry, capsys):
         registry.enable("c")
     assert table["c_registered"] and not table["c_active"]
     assert all(row["cpu"] != "c" for row in table["ops"])
-    assert '"c" is registered but disabled' in capsys.readouterr().out
+    assert "but disabled: comfy_kitchen skips it" in capsys.readouterr().out
 
 
 def test_a_failing_driver_query_is_reported(monkeypatch):
@@ -329,7 +339,7 @@ def test_text_analysis_of_the_newest_record(fake_flight, capsys):
     assert "seq 3 op int8_linear: see above" in hangs
     table = flight[flight.index("Last 4 records"):].splitlines()[1:]
     assert [line.split()[0] for line in table] == ["seq", "1", "2", "3", "4"]
-    assert table[1].split()[3:7] == ["(pinned)", "completed", "0", "0x7f00"]  # host memory of the copy
+    assert table[1].split()[3:7] == ["(pinned)", "completed", "cuda:0", "0x7f00"]  # host memory of the copy
     assert table[3].split()[6] == "3.000"  # queued 3 s after the process started
 
 
@@ -368,3 +378,91 @@ def test_no_record_in_the_flight_folder(fake_flight, capsys, tmp_path):
     status, out = run_main(capsys)
     assert status == 0
     assert f"no flight record found in {tmp_path}" in out
+
+
+# ---- ComfyUI: sources, switches in force, recommendations, the priority sentence --------------
+
+def test_every_derived_value_has_formula_source_and_value_in_force():
+    memory = doctor_comfyui.memory_settings(64 * GIB, True, 0, 16 * GIB, None)
+    values = memory["values"]
+    assert values["max_pinned_memory"]["derived_gib"] == pytest.approx(25.6)
+    assert values["cache_ram"]["derived_gib"] == pytest.approx(6.4)
+    assert values["extra_reserved_vram"]["derived_gib"] == pytest.approx(700 / 1024)  # Windows, 16 GiB card
+    for row in values.values():
+        assert row["formula"] and "ComfyUI" in row["source"] and "(derived)" in row["in_force"] \
+            or "(default)" in row["in_force"]
+
+
+def test_switches_in_force_change_the_values_in_force():
+    flags = {"cache_ram": [3.2, 32.0], "reserve_vram": 2.0, "disable_pinned_memory": True}
+    values = doctor_comfyui.memory_settings(64 * GIB, True, 0, None, flags)["values"]
+    assert values["cache_ram"]["in_force"] == "3.2 GiB (--cache-ram)"
+    assert values["cache_ram_inactive"]["in_force"] == "32 GiB (--cache-ram)"
+    assert values["max_pinned_memory"]["in_force"] == "none: --disable-pinned-memory"
+    assert values["extra_reserved_vram"]["in_force"] == "2 GiB (--reserve-vram)"
+    classic = doctor_comfyui.memory_settings(64 * GIB, True, 0, None, {"cache_classic": True})["values"]
+    assert classic["cache_ram"]["in_force"].startswith("none: --cache-classic")
+
+
+def test_flags_of_a_running_comfyui_are_parsed_by_its_own_parser(monkeypatch, tmp_path):
+    standin = os.path.join(ROOT, "tests", "comfyui_standin")
+    monkeypatch.setattr(doctor_comfyui, "_command_lines", lambda: [
+        (1, ["bash"], "/"),
+        (4242, ["python", "main.py", "--cache-ram", "3.2", "32", "--disable-cuda-graphs", "--listen"], standin)])
+    flags = doctor_comfyui.flags_in_force()
+    assert flags["source"].startswith("ComfyUI process 4242 (") and flags["error"] is None
+    assert flags["flags"] == {"cache_ram": [3.2, 32.0], "disable_cuda_graphs": True}
+
+
+def test_flags_without_a_running_comfyui(monkeypatch):
+    monkeypatch.setattr(doctor_comfyui, "_command_lines", lambda: [(1, ["bash"], "/")])
+    assert doctor_comfyui.flags_in_force()["flags"] is None
+
+
+def test_recommendations_follow_the_machine():
+    env = {"os": {"windows_build": 26200}, "variables": {}}
+    backends = {"c_active": False, "ops": [{"op": "int8_linear", "cpu": "eager", "cuda": "cuda"}]}
+    lines = "\n".join(doctor_comfyui.recommendations(env, backends, 64 * GIB, None))
+    for part in ('Put "c" first', "COMFY_KITCHEN_DISABLE_CUTLASS=1", "Sysmem Fallback", "COMFY_KITCHEN_C_RAM_PROFILE=32",
+                 "--disable-cuda-graphs"):
+        assert part in lines, part
+    env = {"os": {"windows_build": None}, "variables": {}}
+    backends = {"c_active": True, "ops": [{"op": "int8_linear", "cpu": "c", "cuda": "c"}]}
+    lines = "\n".join(doctor_comfyui.recommendations(env, backends, 32 * GIB, {"disable_cuda_graphs": True}))
+    for part in ('Put "c" first', "CUTLASS", "Sysmem", "RAM_PROFILE", "--disable-cuda-graphs"):
+        assert part not in lines, part
+
+
+@pytest.mark.parametrize("priority, active, disabled, expected", [
+    (["c", "cuda", "eager"], True, False, "at position 1 of 3: the first available backend"),
+    (["cuda", "c", "eager"], False, False, "at position 2 of 3, behind cuda: those are tried first"),
+    (["cuda", "eager"], False, False, "NOT in the priority list"),
+    (["c", "eager"], False, True, "at position 1 of 2, but disabled"),
+])
+def test_priority_sentence(priority, active, disabled, expected):
+    table = {"in_priority": priority, "c_registered": True, "c_active": active,
+             "backends": [{"name": "c", "disabled": disabled}]}
+    assert expected in doctor.priority_sentence(table)
+
+
+def test_emulated_device_records_say_so():
+    emulated = [rec(1, "stage", "completed", kind="copy", device_kind="emulated"),
+                rec(2, "quantize_int8_rowwise", "queued", device_kind="emulated")]
+    assert "emulated:0 (the emulated device" in doctor.details(emulated[1])[1]
+    assert doctor.verdict(loaded(emulated))[-1].startswith("Every record was written by the emulated device")
+    gpu = [rec(1, "stage", "completed", kind="copy")]  # format 1: no device_kind, a GPU
+    assert doctor.details(gpu[0])[1].startswith("  device cuda:0")
+    assert "emulated" not in " ".join(doctor.verdict(loaded(gpu)))
+
+
+def test_a_real_record_of_the_emulated_device(tmp_path):
+    """Written by the emulated device in a child process: flight.load and doctor say so."""
+    code = ("import torch, comfy_kitchen_c as c\nfrom comfy_kitchen_c.testing import emulated_device\n"
+            "with emulated_device():\n    c.ops.quantize_int8_rowwise(torch.randn(4, 64))\n")
+    env = dict(os.environ, COMFY_KITCHEN_C_FLIGHT_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=300)
+    result = run_doctor("--json", flight_dir=tmp_path)
+    flight = json.loads(result.stdout)["flight"]
+    assert flight["record"]["format_version"] == 3
+    assert {r["device_kind"] for r in flight["record"]["records"]} == {"emulated"}
+    assert flight["verdict"][-1].startswith("Every record was written by the emulated device")

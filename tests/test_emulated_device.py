@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every GPU entry point, run on the emulated device (the CUDA kernel sources
 executed on the CPU), against the CPU path and comfy_kitchen eager.
 
@@ -17,7 +18,10 @@ from comfy_kitchen_c import ops
 
 if sys.platform == "win32":
     pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
-from comfy_kitchen_c.testing import emulated_device
+from comfy_kitchen_c.testing import emulated_device, has_emulated_device  # noqa: E402
+
+if not has_emulated_device():
+    pytest.skip("this build has no emulated device (_C_emu: development builds only)", allow_module_level=True)
 from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, assert_rotated_quant_close, assert_same
 from inputs import CASES
 

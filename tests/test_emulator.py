@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The emulated device (kernels/emu/): kernel sources written in the CUDA dialect of
 kernels/cuda_dialect.h, built by the host C++ compiler with CKC_EMULATED, run on the
 CPU.  tests/emu/emu_kernels_test.cu checks its results itself and prints a PASS line

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checking modes, the CudaFault exceptions, stage/fence and the watchdog, on the
 emulated device with injected faults (comfy_kitchen_c.testing.inject).
 
@@ -168,7 +169,7 @@ def test_checking_mode_from_the_environment(monkeypatch):
     monkeypatch.setenv("COMFY_KITCHEN_C_CHECK", "")
     assert faults._mode_from_env() == faults.MODES["launch"]
     monkeypatch.setenv("COMFY_KITCHEN_C_CHECK", "sometimes")
-    with pytest.raises(ckc.ArgumentError, match="COMFY_KITCHEN_C_CHECK='sometimes'"):
+    with pytest.raises(ckc.SettingError, match="COMFY_KITCHEN_C_CHECK='sometimes'"):
         faults._mode_from_env()
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Completion marks in pinned words, mirrored into the flight record's file (csrc/diag/marks.c,
 csrc/diag/flight_mirror.c).  Where the device cannot write the file mapping (Linux >= 6.5
 refuses CUDA to pin file-backed pages), the stream writes each completion into pinned host
@@ -25,7 +26,10 @@ from conftest import sigkilled
 
 if sys.platform == "win32":
     pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
-from comfy_kitchen_c.testing import emulated_device, host_mapping_refused, inject
+from comfy_kitchen_c.testing import emulated_device, has_emulated_device, host_mapping_refused, inject  # noqa: E402
+
+if not has_emulated_device():
+    pytest.skip("this build has no emulated device (_C_emu: development builds only)", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 REFUSE = "COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The flight record (csrc/diag/flight.c, read by comfy_kitchen_c/flight.py): what a
 record holds, the states, wrap-around of the ring, the file surviving a killed
 process, pruning, and parsing a file written elsewhere."""
@@ -44,7 +45,7 @@ def test_header_names_the_process():
     assert p["pid"] == os.getpid() and p["python"] == platform.python_version()
     assert p["package_version"] == ckc.__version__ and p["host"] == platform.node()[:63]
     assert abs(p["started_unix"] - time.time()) < 3600
-    assert analysis["format_version"] == 2 and analysis["capacity"] == 4096
+    assert analysis["format_version"] == 3 and analysis["capacity"] == 4096
     assert os.path.dirname(faults.record_path()) == flight.default_dir()
     assert faults.record_path() in flight.record_files()
 
@@ -59,6 +60,7 @@ def test_an_op_record():
     assert r["tensors"] == "x bfloat16[6, 1024]; q int8[6, 1024]; scale float32[6, 1]"
     assert r["params"] == "group=256 int8_rowwise grid=(6,1,1) block=(256,1,1)"
     assert r["device"] == 0 and r["stream"] == 0 and r["error"] == "" and r["host_memory"] == ""
+    assert r["device_kind"] == "emulated"  # format 2: the emulated device marks its records
     assert before <= r["queued_unix"] <= time.time()
     assert r["seq"] == flight.load(faults.record_path())["written"]
 
@@ -166,13 +168,16 @@ def run_one_op(record_dir, **env):
     return int(files_after_import), path
 
 
-def test_old_records_are_pruned_and_imports_write_nothing(tmp_path):
+def test_old_records_are_pruned_when_a_record_is_created_and_imports_touch_nothing(tmp_path):
     for k in range(20):
         (tmp_path / f"flight-{k:013d}-1.ckcf").write_bytes(b"old")
+    (tmp_path / "flight-notes.txt").write_bytes(b"not a record")
     files_after_import, path = run_one_op(tmp_path)
-    assert files_after_import == faults.KEEP_RECORDS - 1  # pruned, and no file before the first record
+    assert files_after_import == 20  # the import neither pruned nor created anything
     files = flight.record_files(str(tmp_path))
-    assert len(files) == faults.KEEP_RECORDS and files[-1] == path
+    assert len(files) == faults.KEEP_RECORDS and files[-1] == path  # the newest old ones, and this one
+    assert files[0].endswith(f"flight-{20 - faults.KEEP_RECORDS + 1:013d}-1.ckcf")
+    assert (tmp_path / "flight-notes.txt").exists()
 
 
 def test_flight_record_off(tmp_path):
@@ -247,3 +252,15 @@ def test_records_from_several_threads():
     assert len(new) == 300 and len({r["seq"] for r in new}) == 300
     assert all(r["state"] == "completed" for r in new)
     assert sorted(r["op"] for r in new) == ["quantize_int8_rowwise"] * 150 + ["stage"] * 150
+
+
+def test_format_1_records_still_read_as_gpu_records(tmp_path):
+    """A record written before format 2 (no device-kind bit) reads as a GPU's."""
+    header = flight.HEADER.pack(flight.MAGIC.ljust(16, b"\0"), 1, flight.HEADER.size, flight.RECORD.size, 1, 42,
+                                1.0, 1, b"host", b"3.11", b"0.1.0", 0, 0, 0, 0)
+    record = flight.RECORD_V1.pack(1, 1, 2, 0, 0, 1, 0, 2.0, 3.0, 8, 0x1000, 8, 0x2000, b"stage", b"src -> dst", b"",
+                                   b"")
+    path = tmp_path / "flight-old.ckcf"
+    path.write_bytes(header + record)
+    r = flight.load(str(path))["records"][0]
+    assert r["device_kind"] == "cuda" and r["host_memory"] == "pinned" and r["state"] == "completed"

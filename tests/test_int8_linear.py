@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """int8_linear: parity with comfy_kitchen's eager backend on the CPU and on the emulated
 device (the GPU launcher, chunking, the cuBLASLt stand-in, the epilogue and GEMV kernels),
 chunking under a tiny memory bound, and bad input.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Parity of the int8 ops with comfy_kitchen's eager backend, on CPU.
 
 Non-rotated quantization and every dequantization are bit-exact.  Rotated ops

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every CUDA kernel fits every architecture we build for: ptxas reports no
 register spills and no stack frame (a register array indexed dynamically lives
 in local memory: a stack frame without spills), and each kernel's launch

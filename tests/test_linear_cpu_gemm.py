@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import comfy_kitchen_c
-from comfy_kitchen_c import ArgumentError, ArgumentTypeError, linear as L, ops
+from comfy_kitchen_c import ArgumentError, ArgumentTypeError, linear as L, ops, settings
+from comfy_kitchen_c import testing
 from comfy_kitchen_c.testing import emulated_device
 
 from conftest import assert_bitwise_equal
@@ -120,6 +121,35 @@ def test_the_emulated_device_never_takes_the_library(int_mm_calls):
 
 
 @needs_onednn
+@pytest.mark.parametrize("choice, calls", [("ours", 0), ("library", 1)])
+def test_the_cpu_gemm_setting_picks_the_gemm(monkeypatch, int_mm_calls, choice, calls):
+    """COMFY_KITCHEN_C_CPU_GEMM (settings.py), read at the first CPU int8_linear."""
+    x, w, ws, b = make(M, 64, 24, torch.bfloat16, bias=True)
+    monkeypatch.setenv("COMFY_KITCHEN_C_CPU_GEMM", choice)
+    monkeypatch.setattr(L, "_LIBRARY_GEMM_ON", None)
+    settings.reload()
+    try:
+        ops.int8_linear(x, w, ws, b)
+    finally:
+        monkeypatch.undo()
+        settings.reload()
+    assert int_mm_calls[0] == calls
+
+
+def test_the_parts_refuse_the_emulated_device():
+    """The parts have no GPU kernel: on the emulated device (every call runs the GPU entry) the
+    router refuses them by name rather than run the CPU code on "device memory"."""
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    q, sx = torch.empty(4, 64, dtype=torch.int8), torch.empty(4)
+    acc, out = torch.zeros(4, 8, dtype=torch.int32), torch.empty(4, 8, dtype=torch.bfloat16)
+    emu = testing._emu()  # EmulatedDeviceMissing: skipped (conftest)
+    for name, args in (("int8_linear_quantize", (x, q, sx, None, None, None, 0, 0, 0, -1)),
+                       ("int8_linear_epilogue", (acc, sx, torch.ones(1), None, None, None, out))):
+        with pytest.raises(ArgumentTypeError, match=f"{name} has no GPU kernel; it runs on CPU tensors"):
+            _call(name, *args, module=emu)
+
+
+@needs_onednn
 def test_chunks_bounded_by_the_memory_limit(memory_limit, int_mm_calls, our_gemm):
     """Rows go through in chunks of limit // (k + 4 + 4n + activated row) rows, one
     torch._int_mm per chunk, with the one-call op's result (each chunk's x, output and
@@ -137,9 +167,9 @@ def test_chunks_bounded_by_the_memory_limit(memory_limit, int_mm_calls, our_gemm
         assert_bitwise_equal(got, whole, f"chunks of {rows}")
 
 
-def _call(name, *tensors_and_ints):
+def _call(name, *tensors_and_ints, module=None):
     args = [t.__dlpack__() if isinstance(t, torch.Tensor) else t for t in tensors_and_ints]
-    getattr(comfy_kitchen_c._C, name)(name, *args, 0, 1)
+    getattr(module or comfy_kitchen_c._C, name)(name, *args, 0, 1)
 
 
 def test_the_parts_check_their_arguments():

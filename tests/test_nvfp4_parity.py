@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Parity of the NVFP4 ops with comfy_kitchen's eager backend, on CPU: codes,
 block scales (and their swizzled layout) and dequantized values bit for bit."""
 import contextlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """quantize_and_rotate_nvfp4 and nvfp4_linear (ops of comfy_kitchen_c only).
 
 quantize_and_rotate_nvfp4 is defined as quantize_nvfp4 of rotate_int8_convrot_weight's

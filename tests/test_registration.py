@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Backend "c" in comfy_kitchen's registry: registration, priority, activation,
 fall-through for calls it cannot serve, and proof that calls are served by our C code."""
 import os

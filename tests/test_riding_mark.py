@@ -1,4 +1,5 @@
-"""Completion marks that ride on an op's own last kernel (csrc/gpu/done_mark.h,
+# SPDX-License-Identifier: Apache-2.0
+"""Completion marks that ride on an op's own last kernel (csrc/contract/done_mark.h,
 kernels/done_mark.cuh, csrc/diag/marks.c): the converted ops queue no separate mark, yet every
 record completes, in both places the device writes completions (the file's own words; pinned
 words mirrored into the file).  A kernel that never ran leaves its record incomplete, and the
@@ -17,8 +18,11 @@ from comfy_kitchen_c import faults, flight, ops
 
 if sys.platform == "win32":
     pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
+from comfy_kitchen_c.testing import emulated_device, has_emulated_device, host_mapping_refused, inject  # noqa: E402
+
+if not has_emulated_device():
+    pytest.skip("this build has no emulated device (_C_emu: development builds only)", allow_module_level=True)
 from comfy_kitchen_c import _C_emu  # noqa: E402
-from comfy_kitchen_c.testing import emulated_device, host_mapping_refused, inject  # noqa: E402
 
 
 def _int8_codes(rows, cols):

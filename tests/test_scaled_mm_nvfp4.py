@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scaled_mm_nvfp4 on the CPU (dequantize-and-matmul) and through the GPU launcher on the
 emulated device (its C reference of cuBLASLt's block-scaled FP4 GEMM), and registration of
 both linear ops.
@@ -140,6 +141,8 @@ def test_unservable_linear_calls_fall_through(activated):
     assert registry.get_capable_backend("int8_linear", base) == "c"
     assert registry.get_capable_backend("int8_linear", {**base, "input_act": "situ"}) == "eager"
     assert registry.get_capable_backend("int8_linear", {**base, "residual": torch.ones(6, 16),
+                                                        "residual_scale": torch.ones(16)}) == "c"
+    assert registry.get_capable_backend("int8_linear", {**base, "residual": torch.ones(6, 15),
                                                         "residual_scale": torch.ones(16)}) == "eager"
     assert registry.get_capable_backend("int8_linear", {**base, "convrot": True, "convrot_groupsize": 48}) == "eager"
     qa, qb, pa, pb, sa, sb, _ = make(4, 8, 32, torch.bfloat16)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c selftest``: it passes on this build, covers every op the
 backend serves, and reports FAIL when an op is wrong (so it can actually fail)."""
 import importlib.util
@@ -114,3 +115,60 @@ def test_without_comfy_kitchen_exits_2_with_a_message():
     result = _cli("selftest", prelude="import sys; sys.modules['comfy_kitchen'] = None")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "comfy_kitchen" in result.stderr and "pip install comfy-kitchen" in result.stderr
+
+
+# ---- the report: header, error columns, timing in blocks ------------------------------------
+
+@needs_eager
+def test_report_opens_with_versions_and_hardware():
+    out = io.StringIO()
+    assert selftest.run(["cpu"], out, only={"quantize_int8_tensorwise"}, timing=False)
+    head = out.getvalue().splitlines()[:5]
+    assert head[0].startswith(f"comfy-kitchen-c {comfy_kitchen_c.__version__} selftest")
+    assert f"torch {torch.__version__}" in head[1] and "Python " in head[1] and "comfy_kitchen " in head[1]
+    assert f"kernels for {comfy_kitchen_c._C.cpu_isa()}" in head[2] and f"{torch.get_num_threads()} threads" in head[2]
+    assert head[3].startswith("  GPU") and head[4] == ""
+
+
+@needs_eager
+def test_codes_and_floats_are_reported_separately(monkeypatch):
+    monkeypatch.setattr(comfy_kitchen_c.ops, "quantize_int8_rowwise",
+                        _off_by_one_codes(comfy_kitchen_c.ops.quantize_int8_rowwise))
+    out = io.StringIO()
+    selftest.run(["cpu"], out, only={"quantize_int8_rowwise"}, timing=False)
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("quantize_int8_rowwise "))
+    import re
+    # codes off by one (except those clamped at 127); the scales untouched: float error 0
+    match = re.search(r" (\d+)/(\d+) off, max 1 +0 +FAIL ", row)
+    assert match and int(match.group(2)) == selftest.ROWS * selftest.COLS and int(match.group(1)) > 0, row
+    assert "int8/fp4 codes" in out.getvalue() and "float err (rel)" in out.getvalue()
+
+
+def test_differences():
+    from comfy_kitchen_c.selftest_report import differences
+    q = torch.zeros(10, dtype=torch.int8)
+    s = torch.tensor([2.0, 4.0])
+    assert differences((q, s), (q, s)) == ("exact", 0.0)
+    q2 = q.clone()
+    q2[3] = 2
+    assert differences((q2, s), (q, s))[0] == "1/10 off, max 2"
+    assert differences((q, s * 1.01), (q, s))[1] == pytest.approx(0.01)
+    nan = torch.tensor([float("nan"), 1.0])
+    assert differences((nan,), (nan,)) == ("-", 0.0)
+    assert differences((torch.tensor([1.0, 1.0]),), (nan,))[1] == float("inf")
+
+
+def test_timing_is_in_blocks_of_consecutive_calls():
+    from comfy_kitchen_c import selftest_report
+    calls = []
+    ours = lambda: calls.append("ours")  # noqa: E731
+    eager = lambda: calls.append("eager")  # noqa: E731
+    selftest_report.time_blocks(ours, eager, (), torch.device("cpu"))
+    runs = [calls[0]]
+    for c in calls[1:]:
+        if c != runs[-1]:
+            runs.append(c)
+    # calibration (eager, then ours), then ROUNDS x (a block of ours, a block of eager): consecutive
+    # calls of one implementation, never interleaved one by one
+    assert runs == ["eager"] + ["ours", "eager"] * selftest_report.ROUNDS
+    assert calls.count("ours") >= selftest_report.ROUNDS * selftest_report.MIN_CALLS

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """install_staging_guard(): comfy_kitchen's BaseLayoutParams.copy_from sends host-to-device
 tensor fields through comfy_kitchen_c.stage and leaves every other copy to comfy_kitchen.
 
@@ -33,7 +34,7 @@ def fake_cuda(t: torch.Tensor) -> torch.Tensor:
 
 @pytest.fixture
 def staged(monkeypatch):
-    """Installs the guard with a recording stand-in for comfy_kitchen_c.stage; yields the calls."""
+    """Installs the guard with a recording stand-in for comfy_kitchen_c.stage (faults.stage); yields the calls."""
     calls = []
 
     def stage(dst, src, non_blocking=True):
@@ -41,7 +42,7 @@ def staged(monkeypatch):
         dst.copy_(src)
         return "pageable"
 
-    monkeypatch.setattr(comfy_kitchen_c, "stage", stage, raising=False)
+    monkeypatch.setattr(comfy_kitchen_c.faults, "stage", stage)
     original = BaseLayoutParams.__dict__["copy_from"]
     assert comfy_kitchen_c.install_staging_guard()
     try:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What CPython's Windows build (the python.org installers' PC/pyconfig.h) tells
  * the headers of the limited API, for compiling the extension's C for Windows
  * on Linux: .ci/windows_compile_check.py puts this file in place of the host

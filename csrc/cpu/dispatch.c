@@ -1,8 +1,11 @@
-/* Choice of the CPU kernels' instruction set. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Choice of the CPU kernels' instruction set, and the CPU device's start. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "platform/cpu_features.h"
 
 extern const ckc_cpu_kernels ckc_cpu_kernels_baseline;
@@ -66,10 +69,17 @@ ckc_cpu_select(const char *isa)
     return 0;
 }
 
+const char *
+ckc_cpu_isa(void)
+{
+    return selected->isa;
+}
+
 void
-ckc_cpu_select_default(void)
+ckc_cpu_init(void)
 {
     const char *forced = getenv("COMFY_KITCHEN_C_CPU_ISA");
+    ckc_parallel_init();
     if (forced != NULL && ckc_cpu_select(forced)) {
         return;
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The int8 GEMM's micro-kernel for AVX2 (included by linear_impl.h in the AVX2
  * build): 16 k at a time, each row's bytes sign-extended to 16 bits once
  * (vpmovsxbw) and multiplied pairwise into 32-bit sums (vpmaddwd), so each

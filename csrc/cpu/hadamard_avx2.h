@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX2 forms of the Hadamard stages, for the AVX2 build of the CPU kernels.
  * Compilers turn the portable loops for the short strides into slow shuffles;
  * here a 16-value block lives in two registers (strides 1 and 4), and for

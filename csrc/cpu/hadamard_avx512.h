@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX-512 form of the fused rotation of bfloat16 rows, for the AVX-512 build of
  * the CPU kernels.  A 16-value block (ckc_hadamard_rows' strides 1 and 4) fills
  * one 16-lane register, so a whole 256-group is 16 registers: every stage of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX2 form of the bfloat16 int8 quantizer (ckc_int8_code_bf16_reciprocal of
  * kernels/math/int8_quant.h), for the AVX2 build of the CPU kernels.  Compilers
  * vectorize the scalar form poorly (the narrowing to int8 and the integer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX-512 form of the bfloat16 int8 quantizer, for the AVX-512 build of the CPU
  * kernels: the steps and their exactness argument are int8_avx2.h's, on 16
  * lanes, and the narrowing to int8 is one saturating down-convert (which turns

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU kernels of the int8 family: row-wise and tensor-wise quantization (with
  * the fused ConvRot rotation), the plain rotation, and dequantization.  Rows
  * are independent and go to the thread pool; a row is converted to float once,

@@ -1,12 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU kernels (C, multi-threaded), built once per instruction set (baseline,
- * and AVX2 and AVX-512 on x86-64) and picked at run time for the CPU in use.  Each takes a
- * validated parameter block and the thread count, and returns CKC_OK or an
- * error it filled. */
+ * and AVX2 and AVX-512 on x86-64) and picked at run time for the CPU in use
+ * (cpu/dispatch.c).  Each takes a validated parameter block and the thread
+ * count, and returns CKC_OK or an error it filled.  The CPU device's own
+ * table: the other layers see cpu/cpu.h. */
 #ifndef CKC_CPU_KERNELS_H
 #define CKC_CPU_KERNELS_H
 
-#include "ops/params.h"
-#include "status.h"
+#include "contract/params.h"
+#include "contract/status.h"
 
 typedef struct {
     const char *isa;
@@ -24,17 +26,6 @@ typedef struct {
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */
 const ckc_cpu_kernels *ckc_cpu(void);
-
-/* Once at import: picks the best instruction set, or the one named by the
- * COMFY_KITCHEN_C_CPU_ISA environment variable. */
-void ckc_cpu_select_default(void);
-
-/* Selects an instruction set by name ("baseline", "avx2", "avx512"); 0 if unknown or
- * not supported by this CPU or build. */
-int ckc_cpu_select(const char *isa);
-
-/* Names of the instruction sets this build and CPU can run, NULL-terminated. */
-const char *const *ckc_cpu_available(void);
 
 /* int8_linear on the CPU, chunk by chunk through the scratch of p (cpu/linear.c). */
 ckc_status ckc_cpu_int8_linear(const ckc_int8_linear_params *p, int nthreads, ckc_error *err);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One instruction-set build of all CPU kernels: included by kernels_<isa>.c,
  * which defines CKC_CPU_ISA first and is compiled with that ISA's flags.
  * Everything here is static except the table ckc_cpu_kernels_<isa>. */

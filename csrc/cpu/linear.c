@@ -1,14 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear on the CPU: per chunk of rows, the activation pre-pass (into the
  * chunk's activated-rows buffer, rms_norm's row factors first; the row
  * quantizer then reads that buffer), the row-wise quantizer with the ConvRot
  * rotation, the int8 GEMM into the chunk's int32 accumulator, and the epilogue
  * (bias, residual form) into the output rows.  Every buffer is the caller's
  * scratch (allocated by torch, sized by the memory bound).  The quantizer and
- * the epilogue of a chunk are also entries of their own (ops/linear_parts.c:
- * a library's GEMM between them). */
+ * the epilogue of a chunk are also entries of their own (cpu/entries.c, for
+ * ops/linear_parts.c: a library's GEMM between them). */
+#include "contract/linear_plan.h"
 #include "kernels.h"
 #include "math/activation.h"
-#include "ops/linear_plan.h"
 
 /* The activation pre-pass and the row quantizer of the chunk of `rows` rows
  * at row r0: into p's codes and scales. */

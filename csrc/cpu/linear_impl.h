@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU kernels of int8_linear: the int8 GEMM (int32 accumulation, exact), the
  * epilogue (kernels/math/linear.h) and the input activation pre-pass
  * (kernels/math/activation.h).  The GEMM is also the emulated device's stand-in

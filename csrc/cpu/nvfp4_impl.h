@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU kernels of the NVFP4 family.  A row is converted to float once (with the
  * pad_16x zeros appended; for quantize_and_rotate_nvfp4 rotated group-wise and
  * rounded to x's type on the way, exactly as rotate_int8_convrot_weight stores

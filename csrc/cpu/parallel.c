@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Thread pool behind ckc_parallel_for.  Workers sleep on a condition variable;
  * a call publishes a job (a new generation), and every participant claims
  * chunks under the pool lock until none are left.  After a job, workers spin

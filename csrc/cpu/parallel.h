@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small persistent thread pool for the CPU kernels.  Portable (pthreads or
  * Win32 through platform/threads.h), honours the thread count each call asks
  * for (the Python layer passes torch.get_num_threads()), survives fork. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Conversions of whole rows between an element type and float32, one tight
  * loop per type so compilers vectorize them.  Shared by the CPU kernels. */
 #ifndef CKC_CPU_ROWS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-thread float scratch rows for kernels that work on one row at a time:
  * allocated once per call, before the parallel region, so an allocation
  * failure is reported instead of happening inside a worker. */
@@ -6,8 +7,8 @@
 
 #include <stdlib.h>
 
+#include "contract/status.h"
 #include "parallel.h"
-#include "status.h"
 
 typedef struct {
     float *base;

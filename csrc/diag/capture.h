@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "checked.h"
-#include "status.h"
+#include "contract/status.h"
 
 typedef struct {
     int capturing;

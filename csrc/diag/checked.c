@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checked execution of ops and staged copies (see checked.h): flight records,
  * completion marks, fences, the watchdog, and the attribution of a fault to
  * the work the flight record shows did not complete. */
@@ -22,13 +23,13 @@ format_tensors(const ckc_op_args *a, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int k = 0; k < a->spec->n_tensors; k++) {
+    for (int k = 0; k < a->sig->n_tensors; k++) {
         const ckc_tensor *t = &a->t[k];
         if (!a->present[k]) {
             continue;
         }
         n = ckc_text_append(buf, cap, n, n ? "; " : "");
-        n = ckc_text_append(buf, cap, n, a->spec->tensors[k].name);
+        n = ckc_text_append(buf, cap, n, a->sig->tensors[k].name);
         n = ckc_text_append(buf, cap, n, " ");
         n = ckc_text_append(buf, cap, n, ckc_dtype_name(t->dtype));
         n = ckc_text_append(buf, cap, n, "[");
@@ -46,9 +47,9 @@ format_ints(const ckc_op_args *a, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int k = 0; k < a->spec->n_ints; k++) {
+    for (int k = 0; k < a->sig->n_ints; k++) {
         n = ckc_text_append(buf, cap, n, k ? " " : "");
-        n = ckc_text_append(buf, cap, n, a->spec->ints[k]);
+        n = ckc_text_append(buf, cap, n, a->sig->ints[k]);
         n = ckc_text_append(buf, cap, n, "=");
         n = ckc_text_append_int(buf, cap, n, a->i[k]);
     }
@@ -372,18 +373,18 @@ op_failed(const char *op, const ckc_op_args *a, ckc_flight_record *r, uint64_t s
 }
 
 ckc_status
-ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fault *fault)
+ckc_op_check_before(const char *op, const ckc_op_args *a, int mode, ckc_op_check *c, ckc_exec *exec,
+                    ckc_error *err, ckc_fault *fault)
 {
-    const int device = a->exec.device_index;
-    const uint64_t stream = a->exec.stream;
+    const int device = exec->device_index;
+    const uint64_t stream = exec->stream;
     ckc_flight_record *r = NULL;
-    uint64_t seq = 0;
-    size_t params_used = 0;
-    ckc_status status;
     ckc_capture capture;
-    if (!ckc_on_gpu(a)) {
-        return a->spec->run(a, err);
-    }
+    c->record = NULL;
+    c->seq = 0;
+    c->params_used = 0;
+    c->pinned = 0;
+    c->mode = mode;
     fault_init(fault, op, device, stream);
     capture = ckc_capture_of(stream);
     if (capture.capturing) {
@@ -399,32 +400,41 @@ ckc_checked_op(const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fau
         CKC_TRY(fence_before(op, device, stream, err, fault));
     }
     if (ckc_flight_ring->ops) {
-        r = capture.capturing ? ckc_flight_begin_captured(capture.id, &seq) : ckc_flight_begin(CKC_FLIGHT_OP, &seq);
+        r = capture.capturing ? ckc_flight_begin_captured(capture.id, &c->seq)
+                              : ckc_flight_begin(CKC_FLIGHT_OP, &c->seq);
     }
     if (r != NULL) {
         (void)ckc_text_append(r->op, sizeof r->op, 0, op);
         r->device = device;
         r->stream = stream;
         format_tensors(a, r->tensors, sizeof r->tensors);
-        params_used = format_ints(a, r->params, sizeof r->params);
+        c->params_used = format_ints(a, r->params, sizeof r->params);
     }
-    ckc_offer_mark(r, seq, device);
+    c->record = r;
+    exec->done = ckc_offer_mark(r, c->seq, device, &c->pinned);
+    exec->done_taken = 0;
     ckc_gpu_begin_op(op);
-    status = a->spec->run(a, err);
+    return CKC_OK;
+}
+
+ckc_status
+ckc_op_check_after(const char *op, const ckc_op_args *a, ckc_op_check *c, const ckc_exec *exec,
+                   ckc_status status, ckc_error *err, ckc_fault *fault)
+{
+    ckc_flight_record *r = c->record;
     if (status != CKC_OK) {
-        ckc_drop_mark();
-        return op_failed(op, a, r, seq, status, err, fault);
+        return op_failed(op, a, r, c->seq, status, err, fault);
     }
     if (r != NULL) {
-        append_launches(r->params, sizeof r->params, params_used);
-        ckc_flight_publish(r, seq);
-        status = ckc_settle_mark(r, seq, device, stream, err);
+        append_launches(r->params, sizeof r->params, c->params_used);
+        ckc_flight_publish(r, c->seq);
+        status = ckc_settle_mark(r, c->seq, exec->device_index, exec->stream, exec->done_taken, c->pinned, err);
         if (status != CKC_OK) {
-            return op_failed(op, a, r, seq, status, err, fault);
+            return op_failed(op, a, r, c->seq, status, err, fault);
         }
     }
-    if (mode >= CKC_CHECK_OP) {
-        status = fence_after(op, device, stream, seq, err, fault);
+    if (c->mode >= CKC_CHECK_OP) {
+        status = fence_after(op, exec->device_index, exec->stream, c->seq, err, fault);
         if (status != CKC_OK && fault->seq == 0) {
             format_tensors(a, fault->tensors, sizeof fault->tensors);
         }
@@ -462,26 +472,32 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
         return ckc_capture_refuse_stage(err);
     }
     *memory = ckc_gpu_host_memory(s->src, s->bytes);
-    if (s->mode >= CKC_CHECK_BOUNDARY) {
+    /* An issued copy is already on the stream: a fence before its record would
+     * blame its fault on earlier work, so in boundary mode it is fenced after. */
+    if (s->mode >= CKC_CHECK_BOUNDARY && !s->issued) {
         CKC_TRY(fence_before("stage", s->device, s->stream, err, fault));
     }
     r = ckc_flight_begin(CKC_FLIGHT_COPY, &seq);
     if (r != NULL) {
-        (void)ckc_text_append(r->op, sizeof r->op, 0, "stage");
+        (void)ckc_text_append(r->op, sizeof r->op, 0, s->op != NULL ? s->op : "stage");
         r->device = s->device;
         r->stream = s->stream;
         r->bytes = s->bytes;
         r->host_ptr = (uint64_t)(uintptr_t)s->src;
         r->host_bytes = s->bytes;
         r->device_ptr = (uint64_t)(uintptr_t)s->dst;
-        r->host_memory = memory_code(*memory);
+        r->host_memory = memory_code(*memory) | CKC_FLIGHT_DEVICE_KIND;
         (void)ckc_text_append(r->tensors, sizeof r->tensors, 0, s->tensors);
     }
     fault->seq = seq;
     ckc_gpu_begin_op("stage");
     status = ckc_gpu_device_enter(s->device, &guard, err);
     if (status == CKC_OK) {
-        status = ckc_gpu_copy_h2d_async(s->dst, s->src, s->bytes, s->stream, err);
+        /* An issued copy was queued by someone else (comfy-aimdo, torch): only its
+         * record and completion mark are queued behind it, in stream order. */
+        if (!s->issued) {
+            status = ckc_gpu_copy_h2d_async(s->dst, s->src, s->bytes, s->stream, err);
+        }
         ckc_gpu_device_leave(&guard);
     }
     if (status == CKC_OK && r != NULL) {
@@ -498,7 +514,7 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
         return status == CKC_ERR_LAUNCH ? CKC_FAIL(err, CKC_ERR_STAGING, "the copy was refused: %s", message)
                                         : status;
     }
-    if (s->mode >= CKC_CHECK_OP || !s->non_blocking) {
+    if (s->mode >= CKC_CHECK_OP || !s->non_blocking || (s->issued && s->mode >= CKC_CHECK_BOUNDARY)) {
         status = fence_after("stage", s->device, s->stream, seq, err, fault);
         if (status == CKC_OK && r != NULL) {
             r->completed_unix = ckc_unix_time();

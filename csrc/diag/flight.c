@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The flight record's ring (see flight.h): opening the file, reserving and
  * publishing records, and the scans the fault reports use. */
 #include <stdio.h>
@@ -22,16 +23,19 @@ ckc_flight_init(ckc_flight *f)
 }
 
 void
-ckc_flight_configure(const char *path, int ops, const char *python, const char *package_version)
+ckc_flight_configure(const ckc_flight_config *c)
 {
     ckc_flight *f = ckc_flight_ring;
     ckc_mutex_lock(&f->lock);
     if (f->state == 0) {
-        snprintf(f->path, sizeof f->path, "%s", path ? path : "");
-        snprintf(f->python, sizeof f->python, "%s", python);
-        snprintf(f->package_version, sizeof f->package_version, "%s", package_version);
+        snprintf(f->path, sizeof f->path, "%s", c->path ? c->path : "");
+        snprintf(f->python, sizeof f->python, "%s", c->python);
+        snprintf(f->package_version, sizeof f->package_version, "%s", c->package_version);
+        snprintf(f->prune_prefix, sizeof f->prune_prefix, "%s", c->prune_prefix);
+        snprintf(f->prune_suffix, sizeof f->prune_suffix, "%s", c->prune_suffix);
+        f->keep = c->keep;
     }
-    f->ops = ops;
+    f->ops = c->ops;
     ckc_mutex_unlock(&f->lock);
 }
 
@@ -56,6 +60,8 @@ open_ring(ckc_flight *f)
             f->state = -1;
             return;
         }
+    } else if (f->keep > 0) {
+        ckc_flight_prune(f->path, f->prune_prefix, f->prune_suffix, f->keep);
     }
     h = f->file.base;
     memcpy(h->magic, CKC_FLIGHT_MAGIC, sizeof h->magic);
@@ -109,7 +115,7 @@ reset_slot(ckc_flight_record *r, uint32_t kind, uint64_t capture)
     r->queued_unix = ckc_unix_time();
     r->bytes = r->host_ptr = r->host_bytes = r->device_ptr = 0;
     r->capture = capture;
-    r->host_memory = CKC_HOST_NONE;
+    r->host_memory = CKC_HOST_NONE | CKC_FLIGHT_DEVICE_KIND;
     r->tensors[0] = r->params[0] = r->error[0] = '\0';
     return r;
 }
@@ -234,7 +240,16 @@ ckc_flight_abandon(const char *note)
 {
     ckc_flight *f = ckc_flight_ring;
     if (f != NULL && f->state == 1) {
+        uint64_t *words = (uint64_t *)ckc_atomic_load_ptr(&f->words);
         (void)ckc_atomic_max64(&f->reset_below, ckc_atomic_load64(&f->seq) + 1);
+        /* No replay is in flight after a reset either: a graph's replay left
+         * incomplete then must not be blamed for a later fault. */
+        ckc_atomic_store64(&f->header->replay_number, 0);
+        ckc_atomic_store64(&f->header->replay_capture, 0);
+        if (words != NULL) {
+            ckc_atomic_store64(&words[CKC_FLIGHT_REPLAY_NUMBER_WORD], 0);
+            ckc_atomic_store64(&words[CKC_FLIGHT_REPLAY_CAPTURE_WORD], 0);
+        }
     }
     (void)scan(0, abandon_one, note, 0);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The flight record: a fixed-size ring of records in a memory-mapped file, one
  * file per process, one record per GPU op and per staged copy.  The host writes
  * a record when it queues the work; the stream itself writes the record's
@@ -44,7 +45,7 @@
 #include "platform/threads.h"
 
 #define CKC_FLIGHT_MAGIC "CKCFLIGHT\0\0\0\0\0\0" /* 16 bytes */
-#define CKC_FLIGHT_VERSION 2u
+#define CKC_FLIGHT_VERSION 3u /* 2: host_memory carries CKC_FLIGHT_EMULATED; 3: the capture area */
 #define CKC_FLIGHT_HEADER_SIZE 256u
 #define CKC_FLIGHT_RECORD_SIZE 512u
 #define CKC_FLIGHT_CAPACITY 4096u
@@ -66,6 +67,15 @@ enum { CKC_FLIGHT_QUEUED = 0, CKC_FLIGHT_FAILED = 2, CKC_FLIGHT_HANG = 3 };
 /* Source memory of a copy (ckc_gpu_host_memory's names, in this order from 1). */
 enum { CKC_HOST_NONE = 0, CKC_HOST_PINNED, CKC_HOST_REGISTERED, CKC_HOST_PAGEABLE, CKC_HOST_FILE_MAPPED,
        CKC_HOST_UNKNOWN };
+/* Bit of host_memory set in records written by the emulated device (_C_emu), so a
+ * reader never mistakes them for work of a real GPU (format version 2; version 1
+ * records have it clear and came from a GPU). */
+#define CKC_FLIGHT_EMULATED 0x10000u
+#if defined(CKC_EMULATED)
+#define CKC_FLIGHT_DEVICE_KIND CKC_FLIGHT_EMULATED
+#else
+#define CKC_FLIGHT_DEVICE_KIND 0u
+#endif
 
 typedef struct {
     char magic[16];
@@ -92,7 +102,7 @@ typedef struct {
     uint32_t kind;             /* CKC_FLIGHT_OP / CKC_FLIGHT_COPY */
     uint32_t state;            /* CKC_FLIGHT_QUEUED / FAILED / HANG */
     int32_t device;
-    uint32_t host_memory;      /* CKC_HOST_* for copies */
+    uint32_t host_memory;      /* CKC_HOST_* for copies (low 8 bits); CKC_FLIGHT_EMULATED */
     uint64_t stream;
     double queued_unix;
     double completed_unix;     /* when the host saw it complete (fences), 0 if it did not look */
@@ -112,6 +122,9 @@ typedef struct {
     int state;                 /* 0: not opened yet, 1: open, -1: failed (no ring) */
     int ops;                   /* records ops (COMFY_KITCHEN_C_FLIGHT != 0); copies are always recorded */
     char path[1024];           /* file to create; "" keeps the ring in memory */
+    char prune_prefix[32];     /* when it is created, the folder keeps the `keep` newest files */
+    char prune_suffix[16];     /* named prefix...suffix (this one among them): flight_prune.c */
+    unsigned keep;
     char python[32];
     char package_version[32];
     ckc_mapped_file file;
@@ -138,8 +151,26 @@ extern ckc_flight *ckc_flight_ring;
 
 void ckc_flight_init(ckc_flight *f);
 
-/* Where and whether to record; takes effect at the first record. */
-void ckc_flight_configure(const char *path, int ops, const char *python, const char *package_version);
+/* What the file is and where, and whether to record ops; takes effect at the
+ * first record, which creates the file. */
+typedef struct {
+    const char *path;          /* NULL: the record stays in memory */
+    int ops;
+    const char *python;
+    const char *package_version;
+    /* When the file is created, its folder keeps the `keep` newest record files
+     * (names prefix...suffix, sorted by name: they start with the start time). */
+    const char *prune_prefix;
+    const char *prune_suffix;
+    unsigned keep;
+} ckc_flight_config;
+
+void ckc_flight_configure(const ckc_flight_config *c);
+
+/* Removes the oldest files named prefix...suffix in path's folder but path
+ * itself, so that `keep` of them remain (path included); what cannot be
+ * removed (another process's, or gone already) is left (flight_prune.c). */
+void ckc_flight_prune(const char *path, const char *prefix, const char *suffix, unsigned keep);
 
 /* The file's path, or "" when the ring is in memory only (or not open). */
 const char *ckc_flight_path(void);
@@ -242,7 +273,8 @@ ckc_flight_record *ckc_flight_last_completed(uint32_t kind, uint64_t below);
 
 /* Marks every record still queued as failed with note (after a device reset,
  * their work will never complete); hang-suspected ones keep their state.  No
- * record from before the reset is waited on again (fences, the mirror). */
+ * record from before the reset is waited on again (fences, the mirror), and no
+ * replay of a captured graph counts as in flight. */
 void ckc_flight_abandon(const char *note);
 
 /* Brings the records up to date with the pinned words and writes the ring's

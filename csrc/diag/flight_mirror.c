@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The mirror of the pinned completion words into the flight record's file (see
  * flight.h): where the device cannot write the file mapping, it writes each
  * completion into pinned host memory, and this copies them into the records.

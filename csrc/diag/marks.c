@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Completion marks (see marks.h).  How: riding on the op's own last kernel
  * where its launcher takes the mark, else a separate work after the op's.
  * Where: first choice, the record's own `done` word in the file mapping, which
@@ -8,26 +9,7 @@
  * stall it until a driver thread runs them. */
 #include "marks.h"
 
-#include "gpu/done_mark.h"
 #include "gpu/runtime.h"
-#if defined(CKC_WITH_GPU)
-#include "gpu/launch.h"
-#endif
-
-#if defined(_MSC_VER)
-#define CKC_THREAD_LOCAL __declspec(thread)
-#else
-#define CKC_THREAD_LOCAL _Thread_local
-#endif
-
-/* The mark offered to the op running on this thread (mark.word NULL: none). */
-typedef struct {
-    ckc_done_mark mark;
-    int pinned; /* its word is a pinned one */
-    int taken;  /* a launcher took it: the op's last kernel writes it */
-} pending_mark;
-
-static CKC_THREAD_LOCAL pending_mark t_pending;
 
 /* How this module's marks were written (ckc_mark_counts). */
 static volatile uint64_t riding_marks;
@@ -92,60 +74,40 @@ arrival_counters(int device, int capturing)
     return capturing ? ckc_gpu_mark_arrivals_known(device) : ckc_gpu_mark_arrivals(device, CKC_FLIGHT_WORDS - 1);
 }
 
-void
-ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device)
+ckc_done_mark
+ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device, int *pinned)
 {
+    const ckc_done_mark none = {NULL, 0, NULL, NULL};
     ckc_gpu_device_guard guard;
     ckc_error err; /* a word that cannot be had is reported by the separate mark, after the op */
+    ckc_done_mark m;
     uint64_t *word = NULL;
     uint64_t *device_word = NULL;
     uint32_t *arrivals = NULL;
-    int pinned = 0;
-    t_pending.mark.word = NULL;
-    t_pending.taken = 0;
+    *pinned = 0;
     if (r == NULL || ckc_gpu_device_enter(device, &guard, &err) != CKC_OK) {
-        return;
+        return none;
     }
-    word = mark_word(r, &pinned, &err);
+    word = mark_word(r, pinned, &err);
     if (word != NULL) {
         arrivals = arrival_counters(device, r->capture != 0);
         device_word = arrivals != NULL ? ckc_gpu_device_word(word, device) : NULL;
     }
     ckc_gpu_device_leave(&guard);
     if (device_word == NULL) {
-        return;
-    }
-    t_pending.mark.word = device_word;
-    t_pending.mark.seq = seq;
-    t_pending.mark.arrivals = &arrivals[ckc_flight_slot(r)];
-    t_pending.mark.replay = r->capture != 0 ? &arrivals[CKC_FLIGHT_REPLAY_COUNTER] : NULL;
-    t_pending.pinned = pinned;
-}
-
-ckc_done_mark
-ckc_gpu_take_done_mark(void)
-{
-    ckc_done_mark none = {NULL, 0, NULL, NULL};
-    if (t_pending.mark.word == NULL || t_pending.taken) {
         return none;
     }
-    t_pending.taken = 1;
-    return t_pending.mark;
-}
-
-void
-ckc_drop_mark(void)
-{
-    t_pending.mark.word = NULL;
-    t_pending.taken = 0;
+    m.word = device_word;
+    m.seq = seq;
+    m.arrivals = &arrivals[ckc_flight_slot(r)];
+    m.replay = r->capture != 0 ? &arrivals[CKC_FLIGHT_REPLAY_COUNTER] : NULL;
+    return m;
 }
 
 ckc_status
-ckc_settle_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err)
+ckc_settle_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, int taken, int pinned,
+                ckc_error *err)
 {
-    const int taken = t_pending.mark.word != NULL && t_pending.taken && t_pending.mark.seq == seq;
-    const int pinned = t_pending.pinned;
-    ckc_drop_mark();
     if (!taken) {
         return ckc_queue_mark(r, seq, device, stream, err);
     }

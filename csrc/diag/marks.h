@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Completion marks of the flight record: after an op's (or a copy's) work, the
  * device writes the record's seq into its completion word, in stream order.
  * Where that word is (the file's record, or pinned host memory mirrored into
@@ -8,26 +9,28 @@
 
 #include <stdint.h>
 
+#include "contract/done_mark.h"
+#include "contract/status.h"
 #include "flight.h"
-#include "status.h"
 
 /* Queues r's completion mark (seq) on stream, on device, as a work of its own
  * after the op's (or the copy's); nothing when r is NULL. */
 ckc_status ckc_queue_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err);
 
-/* A mark that rides on the op's own last kernel (gpu/done_mark.h), for the op
- * about to run on this thread:
+/* A mark that rides on the op's own last kernel (contract/done_mark.h), for
+ * one op, carried by its execution context (contract/exec.h):
  *   ckc_offer_mark before the op: resolves where the device writes r's
- *     completion and offers it to the op's launchers (nothing when r is NULL
- *     or the device can write no word: the separate mark then says why);
- *   the launcher of the op's last kernel takes it (ckc_gpu_take_done_mark);
+ *     completion and returns the mark to offer in exec->done (a null mark when
+ *     r is NULL or the device can write no word: the separate mark then says
+ *     why); *pinned: the word is a pinned one;
+ *   the launcher of the op's last kernel takes it (ckc_exec_take_done_mark);
  *   ckc_settle_mark after the op queued its work and r was published: when no
- *     launcher took the mark (copies, cuBLASLt last, no work, a kernel not
- *     converted), queues the separate one; either way tells the mirror;
- *   ckc_drop_mark when the op failed: withdraws the offer. */
-void ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device);
-ckc_status ckc_settle_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, ckc_error *err);
-void ckc_drop_mark(void);
+ *     launcher took the mark (`taken` 0: copies, cuBLASLt last, no work, a
+ *     kernel not converted), queues the separate one; either way tells the
+ *     mirror.  A failed op settles nothing: its mark is simply not written. */
+ckc_done_mark ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device, int *pinned);
+ckc_status ckc_settle_mark(ckc_flight_record *r, uint64_t seq, int device, uintptr_t stream, int taken, int pinned,
+                           ckc_error *err);
 
 /* Queues the replay-begin kernel of a CUDA-graph capture on stream (being
  * captured): at every replay of the graph it bumps the device's replay counter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GEMM seam under the GPU launchers: cuBLASLt on a real GPU
  * (blas_cublaslt.c, loaded lazily at first use), C references on the emulated
  * device (blas_emu.c).  Work is ordered on exec->stream; the caller holds the
@@ -5,8 +6,9 @@
 #ifndef CKC_GPU_BLAS_H
 #define CKC_GPU_BLAS_H
 
-#include "ops/op.h"
-#include "ops/params.h"
+#include "contract/exec.h"
+#include "contract/params.h"
+#include "contract/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,19 +16,11 @@ extern "C" {
 
 /* int8 x int8 -> int32, c[m, n] = a[m, :] . b[n, :].  cuBLASLt's IMMA needs k and
  * n multiples of 4, leading dimensions multiples of 4 and 4-byte aligned
- * pointers: the launcher pads (see ops/linear.c). */
+ * pointers: the launcher pads (see contract/linear_plan.h). */
 ckc_status ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err);
 
 /* Block-scaled NVFP4 GEMM (compute capability 10.0 and newer on a real GPU). */
 ckc_status ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err);
-
-/* Directories to search for cuBLASLt after the plain sonames ("dir1;dir2" on
- * Windows, "dir1:dir2" elsewhere), set by the Python layer before the first use.
- * No effect on the emulated device. */
-void ckc_blas_set_search_dirs(const char *dirs);
-
-/* Once, at module import. */
-void ckc_blas_init(void);
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GEMM seam on cuBLASLt, loaded at first use (dlopen / LoadLibrary), so
  * `import comfy_kitchen_c` never depends on it.  Search order: a cuBLASLt that
  * the process already loaded (torch usually has), the sonames on the loader's
@@ -32,6 +33,7 @@
 
 #include "blas.h"
 #include "blas_plan.h"
+#include "gpu.h"
 #include "platform/threads.h"
 
 /* ---- cuBLASLt declarations (cublasLt.h, cublas_api.h, library_types.h) ---- */

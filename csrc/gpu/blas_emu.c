@@ -1,15 +1,17 @@
-/* The GEMM seam on the emulated device: C references of what cuBLASLt computes.
- * The int8 GEMM is the CPU kernels' (exact: int32 sums do not depend on their
- * order), the NVFP4 GEMM a plain dequantize-and-accumulate in float32.  Device
- * memory is host memory; each GEMM is stream work of the emulated device (run
- * when issued, or recorded into a CUDA-graph capture of the stream).
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The GEMM seam on the emulated device: plain C references of what cuBLASLt
+ * computes, independent of the CPU kernels (so the emulated int8_linear checks
+ * the CPU path's GEMM against another one): the int8 GEMM a triple loop in
+ * int32 (exact: the sums do not depend on their order), the NVFP4 GEMM a
+ * dequantize-and-accumulate in float32.  Device memory is host memory; each
+ * GEMM is stream work of the emulated device (run when issued, or recorded
+ * into a CUDA-graph capture of the stream).
  *
  * The int8 GEMM goes through blas_plan.c as on a GPU: a workspace per stream
- * (made outside captures: the emulated device's, or one pretended), the plan
- * cache, and the algorithm filter run on a heuristic answer made up here (by
- * default one to skip for split-K, one needing workspace, one without: the
- * filter must take the second); the tests set others
- * (ckc_blas_emu_set_heuristic). */
+ * (made outside captures: the emulated device's, or one pretended), the plan cache, and the algorithm filter run
+ * on a heuristic answer made up here (by default one to skip for split-K, one
+ * needing workspace, one without: the filter must take the second); the tests
+ * set others (ckc_blas_emu_set_heuristic). */
 #if defined(CKC_EMULATED)
 
 #include <stdlib.h>
@@ -17,9 +19,8 @@
 
 #include "blas.h"
 #include "blas_plan.h"
-#include "cpu/kernels.h"
-#include "emu/emu_api.h"
-#include "cpu/rows.h"
+#include "gpu.h"
+#include "math/float_bits.h"
 #include "math/nvfp4.h"
 
 void
@@ -31,35 +32,6 @@ void
 ckc_blas_set_search_dirs(const char *dirs)
 {
     (void)dirs;
-}
-
-/* A GEMM as the emulated device's stream work: its parameters, copied. */
-typedef struct {
-    ckc_int8_gemm_params p;
-    int nthreads;
-} int8_gemm_job;
-
-static void
-run_int8_gemm(const void *ctx)
-{
-    const int8_gemm_job *job = (const int8_gemm_job *)ctx;
-    ckc_error err; /* the shapes were checked when it was issued */
-    (void)ckc_cpu()->int8_gemm(&job->p, job->nthreads, &err);
-}
-
-static ckc_status
-int8_gemm_work(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
-{
-    char why[400];
-    int8_gemm_job job;
-    int code;
-    job.p = *p;
-    job.nthreads = exec->nthreads;
-    code = ckc_emu_stream_work("cublasLtMatmul", exec->stream, run_int8_gemm, &job, sizeof job, why, sizeof why);
-    if (code != CKC_EMU_OK) {
-        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
-    }
-    return CKC_OK;
 }
 
 #define EMU_WORKSPACE_BYTES ((size_t)4 << 20)
@@ -129,6 +101,34 @@ emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **e
     return CKC_OK;
 }
 
+/* The int8 GEMM when the stream runs it. */
+static void
+run_int8_gemm(const void *ctx)
+{
+    const ckc_int8_gemm_params *p = (const ckc_int8_gemm_params *)ctx;
+    for (int64_t i = 0; i < p->m; i++) {
+        for (int64_t j = 0; j < p->n; j++) {
+            int64_t acc = 0; /* summed in 64 bits: no signed overflow on the way, whatever k */
+            for (int64_t t = 0; t < p->k; t++) {
+                acc += (int32_t)p->a[i * p->lda + t] * (int32_t)p->b[j * p->ldb + t];
+            }
+            p->c[i * p->ldc + j] = (int32_t)acc;
+        }
+    }
+}
+
+/* Issues run(ctx) (ctx_bytes of parameters, copied) on the caller's stream. */
+static ckc_status
+stream_work(void (*run)(const void *ctx), const void *ctx, size_t ctx_bytes, const ckc_exec *exec, ckc_error *err)
+{
+    char why[400];
+    const int code = ckc_emu_stream_work("cublasLtMatmul", exec->stream, run, ctx, ctx_bytes, why, sizeof why);
+    if (code != CKC_EMU_OK) {
+        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
+    }
+    return CKC_OK;
+}
+
 ckc_status
 ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
@@ -143,11 +143,31 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
                         (long long)p->k, (long long)p->n, (long long)p->lda, (long long)p->ldb, (long long)p->ldc);
     }
     CKC_TRY(emu_plan(p, exec, &entry, err));
-    status = int8_gemm_work(p, exec, err);
+    status = stream_work(run_int8_gemm, p, sizeof *p, exec, err);
     if (entry != NULL) {
         ckc_blas_release(entry);
     }
     return status;
+}
+
+/* Element i of a float row of the output's type, and a value rounded into one. */
+static float
+load_value(const void *row, ckc_float_kind kind, int64_t i)
+{
+    if (kind == CKC_F32) {
+        return ((const float *)row)[i];
+    }
+    return kind == CKC_BF16 ? ckc_bf16_to_f32(((const uint16_t *)row)[i]) : ckc_f16_to_f32(((const uint16_t *)row)[i]);
+}
+
+static void
+store_value(void *row, ckc_float_kind kind, int64_t i, float v)
+{
+    if (kind == CKC_F32) {
+        ((float *)row)[i] = v;
+    } else {
+        ((uint16_t *)row)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
+    }
 }
 
 /* Values of one row of NVFP4 codes times their block scales (exact in float32:
@@ -165,27 +185,23 @@ decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, fl
     }
 }
 
-/* The NVFP4 GEMM when the stream runs it (the scratch was checked to be had
+/* The NVFP4 GEMM when the stream runs it (its memory was checked to be had
  * when it was issued; a failure now leaves the output unwritten). */
 static void
 run_nvfp4_gemm(const void *ctx)
 {
     const ckc_nvfp4_gemm_params *p = (const ckc_nvfp4_gemm_params *)ctx;
-    /* b's values, a's current row, the bias and an output row, in float32. */
-    float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + 2 * p->n) * sizeof(float));
+    /* b's values, a's current row and the bias, in float32. */
+    float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + p->n) * sizeof(float));
     float *va = vb + p->n * p->k;
     float *bias = va + p->k;
-    float *row = bias + p->n;
     const float alpha = p->alpha_beta[0];
     if (vb == NULL) {
         return;
     }
     for (int64_t j = 0; j < p->n; j++) {
         decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
-        bias[j] = 0.0f;
-    }
-    if (p->bias != NULL) {
-        ckc_row_load(p->bias, p->out_kind, p->n, bias);
+        bias[j] = p->bias != NULL ? load_value(p->bias, p->out_kind, j) : 0.0f;
     }
     for (int64_t i = 0; i < p->m; i++) {
         decode_row(p->a, p->scale_a, i, p->k, va);
@@ -194,9 +210,8 @@ run_nvfp4_gemm(const void *ctx)
             for (int64_t t = 0; t < p->k; t++) {
                 acc += va[t] * vb[j * p->k + t];
             }
-            row[j] = alpha * acc + bias[j];
+            store_value(p->out, p->out_kind, i * p->n + j, alpha * acc + bias[j]);
         }
-        ckc_row_store(row, p->out_kind, p->n, (char *)p->out + i * p->n * ckc_kind_size(p->out_kind));
     }
     free(vb);
 }
@@ -204,19 +219,13 @@ run_nvfp4_gemm(const void *ctx)
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    char why[400];
-    const size_t floats = (size_t)(p->n * p->k + p->k + 2 * p->n);
+    const size_t floats = (size_t)(p->n * p->k + p->k + p->n);
     void *probe = malloc(floats * sizeof(float));
-    int code;
     if (probe == NULL) {
         return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %zu floats", floats);
     }
     free(probe);
-    code = ckc_emu_stream_work("cublasLtMatmul", exec->stream, run_nvfp4_gemm, p, sizeof *p, why, sizeof why);
-    if (code != CKC_EMU_OK) {
-        return CKC_FAIL(err, code == CKC_EMU_STICKY ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "%s", why);
-    }
-    return CKC_OK;
+    return stream_work(run_nvfp4_gemm, p, sizeof *p, exec, err);
 }
 
 #endif /* CKC_EMULATED */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "blas_plan.h"
+#include "gpu.h"
 #include "platform/threads.h"
 
 static ckc_mutex lock = CKC_MUTEX_INIT;

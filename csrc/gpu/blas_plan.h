@@ -25,8 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops/params.h"
-#include "status.h"
+#include "contract/blas_report.h"
+#include "contract/params.h"
+#include "contract/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,13 +35,8 @@ extern "C" {
 
 /* ---- the algorithm filter ---- */
 
-/* What the filter reads of one of the heuristic's answers. */
-typedef struct {
-    int ok;              /* the heuristic's state for it is success */
-    size_t workspace;    /* bytes it needs */
-    int32_t split_k;     /* its SPLITK_NUM (0 or 1: K not split) */
-    uint32_t reduction;  /* its REDUCTION_SCHEME (0: none) */
-} ckc_blas_candidate;
+/* (ckc_blas_candidate, contract/blas_report.h: what the filter reads of one of
+ * the heuristic's answers.) */
 
 /* The first candidate, in the heuristic's order, that is ok, splits no K, has
  * no reduction scheme and fits workspace_bytes; -1 when none does. */
@@ -49,7 +45,6 @@ int ckc_blas_choose(const ckc_blas_candidate *c, int count, size_t workspace_byt
 /* ---- the plan cache ---- */
 
 #define CKC_BLAS_KEY_LEN 12
-#define CKC_BLAS_CACHE_MAX 256
 
 /* A problem: kind, device, sizes, leading dimensions, pointer alignments and
  * workspace bytes (what the heuristic's answer depends on). */
@@ -91,36 +86,7 @@ ckc_status ckc_blas_workspace(int device, uintptr_t stream, int capturing, size_
                               void *(*alloc)(size_t bytes, ckc_error *err), void **ws, size_t *got,
                               ckc_error *err);
 
-/* ---- counters, for tests and gpu_check ---- */
-
-typedef struct {
-    long hits;           /* GEMMs whose plan was cached */
-    long misses;         /* GEMMs that asked the heuristic */
-    long evictions;      /* plans freed to make room */
-    long uncached;       /* plans used once and freed: their slot, or every slot, was busy */
-    long rejected;       /* candidates skipped by the filter */
-    int last_choice;     /* index of the last chosen candidate, -1 before any */
-    int entries;         /* plans cached now */
-    int capacity;        /* slots */
-    int workspaces;      /* (device, stream) workspaces made, spares included */
-    int spares;          /* spares ready now */
-    int spare_takes;     /* streams that took a spare during a capture */
-    int capture_without; /* GEMMs captured with no workspace to be had */
-} ckc_blas_stats;
-
-void ckc_blas_get_stats(ckc_blas_stats *s);
-
-/* Frees every cached plan not busy and zeroes the counters; capacity 1 ..
- * CKC_BLAS_CACHE_MAX slots from now on (0: keep).  Workspaces stay. */
-void ckc_blas_reset(int capacity);
-
-#if defined(CKC_EMULATED)
-/* The emulated device's heuristic answer (at most CKC_BLAS_EMU_CANDIDATES),
- * and whether its streams pretend to be captured (blas_emu.c). */
-#define CKC_BLAS_EMU_CANDIDATES 16
-void ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count);
-void ckc_blas_emu_set_capturing(int capturing);
-#endif
+/* ---- counters, and the emulated device's heuristic: gpu/gpu.h ---- */
 
 #ifdef __cplusplus
 }

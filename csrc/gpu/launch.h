@@ -1,37 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Entry points of the GPU kernels (kernels/<family>.cu): one launcher per op, taking
- * the same validated parameter blocks as the CPU kernels plus the caller's
- * stream.  The same sources build for a real GPU (nvcc) and for the emulated
+ * the same validated parameter blocks as the CPU kernels plus the execution
+ * context.  The same sources build for a real GPU (nvcc) and for the emulated
  * device (tests).  A launcher checks what only it knows (alignment, limits of
- * its kernels), launches on exec->stream and checks the launch. */
+ * its kernels), launches on exec->stream, checks the launch, and passes the
+ * op's completion mark (ckc_exec_take_done_mark) to its last kernel. */
 #ifndef CKC_GPU_LAUNCH_H
 #define CKC_GPU_LAUNCH_H
 
-#include "gpu/done_mark.h"
-#include "ops/op.h"
-#include "ops/params.h"
+#include "contract/done_mark.h"
+#include "contract/exec.h"
+#include "contract/params.h"
+#include "contract/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-ckc_status ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, const ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, const ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, const ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, const ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, const ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err);
 /* int8_linear (kernels/linear.cu): activation + rotation + row quantizer, then
  * the cuBLASLt GEMM and the epilogue kernel, per chunk of rows; one row: GEMV. */
-ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err);
 
-/* ---- flight record (kernels/flight.cu) ---- */
-/* A one-thread kernel writing mark m (a null mark: nothing). */
-ckc_status ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err);
-/* A one-thread kernel beginning a replay of the captured work of `capture`:
- * n = ++*counter (device memory), then *capture_word = capture and
- * *number_word = n (host words the device can write). */
-ckc_status ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture,
-                                uintptr_t stream, ckc_error *err);
+/* The flight record's kernels (kernels/flight.cu) are the runtime seam's
+ * (gpu/runtime.h): the diagnostics queue them. */
 
 #ifdef __cplusplus
 }

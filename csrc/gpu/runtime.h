@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one seam between the GPU launchers (kernels/<family>.cu) and a device runtime.
  * Two implementations: runtime_cuda.c (the CUDA runtime, for real GPUs) and
  * runtime_emu.c (the emulated device of the tests).  Nothing else calls a
@@ -8,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "contract/done_mark.h"
+#include "contract/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,11 +22,6 @@ ckc_status ckc_gpu_launch_status(const char *kernel, ckc_error *err);
 
 /* Fills bytes of device memory with value, in stream order. */
 ckc_status ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_error *err);
-
-/* Versions as CUDA encodes them (1000*major + 10*minor): the installed driver's
- * (0 when no driver is installed) and the runtime this module was built with;
- * both 0 on the emulated device.  Needs no GPU: `doctor` reports them. */
-ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
 
 /* Makes `device` current for the calling thread; ckc_gpu_device_leave restores
  * the previous one (calls on several GPUs each run on their tensors' device). */
@@ -95,7 +92,7 @@ void *ckc_gpu_alloc_mapped_host(size_t bytes);
  * queued before it has completed (CUDA: a one-thread kernel, kernels/flight.cu). */
 ckc_status ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err);
 
-/* For marks that ride on an op's last kernel (gpu/done_mark.h): where device
+/* For marks that ride on an op's last kernel (contract/done_mark.h): where device
  * addresses *word (host memory that ckc_gpu_map_host accepted), NULL when it
  * cannot; the caller has entered device. */
 uint64_t *ckc_gpu_device_word(uint64_t *word, int device);
@@ -122,6 +119,15 @@ int ckc_gpu_host_mapped(const void *base, size_t bytes);
 
 /* The arrival counters ckc_gpu_mark_arrivals made for device, or NULL. */
 uint32_t *ckc_gpu_mark_arrivals_known(int device);
+
+/* ---- the flight record's kernels (kernels/flight.cu; GPU builds only) ----- */
+/* A one-thread kernel writing mark m (a null mark: nothing). */
+ckc_status ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err);
+/* A one-thread kernel beginning a replay of the captured work of `capture`:
+ * n = ++*counter (device memory), then *capture_word = capture and
+ * *number_word = n (host words the device can write). */
+ckc_status ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture,
+                                uintptr_t stream, ckc_error *err);
 
 #ifdef __cplusplus
 }

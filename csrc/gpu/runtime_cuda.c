@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU runtime seam on the CUDA runtime (linked statically: its own error
  * state, so every check happens here, in the module that launched).  Each
  * failing call raises with the call, file and line, the CUDA error's name and
@@ -12,6 +13,7 @@
 #include "gpu/launch.h"
 #include "platform/mapped_file.h"
 #include "platform/threads.h"
+#include "gpu.h"
 #include "runtime.h"
 
 #if defined(_MSC_VER)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU runtime seam on the emulated device (kernels/emu): device memory is
  * host memory, work runs synchronously when issued, one device; streams keep
  * queue positions so that injected hangs and asynchronous faults behave as on
@@ -10,6 +11,7 @@
 
 #include "emu/emu_api.h"
 #include "platform/mapped_file.h"
+#include "gpu.h"
 #include "runtime.h"
 
 ckc_status

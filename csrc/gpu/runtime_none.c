@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU runtime seam in a build without a GPU runtime (no nvcc): only the
  * diagnostics wing (csrc/diag) reaches it, for stage/fence, which the Python
  * layer refuses before it gets here without a device; every call fails or

@@ -1,4 +1,5 @@
-/* Shape and size checks shared by the op run functions. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shape and size checks shared by the ops' prepare functions. */
 #include <stdio.h>
 
 #include "math/hadamard.h"
@@ -31,7 +32,7 @@ ckc_check_shape(const ckc_op_args *a, int idx, int ndim, const int64_t *shape, c
         format_shape(want, sizeof want, ndim, shape);
         format_shape(got, sizeof got, t->ndim, t->shape);
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': expected shape %s, got %s",
-                        a->spec->tensors[idx].name, want, got);
+                        a->sig->tensors[idx].name, want, got);
     }
     return CKC_OK;
 }
@@ -41,7 +42,7 @@ ckc_check_numel(const ckc_op_args *a, int idx, int64_t numel, ckc_error *err)
 {
     if (a->t[idx].numel != numel) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': expected %lld elements, got %lld",
-                        a->spec->tensors[idx].name, (long long)numel, (long long)a->t[idx].numel);
+                        a->sig->tensors[idx].name, (long long)numel, (long long)a->t[idx].numel);
     }
     return CKC_OK;
 }
@@ -51,8 +52,8 @@ ckc_check_same_dtype(const ckc_op_args *a, int idx, int like, ckc_error *err)
 {
     if (a->t[idx].dtype != a->t[like].dtype) {
         return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': expected dtype %s (as '%s'), got %s",
-                        a->spec->tensors[idx].name, ckc_dtype_name(a->t[like].dtype),
-                        a->spec->tensors[like].name, ckc_dtype_name(a->t[idx].dtype));
+                        a->sig->tensors[idx].name, ckc_dtype_name(a->t[like].dtype),
+                        a->sig->tensors[like].name, ckc_dtype_name(a->t[idx].dtype));
     }
     return CKC_OK;
 }
@@ -62,12 +63,12 @@ ckc_check_extent(const ckc_op_args *a, int idx, int64_t rows, int64_t cols, ckc_
 {
     if (rows <= 0 || cols <= 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': empty tensor (%lld rows of %lld)",
-                        a->spec->tensors[idx].name, (long long)rows, (long long)cols);
+                        a->sig->tensors[idx].name, (long long)rows, (long long)cols);
     }
     if (rows > CKC_MAX_EXTENT || cols > CKC_MAX_EXTENT) {
         return CKC_FAIL(err, CKC_ERR_VALUE,
                         "argument '%s': %lld rows of %lld elements; rows and row length must each be "
-                        "below 2^31", a->spec->tensors[idx].name, (long long)rows, (long long)cols);
+                        "below 2^31", a->sig->tensors[idx].name, (long long)rows, (long long)cols);
     }
     return CKC_OK;
 }
@@ -79,7 +80,7 @@ ckc_check_rows(const ckc_op_args *a, int idx, int64_t *rows, int64_t *cols, ckc_
     int64_t r = 1;
     if (t->ndim < 1) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': expected at least 1 dimension, got 0",
-                        a->spec->tensors[idx].name);
+                        a->sig->tensors[idx].name);
     }
     /* The product of the leading dimensions rather than numel / cols, which an
      * empty row length would divide by zero.  It cannot overflow: its partial
@@ -104,12 +105,4 @@ ckc_check_group(const char *arg, int64_t group, int64_t cols, ckc_error *err)
                         arg, (long long)cols, (long long)group);
     }
     return CKC_OK;
-}
-
-ckc_status
-ckc_unsupported_device(const ckc_op_args *a, ckc_error *err)
-{
-    return CKC_FAIL(err, CKC_ERR_TYPE,
-                    "argument '%s': CUDA tensors need comfy-kitchen-c built with its GPU path; "
-                    "this build is CPU-only", a->spec->tensors[0].name);
 }

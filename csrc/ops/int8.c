@@ -1,9 +1,11 @@
-/* Host logic of the int8 family: argument shapes, then the device's kernel.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Host logic of the int8 family: each op's spec and the check of its arguments
+ * into its parameter block (the router, ops/route.c, runs the device's entry).
  * The row quantizer takes x of any rank >= 1 as the matrix [numel / K, K] of
  * its last dimension K (ckc_check_rows), so the Python layer passes ComfyUI's
  * [B, T, C] activations as they are, without a reshape and views back. */
-#include "cpu/kernels.h"
-#include "gpu/launch.h"
+#include "cpu/cpu.h"
+#include "gpu/gpu.h"
 #include "op.h"
 
 #define ONE_FLOAT CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32)
@@ -13,51 +15,43 @@
 enum { RW_X, RW_Q, RW_SCALE, RW_NOISE };
 
 static ckc_status
-run_int8_rowwise(const ckc_op_args *a, ckc_error *err)
+prepare_int8_rowwise(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[RW_X];
-    ckc_int8_rowwise_params p;
-    CKC_TRY(ckc_check_rows(a, RW_X, &p.rows, &p.cols, err));
+    ckc_int8_rowwise_params *p = &params->int8_rowwise;
+    CKC_TRY(ckc_check_rows(a, RW_X, &p->rows, &p->cols, err));
     CKC_TRY(ckc_check_shape(a, RW_Q, x->ndim, x->shape, err));
-    CKC_TRY(ckc_check_numel(a, RW_SCALE, p.rows, err));
+    CKC_TRY(ckc_check_numel(a, RW_SCALE, p->rows, err));
     if (a->present[RW_NOISE]) {
         CKC_TRY(ckc_check_same_dtype(a, RW_NOISE, RW_X, err));
         CKC_TRY(ckc_check_shape(a, RW_NOISE, x->ndim, x->shape, err));
     }
     if (a->i[0] != 0) {
-        CKC_TRY(ckc_check_group("group_size", a->i[0], p.cols, err));
+        CKC_TRY(ckc_check_group("group_size", a->i[0], p->cols, err));
     }
-    p.x = x->data;
-    p.kind = ckc_float_kind_of(x->dtype);
-    p.group = a->i[0];
-    p.noise = a->present[RW_NOISE] ? a->t[RW_NOISE].data : NULL;
-    p.q = (int8_t *)a->t[RW_Q].data;
-    p.scale = (float *)a->t[RW_SCALE].data;
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        return ckc_gpu_int8_rowwise(&p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu()->int8_rowwise(&p, a->exec.nthreads, err);
+    p->x = x->data;
+    p->kind = ckc_float_kind_of(x->dtype);
+    p->group = a->i[0];
+    p->noise = a->present[RW_NOISE] ? a->t[RW_NOISE].data : NULL;
+    p->q = (int8_t *)a->t[RW_Q].data;
+    p->scale = (float *)a->t[RW_SCALE].data;
+    return CKC_OK;
 }
 
 const ckc_op_spec ckc_op_int8_rowwise = {
-    "int8_rowwise",
-    "int8_rowwise(op, x, q, scale, noise, group, stream, nthreads)\n--\n\n"
-    "Row-wise int8 quantization of x[..., K] into q (x's shape) and one scale per row\n"
-    "of K; rotates each group of K first when group > 0; noise (x's shape, or None)\n"
-    "selects stochastic rounding.",
-    4,
-    {{"x", CKC_FLOATS, 0},
-     {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
-     {"scale", ONE_FLOAT, CKC_ARG_OUTPUT},
-     {"noise", CKC_FLOATS, CKC_ARG_OPTIONAL}},
-    1,
-    {"group"},
-    run_int8_rowwise,
+    .sig = {"int8_rowwise", 4,
+            {{"x", CKC_FLOATS, 0},
+             {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
+             {"scale", ONE_FLOAT, CKC_ARG_OUTPUT},
+             {"noise", CKC_FLOATS, CKC_ARG_OPTIONAL}},
+            1, {"group"}},
+    .doc = "int8_rowwise(op, x, q, scale, noise, group, stream, nthreads)\n--\n\n"
+           "Row-wise int8 quantization of x[..., K] into q (x's shape) and one scale per row\n"
+           "of K; rotates each group of K first when group > 0; noise (x's shape, or None)\n"
+           "selects stochastic rounding.",
+    .prepare = prepare_int8_rowwise,
+    .cpu = ckc_cpu_entry_int8_rowwise,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_rowwise),
 };
 
 /* ---- quantize_int8_tensorwise(x, q, scale, noise; compute_scale) ---- */
@@ -65,10 +59,10 @@ const ckc_op_spec ckc_op_int8_rowwise = {
 enum { TW_X, TW_Q, TW_SCALE, TW_NOISE };
 
 static ckc_status
-run_int8_tensorwise(const ckc_op_args *a, ckc_error *err)
+prepare_int8_tensorwise(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[TW_X];
-    ckc_int8_tensorwise_params p;
+    ckc_int8_tensorwise_params *p = &params->int8_tensorwise;
     if (x->numel == 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': empty tensor");
     }
@@ -78,37 +72,29 @@ run_int8_tensorwise(const ckc_op_args *a, ckc_error *err)
         CKC_TRY(ckc_check_same_dtype(a, TW_NOISE, TW_X, err));
         CKC_TRY(ckc_check_shape(a, TW_NOISE, x->ndim, x->shape, err));
     }
-    p.x = x->data;
-    p.kind = ckc_float_kind_of(x->dtype);
-    p.numel = x->numel;
-    p.noise = a->present[TW_NOISE] ? a->t[TW_NOISE].data : NULL;
-    p.compute_scale = a->i[0] != 0;
-    p.scale = (float *)a->t[TW_SCALE].data;
-    p.q = (int8_t *)a->t[TW_Q].data;
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        return ckc_gpu_int8_tensorwise(&p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu()->int8_tensorwise(&p, a->exec.nthreads, err);
+    p->x = x->data;
+    p->kind = ckc_float_kind_of(x->dtype);
+    p->numel = x->numel;
+    p->noise = a->present[TW_NOISE] ? a->t[TW_NOISE].data : NULL;
+    p->compute_scale = a->i[0] != 0;
+    p->scale = (float *)a->t[TW_SCALE].data;
+    p->q = (int8_t *)a->t[TW_Q].data;
+    return CKC_OK;
 }
 
 const ckc_op_spec ckc_op_int8_tensorwise = {
-    "int8_tensorwise",
-    "int8_tensorwise(op, x, q, scale, noise, compute_scale, stream, nthreads)\n--\n\n"
-    "Tensor-wise int8 quantization of x into q with the one-element float32 scale;\n"
-    "compute_scale=1 first sets scale to max(absmax(x) / 127, 1e-30).",
-    4,
-    {{"x", CKC_FLOATS, 0},
-     {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
-     {"scale", ONE_FLOAT, CKC_ARG_OUTPUT},
-     {"noise", CKC_FLOATS, CKC_ARG_OPTIONAL}},
-    1,
-    {"compute_scale"},
-    run_int8_tensorwise,
+    .sig = {"int8_tensorwise", 4,
+            {{"x", CKC_FLOATS, 0},
+             {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
+             {"scale", ONE_FLOAT, CKC_ARG_OUTPUT},
+             {"noise", CKC_FLOATS, CKC_ARG_OPTIONAL}},
+            1, {"compute_scale"}},
+    .doc = "int8_tensorwise(op, x, q, scale, noise, compute_scale, stream, nthreads)\n--\n\n"
+           "Tensor-wise int8 quantization of x into q with the one-element float32 scale;\n"
+           "compute_scale=1 first sets scale to max(absmax(x) / 127, 1e-30).",
+    .prepare = prepare_int8_tensorwise,
+    .cpu = ckc_cpu_entry_int8_tensorwise,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_tensorwise),
 };
 
 /* ---- rotate_rows(x, out; group) ---- */
@@ -116,10 +102,10 @@ const ckc_op_spec ckc_op_int8_tensorwise = {
 enum { ROT_X, ROT_OUT };
 
 static ckc_status
-run_rotate_rows(const ckc_op_args *a, ckc_error *err)
+prepare_rotate_rows(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[ROT_X];
-    ckc_hadamard_rows_params p;
+    ckc_hadamard_rows_params *p = &params->hadamard_rows;
     if (x->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': expected 2 dimensions, got %d", (int)x->ndim);
     }
@@ -127,53 +113,30 @@ run_rotate_rows(const ckc_op_args *a, ckc_error *err)
     CKC_TRY(ckc_check_same_dtype(a, ROT_OUT, ROT_X, err));
     CKC_TRY(ckc_check_shape(a, ROT_OUT, 2, x->shape, err));
     CKC_TRY(ckc_check_group("group_size", a->i[0], x->shape[1], err));
-    p.x = x->data;
-    p.out = a->t[ROT_OUT].data;
-    p.kind = ckc_float_kind_of(x->dtype);
-    p.rows = x->shape[0];
-    p.cols = x->shape[1];
-    p.group = a->i[0];
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        return ckc_gpu_hadamard_rows(&p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu()->hadamard_rows(&p, a->exec.nthreads, err);
+    p->x = x->data;
+    p->out = a->t[ROT_OUT].data;
+    p->kind = ckc_float_kind_of(x->dtype);
+    p->rows = x->shape[0];
+    p->cols = x->shape[1];
+    p->group = a->i[0];
+    return CKC_OK;
 }
 
 const ckc_op_spec ckc_op_rotate_rows = {
-    "hadamard_rows",
-    "hadamard_rows(op, weight, out, group, stream, nthreads)\n--\n\n"
-    "out = weight with each group of columns rotated by the regular Hadamard matrix.",
-    2,
-    {{"weight", CKC_FLOATS, 0},
-     {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
-    1,
-    {"group"},
-    run_rotate_rows,
+    .sig = {"hadamard_rows", 2,
+            {{"weight", CKC_FLOATS, 0},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+            1, {"group"}},
+    .doc = "hadamard_rows(op, weight, out, group, stream, nthreads)\n--\n\n"
+           "out = weight with each group of columns rotated by the regular Hadamard matrix.",
+    .prepare = prepare_rotate_rows,
+    .cpu = ckc_cpu_entry_hadamard_rows,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_hadamard_rows),
 };
 
 /* ---- dequantize_int8(q, scale, out; scale_mode, group) ---- */
 
 enum { DQ_Q, DQ_SCALE, DQ_OUT };
-
-/* The device's dequantization kernel on filled parameters. */
-static ckc_status
-run_dequant(const ckc_op_args *a, const ckc_int8_dequant_params *p, ckc_error *err)
-{
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        return ckc_gpu_int8_dequant(p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu()->int8_dequant(p, a->exec.nthreads, err);
-}
 
 /* The scale's element count for a scale mode over q rows of cols. */
 static ckc_status
@@ -192,11 +155,11 @@ check_scale(const ckc_op_args *a, int idx, int64_t mode, int64_t rows, int64_t c
 }
 
 static ckc_status
-run_int8_dequant(const ckc_op_args *a, ckc_error *err)
+prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *q = &a->t[DQ_Q];
     const int64_t mode = a->i[0];
-    ckc_int8_dequant_params p;
+    ckc_int8_dequant_params *p = &params->int8_dequant;
     if (q->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
     }
@@ -206,32 +169,32 @@ run_int8_dequant(const ckc_op_args *a, ckc_error *err)
     if (a->i[1] != 0) {
         CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
     }
-    p.q = (const int8_t *)q->data;
-    p.scale = (const float *)a->t[DQ_SCALE].data;
-    p.scale_mode = (ckc_scale_mode)mode;
-    p.out = a->t[DQ_OUT].data;
-    p.out_kind = ckc_float_kind_of(a->t[DQ_OUT].dtype);
-    p.rows = q->shape[0];
-    p.cols = q->shape[1];
-    p.group = a->i[1];
-    p.index = NULL;
-    p.index_is_64 = 0;
-    p.q_rows = p.rows;
-    return run_dequant(a, &p, err);
+    p->q = (const int8_t *)q->data;
+    p->scale = (const float *)a->t[DQ_SCALE].data;
+    p->scale_mode = (ckc_scale_mode)mode;
+    p->out = a->t[DQ_OUT].data;
+    p->out_kind = ckc_float_kind_of(a->t[DQ_OUT].dtype);
+    p->rows = q->shape[0];
+    p->cols = q->shape[1];
+    p->group = a->i[1];
+    p->index = NULL;
+    p->index_is_64 = 0;
+    p->q_rows = p->rows;
+    return CKC_OK;
 }
 
 const ckc_op_spec ckc_op_int8_dequant = {
-    "int8_dequant",
-    "int8_dequant(op, q, scale, out, scale_mode, group, stream, nthreads)\n--\n\n"
-    "out = q * scale (scale_mode 0 scalar, 1 per row, 2 per element), then rotated\n"
-    "group-wise when group > 0; rounded once to out's dtype.",
-    3,
-    {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
-     {"scale", ONE_FLOAT, 0},
-     {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
-    2,
-    {"scale_mode", "group"},
-    run_int8_dequant,
+    .sig = {"int8_dequant", 3,
+            {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
+             {"scale", ONE_FLOAT, 0},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+            2, {"scale_mode", "group"}},
+    .doc = "int8_dequant(op, q, scale, out, scale_mode, group, stream, nthreads)\n--\n\n"
+           "out = q * scale (scale_mode 0 scalar, 1 per row, 2 per element), then rotated\n"
+           "group-wise when group > 0; rounded once to out's dtype.",
+    .prepare = prepare_int8_dequant,
+    .cpu = ckc_cpu_entry_int8_dequant,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_dequant),
 };
 
 /* ---- int8_embedding(q, scale, indices, out; scale_mode, group) ----
@@ -241,12 +204,12 @@ const ckc_op_spec ckc_op_int8_dequant = {
 enum { EM_Q, EM_SCALE, EM_INDICES, EM_OUT };
 
 static ckc_status
-run_int8_embedding(const ckc_op_args *a, ckc_error *err)
+prepare_int8_embedding(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *q = &a->t[EM_Q];
     const ckc_tensor *idx = &a->t[EM_INDICES];
     const int64_t mode = a->i[0];
-    ckc_int8_dequant_params p;
+    ckc_int8_dequant_params *p = &params->int8_dequant;
     if (q->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
     }
@@ -257,32 +220,33 @@ run_int8_embedding(const ckc_op_args *a, ckc_error *err)
     if (a->i[1] != 0) {
         CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
     }
-    p.q = (const int8_t *)q->data;
-    p.scale = (const float *)a->t[EM_SCALE].data;
-    p.scale_mode = (ckc_scale_mode)mode;
-    p.out = a->t[EM_OUT].data;
-    p.out_kind = ckc_float_kind_of(a->t[EM_OUT].dtype);
-    p.rows = idx->numel;
-    p.cols = q->shape[1];
-    p.group = a->i[1];
-    p.index = idx->data;
-    p.index_is_64 = idx->dtype == CKC_DTYPE_INT64;
-    p.q_rows = q->shape[0];
-    return run_dequant(a, &p, err);
+    p->q = (const int8_t *)q->data;
+    p->scale = (const float *)a->t[EM_SCALE].data;
+    p->scale_mode = (ckc_scale_mode)mode;
+    p->out = a->t[EM_OUT].data;
+    p->out_kind = ckc_float_kind_of(a->t[EM_OUT].dtype);
+    p->rows = idx->numel;
+    p->cols = q->shape[1];
+    p->group = a->i[1];
+    p->index = idx->data;
+    p->index_is_64 = idx->dtype == CKC_DTYPE_INT64;
+    p->q_rows = q->shape[0];
+    return CKC_OK;
 }
 
+/* The dequantizer's entries: an index is part of its parameters. */
 const ckc_op_spec ckc_op_int8_embedding = {
-    "int8_embedding",
-    "int8_embedding(op, q, scale, indices, out, scale_mode, group, stream, nthreads)\n--\n\n"
-    "out[r] = q[indices[r]] * scale (scale_mode 0 scalar, 1 per q row, 2 per element of q), then\n"
-    "rotated group-wise when group > 0; rounded once to out's dtype.  An index out of range is an\n"
-    "ArgumentError on the CPU and a NaN row on the GPU (no host sync to check it there).",
-    4,
-    {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
-     {"scale", ONE_FLOAT, 0},
-     {"indices", CKC_DTYPE_BIT(CKC_DTYPE_INT32) | CKC_DTYPE_BIT(CKC_DTYPE_INT64), 0},
-     {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
-    2,
-    {"scale_mode", "group"},
-    run_int8_embedding,
+    .sig = {"int8_embedding", 4,
+            {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
+             {"scale", ONE_FLOAT, 0},
+             {"indices", CKC_DTYPE_BIT(CKC_DTYPE_INT32) | CKC_DTYPE_BIT(CKC_DTYPE_INT64), 0},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+            2, {"scale_mode", "group"}},
+    .doc = "int8_embedding(op, q, scale, indices, out, scale_mode, group, stream, nthreads)\n--\n\n"
+           "out[r] = q[indices[r]] * scale (scale_mode 0 scalar, 1 per q row, 2 per element of q), then\n"
+           "rotated group-wise when group > 0; rounded once to out's dtype.  An index out of range is an\n"
+           "ArgumentError on the CPU and a NaN row on the GPU (no host sync to check it there).",
+    .prepare = prepare_int8_embedding,
+    .cpu = ckc_cpu_entry_int8_dequant,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_dequant),
 };

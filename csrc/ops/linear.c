@@ -1,25 +1,18 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host logic of the linear ops: int8_linear (CPU and GPU) and the NVFP4 GEMM
  * under scaled_mm_nvfp4 (GPU; the CPU path is a dequantize-and-matmul in
- * Python).  Shapes are checked, the caller's scratch is carved into the chunk
- * buffers, and the device's implementation runs. */
+ * Python).  Each op's prepare function checks the shapes and fills its
+ * parameter block (int8_linear: the caller's scratch carved into the chunk
+ * buffers); the router (ops/route.c) runs the device's entry. */
 #include <string.h>
 
-#include "cpu/kernels.h"
-#include "gpu/blas.h"
-#include "gpu/launch.h"
-#include "gpu/runtime.h"
+#include "contract/linear_plan.h"
+#include "cpu/cpu.h"
+#include "gpu/gpu.h"
+#include "linear_args.h"
 #include "math/activation.h"
 #include "math/nvfp4.h"
-#include "linear_args.h"
 #include "op.h"
-
-#define SCRATCH_ALIGN 256 /* every scratch region starts 256-byte aligned, as cuBLASLt prefers */
-
-static int64_t
-round_up(int64_t v, int64_t m)
-{
-    return (v + m - 1) / m * m;
-}
 
 /* ---- int8_linear(x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,
  *                  residual_scale; act, group, k_align, n_align, eps_bits, norm_kind) ----
@@ -27,76 +20,46 @@ round_up(int64_t v, int64_t m)
  * x is [..., x_stride] with x_stride = k * width(act), taken as its rows of
  * x_stride (ckc_check_rows: ComfyUI's [B, T, C] passes without a reshape); out
  * is [..., n] with x's leading dimensions; the bias, n values of any float
- * type, is rounded to out's type in the epilogue (kernels/math/linear.h).  On
- * the GPU the quantized rows and the accumulator are padded to k_pad =
- * roundup(k, k_align) and n_pad = roundup(n, n_align) columns for cuBLASLt,
- * and the weight is [n, k] when no padding is needed, else a zero-padded
- * [n_pad, k_pad] copy; the CPU passes alignments of 1.  The GPU's single-row
- * path (GEMV) reads the weight as [n, k] and needs no accumulator.
+ * type, is rounded to out's type in the epilogue (kernels/math/linear.h).  The
+ * weight is [n, k] when the GEMM needs no padding, else a zero-padded
+ * [n_pad, k_pad] copy; the caller's scratch is carved into chunk buffers as
+ * contract/linear_plan.h lays them out (comfy_kitchen_c/ops.py sized it with
+ * the same layout, through _C.int8_linear_plan).
  *
  * The activation (kernels/math/activation.h) reads act_weight (rms_norm's k
  * values) and modulation (k values of s), eps as the bits of a float32
  * (eps_bits), and rounds rms_norm's result to norm_kind (a ckc_float_kind; -1:
  * x's).  residual is out's shape, residual_scale 1 or n values; each of any
- * float type (the epilogue rounds them to out's type, kernels/math/linear.h).
- *
- * Scratch layout per chunk of c rows, each region 256-byte aligned:
- *   q [c, k_pad] int8 | x_scale [c] f32 | acc [c, n_pad] i32 (unless GEMV)
- *   | activated rows [c, k] in x's type (CPU with an activation)
- *   | row factors [c] f32 (GPU with rms_norm)
- * comfy_kitchen_c/ops.py sizes the scratch with the same per-row bytes; the
- * chunk is as many rows as fit.  The GPU GEMM runs on a row count rounded up to
- * CKC_GEMM_ROWS (as comfy_kitchen pads M for cuBLASLt's int8 GEMM), so there the
- * buffers hold a multiple of CKC_GEMM_ROWS rows, at least one such block; the
- * rows past a chunk's are never read back. */
+ * float type (the epilogue rounds them to out's type, kernels/math/linear.h). */
 
 enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH, LN_ACT_WEIGHT, LN_MODULATION, LN_RESIDUAL, LN_RESIDUAL_SCALE };
 enum { LI_ACT, LI_GROUP, LI_K_ALIGN, LI_N_ALIGN, LI_EPS_BITS, LI_NORM_KIND };
 
-typedef struct {
-    int64_t k_pad;
-    int64_t n_pad;
-    int64_t acc_cols;    /* n_pad, or 0 without an accumulator */
-    int64_t act_bytes;   /* per row */
-    int64_t factor_bytes; /* per row: 4 for rms_norm's row factor, else 0 */
-    int64_t row_align;   /* rows per chunk a multiple of this (the GPU GEMM's padded m), else 1 */
-} linear_layout;
-
-static int64_t
-layout_bytes(const linear_layout *l, int64_t c)
-{
-    return round_up(c * l->k_pad, SCRATCH_ALIGN) + round_up(4 * c, SCRATCH_ALIGN) +
-           round_up(4 * c * l->acc_cols, SCRATCH_ALIGN) + round_up(c * l->act_bytes, SCRATCH_ALIGN) +
-           round_up(c * l->factor_bytes, SCRATCH_ALIGN);
-}
-
 static ckc_status
-carve_scratch(const ckc_op_args *a, const linear_layout *l, ckc_int8_linear_params *p, ckc_error *err)
+carve_scratch(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_params *p, ckc_error *err)
 {
     const ckc_tensor *s = &a->t[LN_SCRATCH];
-    const uintptr_t base = ((uintptr_t)s->data + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    const int64_t align = CKC_LINEAR_SCRATCH_ALIGN;
+    const uintptr_t base = ((uintptr_t)s->data + align - 1) / align * align;
     const int64_t avail = s->numel - (int64_t)(base - (uintptr_t)s->data);
-    const int64_t per_row = l->k_pad + 4 + 4 * l->acc_cols + l->act_bytes + l->factor_bytes;
-    const int64_t rows = round_up(p->rows, l->row_align);
-    int64_t c = (avail - 5 * SCRATCH_ALIGN) / per_row / l->row_align * l->row_align;
+    const int64_t c = ckc_linear_chunk_capacity(l, p->rows, avail);
     char *at = (char *)base;
-    c = c < rows ? c : rows;
-    if (c < l->row_align || layout_bytes(l, c) > avail) {
+    if (c == 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scratch': %lld bytes do not hold %lld row(s) (%lld bytes)",
                         (long long)s->numel, (long long)l->row_align,
-                        (long long)(layout_bytes(l, l->row_align) + SCRATCH_ALIGN));
+                        (long long)(ckc_linear_layout_bytes(l, l->row_align) + align));
     }
     p->chunk_rows = c < p->rows ? c : p->rows;
     p->q = (int8_t *)at;
     p->ldq = l->k_pad;
-    at += round_up(c * l->k_pad, SCRATCH_ALIGN);
+    at += ckc_linear_round_up(c * l->k_pad, align);
     p->x_scale = (float *)at;
-    at += round_up(4 * c, SCRATCH_ALIGN);
+    at += ckc_linear_round_up(4 * c, align);
     p->acc = l->acc_cols > 0 ? (int32_t *)at : NULL;
     p->ldacc = l->acc_cols;
-    at += round_up(4 * c * l->acc_cols, SCRATCH_ALIGN);
+    at += ckc_linear_round_up(4 * c * l->acc_cols, align);
     p->act_rows = l->act_bytes > 0 ? (void *)at : NULL;
-    at += round_up(c * l->act_bytes, SCRATCH_ALIGN);
+    at += ckc_linear_round_up(c * l->act_bytes, align);
     p->row_factor = l->factor_bytes > 0 ? (float *)at : NULL;
     return CKC_OK;
 }
@@ -113,7 +76,7 @@ act_vector(const ckc_op_args *a, int idx, int needed, int64_t k, const void **da
         return CKC_OK;
     }
     if (!a->present[idx]) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s' is required by this activation", a->spec->tensors[idx].name);
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s' is required by this activation", a->sig->tensors[idx].name);
     }
     CKC_TRY(ckc_check_numel(a, idx, k, err));
     *data = a->t[idx].data;
@@ -178,17 +141,15 @@ ckc_linear_terms_of(const ckc_op_args *a, int bias_idx, int residual_idx, ckc_in
     return CKC_OK;
 }
 
-/* x, out, the activation and the group: rows, k, n (out's last dimension; the
- * weight may be padded) and out's other dimensions x's. */
+/* x's rows, k and the activation into p; the output's shape checked. */
 static ckc_status
-linear_shapes(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+check_rows(const ckc_op_args *a, int64_t act, ckc_int8_linear_params *p, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[LN_X];
     const ckc_tensor *out = &a->t[LN_OUT];
-    const int64_t act = a->i[LI_ACT];
     int64_t out_shape[CKC_MAX_DIMS];
-    int64_t x_cols;
     int64_t width;
+    int64_t x_cols;
     if (act < CKC_ACT_NONE || act > CKC_ACT_LAST) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'input_act': unknown activation code %lld", (long long)act);
     }
@@ -202,96 +163,93 @@ linear_shapes(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
     p->kind = ckc_float_kind_of(x->dtype);
     p->x_stride = x_cols;
     p->act = (int)act;
-    p->group = a->i[LI_GROUP];
     p->k = x_cols / width;
+    /* n is out's last dimension (the weight may be padded); the others must be x's. */
     p->n = out->ndim > 0 ? out->shape[out->ndim - 1] : 0;
     memcpy(out_shape, x->shape, (size_t)x->ndim * sizeof out_shape[0]);
     out_shape[x->ndim - 1] = p->n;
     CKC_TRY(ckc_check_shape(a, LN_OUT, x->ndim, out_shape, err));
-    CKC_TRY(ckc_check_extent(a, LN_OUT, p->rows, p->n, err));
-    if (p->group != 0) {
-        CKC_TRY(ckc_check_group("convrot_groupsize", p->group, p->k, err));
+    p->out = out->data;
+    p->out_kind = ckc_float_kind_of(out->dtype);
+    return ckc_check_extent(a, LN_OUT, p->rows, p->n, err);
+}
+
+/* The weight ([n, k] as given, or padded to [n_pad, k_pad] where the GEMM
+ * needs it) and its scale into p. */
+static ckc_status
+check_weight(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_params *p, ckc_error *err)
+{
+    const ckc_tensor *w = &a->t[LN_W];
+    const int64_t n = p->n;
+    const int64_t k = p->k;
+    if (w->ndim != 2) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': expected 2 dimensions, got %d", (int)w->ndim);
     }
+    if (!(w->shape[0] == n && w->shape[1] == k && (l->acc_cols == 0 || (l->k_pad == k && l->n_pad == n))) &&
+        !(l->acc_cols > 0 && w->shape[0] == l->n_pad && w->shape[1] == l->k_pad)) {
+        return CKC_FAIL(err, CKC_ERR_VALUE,
+                        "argument 'weight': expected shape (%lld, %lld) (or zero-padded (%lld, %lld)), got (%lld, %lld)",
+                        (long long)n, (long long)k, (long long)l->n_pad, (long long)l->k_pad,
+                        (long long)w->shape[0], (long long)w->shape[1]);
+    }
+    p->w = (const int8_t *)w->data;
+    p->ldw = w->shape[1];
+    if (a->t[LN_WS].numel != 1 && a->t[LN_WS].numel != n) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight_scale': expected 1 or %lld values, got %lld",
+                        (long long)n, (long long)a->t[LN_WS].numel);
+    }
+    p->w_scale = (const float *)a->t[LN_WS].data;
+    p->w_per_channel = a->t[LN_WS].numel != 1;
     return CKC_OK;
 }
 
 static ckc_status
-run_int8_linear(const ckc_op_args *a, ckc_error *err)
+prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
-    const ckc_tensor *w = &a->t[LN_W];
+    ckc_int8_linear_params *p = &params->int8_linear;
+    const int64_t act = a->i[LI_ACT];
     const int64_t k_align = a->i[LI_K_ALIGN];
     const int64_t n_align = a->i[LI_N_ALIGN];
-    const int gpu = ckc_on_gpu(a);
-    ckc_int8_linear_params p;
-    linear_layout l;
+    ckc_linear_layout l;
     if (k_align < 1 || k_align > 256 || n_align < 1 || n_align > 256) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align'/'n_align': expected 1..256, got %lld, %lld",
                         (long long)k_align, (long long)n_align);
     }
-    if (w->ndim != 2) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': expected 2 dimensions, got %d", (int)w->ndim);
+    CKC_TRY(check_rows(a, act, p, err));
+    p->group = a->i[LI_GROUP];
+    if (p->group != 0) {
+        CKC_TRY(ckc_check_group("convrot_groupsize", p->group, p->k, err));
     }
-    CKC_TRY(linear_shapes(a, &p, err));
-    CKC_TRY(ckc_linear_act_args_of(a, LN_ACT_WEIGHT, LN_MODULATION, a->i[LI_EPS_BITS], a->i[LI_NORM_KIND], &p, err));
-    l.k_pad = round_up(p.k, k_align);
-    l.n_pad = round_up(p.n, n_align);
-    l.acc_cols = gpu && p.rows == 1 ? 0 : l.n_pad;
-    l.act_bytes = !gpu && p.act != CKC_ACT_NONE ? p.k * ckc_kind_size(p.kind) : 0;
-    l.factor_bytes = gpu && ckc_act_needs_row_factor(p.act) ? 4 : 0;
-    l.row_align = gpu && l.acc_cols > 0 ? CKC_GEMM_ROWS : 1;
-    /* The weight: [n, k] as given, or padded to [n_pad, k_pad] where the GEMM needs it. */
-    if (!(w->shape[0] == p.n && w->shape[1] == p.k && (l.acc_cols == 0 || (l.k_pad == p.k && l.n_pad == p.n))) &&
-        !(l.acc_cols > 0 && w->shape[0] == l.n_pad && w->shape[1] == l.k_pad)) {
-        return CKC_FAIL(err, CKC_ERR_VALUE,
-                        "argument 'weight': expected shape (%lld, %lld) (or zero-padded (%lld, %lld)), got (%lld, %lld)",
-                        (long long)p.n, (long long)p.k, (long long)l.n_pad, (long long)l.k_pad,
-                        (long long)w->shape[0], (long long)w->shape[1]);
-    }
-    p.w = (const int8_t *)w->data;
-    p.ldw = w->shape[1];
-    if (a->t[LN_WS].numel != 1 && a->t[LN_WS].numel != p.n) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight_scale': expected 1 or %lld values, got %lld",
-                        (long long)p.n, (long long)a->t[LN_WS].numel);
-    }
-    p.w_scale = (const float *)a->t[LN_WS].data;
-    p.w_per_channel = a->t[LN_WS].numel != 1;
-    CKC_TRY(ckc_linear_terms_of(a, LN_BIAS, LN_RESIDUAL, &p, err));
-    p.out = a->t[LN_OUT].data;
-    p.out_kind = ckc_float_kind_of(a->t[LN_OUT].dtype);
-    CKC_TRY(carve_scratch(a, &l, &p, err));
-#if defined(CKC_WITH_GPU)
-    if (gpu) {
-        return ckc_gpu_int8_linear(&p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu_int8_linear(&p, a->exec.nthreads, err);
+    CKC_TRY(ckc_linear_act_args_of(a, LN_ACT_WEIGHT, LN_MODULATION, a->i[LI_EPS_BITS], a->i[LI_NORM_KIND], p,
+                                   err));
+    l = ckc_linear_layout_of(p->rows, p->k, p->n, k_align, n_align, a->exec.gpu, (int)act, ckc_kind_size(p->kind));
+    CKC_TRY(check_weight(a, &l, p, err));
+    CKC_TRY(ckc_linear_terms_of(a, LN_BIAS, LN_RESIDUAL, p, err));
+    return carve_scratch(a, &l, p, err);
 }
 
 const ckc_op_spec ckc_op_int8_linear = {
-    "int8_linear",
-    "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,\n"
-    "            residual_scale, act, group, k_align, n_align, eps_bits, norm_kind, stream, nthreads)\n"
-    "--\n\n"
-    "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, then\n"
-    "residual + residual_scale * out (kernels/math/linear.h); x [..., K] and out [..., n] by rows\n"
-    "of their last dimension, in chunks through scratch (see csrc/ops/linear.c for its layout).",
-    10,
-    {{"x", CKC_FLOATS, 0},
-     {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
-     {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
-     {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
-     {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
-     {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT},
-     {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL},
-     {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL},
-     {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},
-     {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL}},
-    6,
-    {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind"},
-    run_int8_linear,
+    .sig = {"int8_linear", 10,
+            {{"x", CKC_FLOATS, 0},
+             {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
+             {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
+             {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
+             {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT},
+             {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL}},
+            6, {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind"}},
+    .doc = "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,\n"
+           "            residual_scale, act, group, k_align, n_align, eps_bits, norm_kind, stream, nthreads)\n"
+           "--\n\n"
+           "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, then\n"
+           "residual + residual_scale * out (kernels/math/linear.h); x [..., K] and out [..., n] by rows\n"
+           "of their last dimension, in chunks through scratch (contract/linear_plan.h lays it out).",
+    .prepare = prepare_int8_linear,
+    .cpu = ckc_cpu_entry_int8_linear,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_linear),
 };
 
 /* ---- nvfp4_gemm(a, b, scale_a, scale_b, alpha_beta, bias, out) ---- */
@@ -299,73 +257,62 @@ const ckc_op_spec ckc_op_int8_linear = {
 enum { FG_A, FG_B, FG_SA, FG_SB, FG_AB, FG_BIAS, FG_OUT };
 
 static ckc_status
-run_nvfp4_gemm(const ckc_op_args *a, ckc_error *err)
+prepare_nvfp4_gemm(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *ta = &a->t[FG_A];
     const ckc_tensor *tb = &a->t[FG_B];
     const ckc_tensor *out = &a->t[FG_OUT];
-    ckc_nvfp4_gemm_params p;
+    ckc_nvfp4_gemm_params *p = &params->nvfp4_gemm;
     int64_t shape[2];
     if (ta->ndim != 2 || tb->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "arguments 'a', 'b': expected 2 dimensions each");
     }
     CKC_TRY(ckc_check_extent(a, FG_A, ta->shape[0], ta->shape[1], err));
     CKC_TRY(ckc_check_extent(a, FG_B, tb->shape[0], tb->shape[1], err));
-    p.m = ta->shape[0];
-    p.n = tb->shape[0];
-    p.k = 2 * ta->shape[1];
-    if (tb->shape[1] != ta->shape[1] || p.k % CKC_NVFP4_BLOCK != 0) {
+    p->m = ta->shape[0];
+    p->n = tb->shape[0];
+    p->k = 2 * ta->shape[1];
+    if (tb->shape[1] != ta->shape[1] || p->k % CKC_NVFP4_BLOCK != 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'b': packed row length %lld must equal a's (%lld) and hold "
                         "a multiple of 16 values", (long long)tb->shape[1], (long long)ta->shape[1]);
     }
-    shape[0] = ckc_nvfp4_scale_rows(p.m);
-    shape[1] = ckc_nvfp4_scale_cols(p.k / CKC_NVFP4_BLOCK);
+    shape[0] = ckc_nvfp4_scale_rows(p->m);
+    shape[1] = ckc_nvfp4_scale_cols(p->k / CKC_NVFP4_BLOCK);
     CKC_TRY(ckc_check_shape(a, FG_SA, 2, shape, err));
-    shape[0] = ckc_nvfp4_scale_rows(p.n);
+    shape[0] = ckc_nvfp4_scale_rows(p->n);
     CKC_TRY(ckc_check_shape(a, FG_SB, 2, shape, err));
     CKC_TRY(ckc_check_numel(a, FG_AB, 2, err));
-    shape[0] = p.m;
-    shape[1] = p.n;
+    shape[0] = p->m;
+    shape[1] = p->n;
     CKC_TRY(ckc_check_shape(a, FG_OUT, 2, shape, err));
     if (a->present[FG_BIAS]) {
-        CKC_TRY(ckc_check_numel(a, FG_BIAS, p.n, err));
+        CKC_TRY(ckc_check_numel(a, FG_BIAS, p->n, err));
         CKC_TRY(ckc_check_same_dtype(a, FG_BIAS, FG_OUT, err));
     }
-    p.a = (const uint8_t *)ta->data;
-    p.b = (const uint8_t *)tb->data;
-    p.scale_a = (const uint8_t *)a->t[FG_SA].data;
-    p.scale_b = (const uint8_t *)a->t[FG_SB].data;
-    p.alpha_beta = (const float *)a->t[FG_AB].data;
-    p.bias = a->present[FG_BIAS] ? a->t[FG_BIAS].data : NULL;
-    p.out = out->data;
-    p.out_kind = ckc_float_kind_of(out->dtype);
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        ckc_gpu_device_guard guard;
-        ckc_status status;
-        CKC_TRY(ckc_gpu_device_enter(a->exec.device_index, &guard, err));
-        status = ckc_blas_nvfp4_gemm(&p, &a->exec, err);
-        ckc_gpu_device_leave(&guard);
-        return status;
-    }
-#endif
-    return CKC_FAIL(err, CKC_ERR_TYPE, "argument 'a': the NVFP4 GEMM runs on CUDA tensors (the CPU path is "
-                    "comfy_kitchen_c.ops.scaled_mm_nvfp4's dequantize-and-matmul)");
+    p->a = (const uint8_t *)ta->data;
+    p->b = (const uint8_t *)tb->data;
+    p->scale_a = (const uint8_t *)a->t[FG_SA].data;
+    p->scale_b = (const uint8_t *)a->t[FG_SB].data;
+    p->alpha_beta = (const float *)a->t[FG_AB].data;
+    p->bias = a->present[FG_BIAS] ? a->t[FG_BIAS].data : NULL;
+    p->out = out->data;
+    p->out_kind = ckc_float_kind_of(out->dtype);
+    return CKC_OK;
 }
 
 const ckc_op_spec ckc_op_nvfp4_gemm = {
-    "nvfp4_gemm",
-    "nvfp4_gemm(op, a, b, scale_a, scale_b, alpha_beta, bias, out, stream, nthreads)\n--\n\n"
-    "out = alpha_beta[0] * (dec(a) . dec(b)^T) + bias: block-scaled NVFP4 GEMM on the GPU.",
-    7,
-    {{"a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
-     {"b", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
-     {"scale_a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
-     {"scale_b", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
-     {"alpha_beta", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
-     {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
-     {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
-    0,
-    {NULL},
-    run_nvfp4_gemm,
+    .sig = {"nvfp4_gemm", 7,
+            {{"a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
+             {"b", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
+             {"scale_a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
+             {"scale_b", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
+             {"alpha_beta", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
+             {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+            0, {NULL}},
+    .doc = "nvfp4_gemm(op, a, b, scale_a, scale_b, alpha_beta, bias, out, stream, nthreads)\n--\n\n"
+           "out = alpha_beta[0] * (dec(a) . dec(b)^T) + bias: block-scaled NVFP4 GEMM on the GPU.",
+    .prepare = prepare_nvfp4_gemm,
+    .cpu = NULL,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_nvfp4_gemm),
 };

@@ -7,7 +7,6 @@
 #define CKC_OPS_LINEAR_ARGS_H
 
 #include "op.h"
-#include "params.h"
 
 /* Reads p->act, p->k, p->kind; fills p->act_args. */
 ckc_status ckc_linear_act_args_of(const ckc_op_args *a, int weight_idx, int modulation_idx, int64_t eps_arg,

@@ -1,6 +1,8 @@
-/* Host logic of the NVFP4 family: argument shapes, then the device's kernel. */
-#include "cpu/kernels.h"
-#include "gpu/launch.h"
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Host logic of the NVFP4 family: each op's spec and the check of its
+ * arguments into its parameter block (the router, ops/route.c, runs the device's entry). */
+#include "cpu/cpu.h"
+#include "gpu/gpu.h"
 #include "math/hadamard.h"
 #include "math/nvfp4.h"
 #include "op.h"
@@ -30,11 +32,11 @@ check_scales(const ckc_op_args *a, int pts_idx, int scales_idx, int64_t rows, in
 enum { QN_X, QN_PTS, QN_QX, QN_SCALES };
 
 static ckc_status
-run_nvfp4_quant(const ckc_op_args *a, ckc_error *err)
+prepare_nvfp4_quant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[QN_X];
     const ckc_tensor *qx = &a->t[QN_QX];
-    ckc_nvfp4_quant_params p;
+    ckc_nvfp4_quant_params *p = &params->nvfp4_quant;
     int64_t out_rows;
     int64_t out_cols;
     if (x->ndim != 2) {
@@ -65,43 +67,35 @@ run_nvfp4_quant(const ckc_op_args *a, ckc_error *err)
         /* Whole groups in every row, so no column is padded (cols % 16 == 0). */
         CKC_TRY(ckc_check_group("group_size", a->i[1], x->shape[1], err));
     }
-    p.x = x->data;
-    p.kind = ckc_float_kind_of(x->dtype);
-    p.rows = x->shape[0];
-    p.cols = x->shape[1];
-    p.out_rows = out_rows;
-    p.out_cols = out_cols;
-    p.per_tensor_scale = (const float *)a->t[QN_PTS].data;
-    p.qx = (uint8_t *)qx->data;
-    p.scales = (uint8_t *)a->t[QN_SCALES].data;
-    p.hi_first = a->i[0] != 0;
-    p.group = a->i[1];
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        return ckc_gpu_nvfp4_quant(&p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu()->nvfp4_quant(&p, a->exec.nthreads, err);
+    p->x = x->data;
+    p->kind = ckc_float_kind_of(x->dtype);
+    p->rows = x->shape[0];
+    p->cols = x->shape[1];
+    p->out_rows = out_rows;
+    p->out_cols = out_cols;
+    p->per_tensor_scale = (const float *)a->t[QN_PTS].data;
+    p->qx = (uint8_t *)qx->data;
+    p->scales = (uint8_t *)a->t[QN_SCALES].data;
+    p->hi_first = a->i[0] != 0;
+    p->group = a->i[1];
+    return CKC_OK;
 }
 
 const ckc_op_spec ckc_op_nvfp4_quant = {
-    "nvfp4_quant",
-    "nvfp4_quant(op, x, per_tensor_scale, qx, scales, hi_first, group, stream, nthreads)\n--\n\n"
-    "NVFP4 codes of x[rows, cols] into qx[R, C/2] (R, C = rows, cols, or both padded\n"
-    "to 16) and e4m3 block scales into the swizzled buffer scales, whose padding\n"
-    "entries get scale 0; with group 16, 64 or 256, each group of columns is rotated\n"
-    "by the regular Hadamard matrix and rounded to x's dtype first.",
-    4,
-    {{"x", CKC_FLOATS, 0},
-     {"per_tensor_scale", F32, 0},
-     {"qx", U8, CKC_ARG_OUTPUT},
-     {"scales", U8, CKC_ARG_OUTPUT}},
-    2,
-    {"hi_first", "group"},
-    run_nvfp4_quant,
+    .sig = {"nvfp4_quant", 4,
+            {{"x", CKC_FLOATS, 0},
+             {"per_tensor_scale", F32, 0},
+             {"qx", U8, CKC_ARG_OUTPUT},
+             {"scales", U8, CKC_ARG_OUTPUT}},
+            2, {"hi_first", "group"}},
+    .doc = "nvfp4_quant(op, x, per_tensor_scale, qx, scales, hi_first, group, stream, nthreads)\n--\n\n"
+           "NVFP4 codes of x[rows, cols] into qx[R, C/2] (R, C = rows, cols, or both padded\n"
+           "to 16) and e4m3 block scales into the swizzled buffer scales, whose padding\n"
+           "entries get scale 0; with group 16, 64 or 256, each group of columns is rotated\n"
+           "by the regular Hadamard matrix and rounded to x's dtype first.",
+    .prepare = prepare_nvfp4_quant,
+    .cpu = ckc_cpu_entry_nvfp4_quant,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_nvfp4_quant),
 };
 
 /* ---- dequantize_nvfp4(qx, per_tensor_scale, scales, out; hi_first) ---- */
@@ -109,10 +103,10 @@ const ckc_op_spec ckc_op_nvfp4_quant = {
 enum { DN_QX, DN_PTS, DN_SCALES, DN_OUT };
 
 static ckc_status
-run_nvfp4_dequant(const ckc_op_args *a, ckc_error *err)
+prepare_nvfp4_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *qx = &a->t[DN_QX];
-    ckc_nvfp4_dequant_params p;
+    ckc_nvfp4_dequant_params *p = &params->nvfp4_dequant;
     int64_t out_shape[2];
     if (qx->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'qx': expected 2 dimensions, got %d", (int)qx->ndim);
@@ -126,35 +120,27 @@ run_nvfp4_dequant(const ckc_op_args *a, ckc_error *err)
     }
     CKC_TRY(check_scales(a, DN_PTS, DN_SCALES, out_shape[0], out_shape[1], err));
     CKC_TRY(ckc_check_shape(a, DN_OUT, 2, out_shape, err));
-    p.qx = (const uint8_t *)qx->data;
-    p.per_tensor_scale = (const float *)a->t[DN_PTS].data;
-    p.scales = (const uint8_t *)a->t[DN_SCALES].data;
-    p.out = a->t[DN_OUT].data;
-    p.out_kind = ckc_float_kind_of(a->t[DN_OUT].dtype);
-    p.rows = out_shape[0];
-    p.cols = out_shape[1];
-    p.hi_first = a->i[0] != 0;
-#if defined(CKC_WITH_GPU)
-    if (ckc_on_gpu(a)) {
-        return ckc_gpu_nvfp4_dequant(&p, &a->exec, err);
-    }
-#endif
-    if (a->device != CKC_DEVICE_CPU) {
-        return ckc_unsupported_device(a, err);
-    }
-    return ckc_cpu()->nvfp4_dequant(&p, a->exec.nthreads, err);
+    p->qx = (const uint8_t *)qx->data;
+    p->per_tensor_scale = (const float *)a->t[DN_PTS].data;
+    p->scales = (const uint8_t *)a->t[DN_SCALES].data;
+    p->out = a->t[DN_OUT].data;
+    p->out_kind = ckc_float_kind_of(a->t[DN_OUT].dtype);
+    p->rows = out_shape[0];
+    p->cols = out_shape[1];
+    p->hi_first = a->i[0] != 0;
+    return CKC_OK;
 }
 
 const ckc_op_spec ckc_op_nvfp4_dequant = {
-    "nvfp4_dequant",
-    "nvfp4_dequant(op, qx, per_tensor_scale, scales, out, hi_first, stream, nthreads)\n--\n\n"
-    "Decodes NVFP4 codes qx[R, C/2] with swizzled e4m3 block scales into out[R, C].",
-    4,
-    {{"qx", U8, 0},
-     {"per_tensor_scale", F32, 0},
-     {"scales", U8, 0},
-     {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
-    1,
-    {"hi_first"},
-    run_nvfp4_dequant,
+    .sig = {"nvfp4_dequant", 4,
+            {{"qx", U8, 0},
+             {"per_tensor_scale", F32, 0},
+             {"scales", U8, 0},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+            1, {"hi_first"}},
+    .doc = "nvfp4_dequant(op, qx, per_tensor_scale, scales, out, hi_first, stream, nthreads)\n--\n\n"
+           "Decodes NVFP4 codes qx[R, C/2] with swizzled e4m3 block scales into out[R, C].",
+    .prepare = prepare_nvfp4_dequant,
+    .cpu = ckc_cpu_entry_nvfp4_dequant,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_nvfp4_dequant),
 };

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The table of every op the extension exposes (see op.h). */
 #include "op.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPUID queries, per compiler: MSVC intrinsics, or GCC/clang builtins. */
 #include "cpu_features.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the CPU can run, for choosing the CPU kernels' instruction set. */
 #ifndef CKC_PLATFORM_CPU_FEATURES_H
 #define CKC_PLATFORM_CPU_FEATURES_H

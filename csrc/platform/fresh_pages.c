@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See fresh_pages.h. */
 #if defined(__linux__)
 #define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE under -std=c11 */

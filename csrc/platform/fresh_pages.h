@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Output buffers of large ops are usually fresh memory: torch's allocator maps
  * them anew (glibc serves allocations above 32 MiB with mmap, and returns
  * smaller freed ones at the top of its heap to the system), so the kernel's

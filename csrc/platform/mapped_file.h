@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Files mapped into memory and shared with the OS page cache (the flight
  * record survives the process: MAP_SHARED / a file view), and what the OS
  * says about a host address range.  One implementation per OS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POSIX implementation of platform/mapped_file.h. */
 #if !defined(_WIN32)
 #define _GNU_SOURCE /* MAP_ANONYMOUS on every libc */

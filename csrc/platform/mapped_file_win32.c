@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Windows implementation of platform/mapped_file.h. */
 #if defined(_WIN32)
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The few OS primitives the thread pool needs, one implementation per OS
  * (threads_posix.c, threads_win32.c).  Nothing else in csrc/ includes an OS
  * threading header. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POSIX implementation of platform/threads.h. */
 #if !defined(_WIN32)
 

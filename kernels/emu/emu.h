@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device: CUDA's kernel-side names for C++17 on the CPU, so that the
  * kernel sources (the .cu files under kernels/, in the dialect of kernels/cuda_dialect.h)
  * compile unchanged with g++ -DCKC_EMULATED and run in tests.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device's C interface: what host code (C or C++) calls around
  * kernel launches.  The launch itself, ckc_emu_launch, takes a C++ callable and
  * is declared in emu.h; everything else a host caller needs is here.
@@ -102,7 +103,7 @@ int ckc_emu_host_mapped(const void *p, size_t bytes);
 /* The device's own host memory (its "pinned" memory), zeroed; NULL when out of memory.  Never freed. */
 void *ckc_emu_alloc_host(size_t bytes);
 
-/* The device's arrival counters of riding completion marks (csrc/gpu/done_mark.h):
+/* The device's arrival counters of riding completion marks (csrc/contract/done_mark.h):
  * count of them, zeroed, allocated on the first call (every call asks the same
  * count); NULL when out of memory.  A reset zeroes them again, as it drops the
  * arrivals of work that never completed, but the last, the flight record's

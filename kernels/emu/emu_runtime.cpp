@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device's runtime: launch validation, the per-block scheduler of
  * cooperative emulated threads, __syncthreads, the warp collectives and error
  * reporting.  See emu.h for the execution model.

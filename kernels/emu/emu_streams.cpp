@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device's streams: queue positions, events, stream-ordered copies
  * and value writes, the device's sticky error, fault injection (for the tests of
  * comfy_kitchen_c's checking modes and flight record) and each OS thread's

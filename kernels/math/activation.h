@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Activations an int8 linear layer can absorb into its quantizer's load
  * (comfy_kitchen's `input_act`, and the modulations of int8_linear_modulated /
  * int8_linear_rms_modulated), written once for the C and CUDA kernels.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Function qualifiers that let one scalar-math header compile as C (CPU kernels)
  * and as CUDA C (device kernels, host launchers). */
 #ifndef CKC_INLINE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bit-exact conversions between float32 and the narrow formats the ops read and
  * write: bfloat16, float16, float8 e4m3fn and fp4 e2m1.  Each encoder rounds to
  * nearest even exactly as PyTorch's CPU conversions (c10) and comfy_kitchen's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The regular Hadamard rotation of ConvRot, written once for C and CUDA.
  *
  * comfy_kitchen's H_G is kron(H4, ..., H4) / sqrt(G) with the regular (all rows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scalar math of comfy_kitchen's int8 quantization, written once for the C and
  * CUDA kernels.  Semantics follow the eager backend (contract 2.2-2.3):
  *   scale  = max(absmax / 127, 1e-30)                  (float32, returned)

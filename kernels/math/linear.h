@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The int8_linear epilogue, written once for the C and CUDA kernels, in eager's
  * steps and roundings (comfy_kitchen/backends/eager/quantization.py int8_linear,
  * backends/_activations.py apply_residual):

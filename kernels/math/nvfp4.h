@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scalar math of NVFP4 (contract 2.11), written once for C and CUDA: per block
  * of 16 values an e4m3 block scale relative to a float32 per-tensor scale, e2m1
  * codes packed two per byte, and cuBLAS's swizzled block-scale layout.  The
@@ -70,17 +71,21 @@ ckc_nvfp4_unpack_odd(uint8_t byte, int hi_first)
     return hi_first ? (uint8_t)(byte & 0xF) : (uint8_t)(byte >> 4);
 }
 
-/* Shape of the swizzled scale buffer for rows x scale_cols logical scales. */
+/* Shape of the swizzled scale buffer for rows x scale_cols logical scales:
+ * whole tiles of CKC_NVFP4_SCALE_TILE_ROWS x CKC_NVFP4_SCALE_TILE_COLS. */
+#define CKC_NVFP4_SCALE_TILE_ROWS 128
+#define CKC_NVFP4_SCALE_TILE_COLS 4
+
 CKC_HD int64_t
 ckc_nvfp4_scale_rows(int64_t rows)
 {
-    return (rows + 127) / 128 * 128;
+    return (rows + CKC_NVFP4_SCALE_TILE_ROWS - 1) / CKC_NVFP4_SCALE_TILE_ROWS * CKC_NVFP4_SCALE_TILE_ROWS;
 }
 
 CKC_HD int64_t
 ckc_nvfp4_scale_cols(int64_t scale_cols)
 {
-    return (scale_cols + 3) / 4 * 4;
+    return (scale_cols + CKC_NVFP4_SCALE_TILE_COLS - 1) / CKC_NVFP4_SCALE_TILE_COLS * CKC_NVFP4_SCALE_TILE_COLS;
 }
 
 /* Offset of logical scale (r, c) in cuBLAS's "1D block scaling" layout: tiles

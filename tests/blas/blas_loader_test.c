@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loads cuBLASLt the way csrc/gpu/blas_cublaslt.c does at first use (the file is
  * included, so its static loader is called directly) and prints what it found.
  * Needs no GPU: only the library.  Prints "searched: <list>" for a directory

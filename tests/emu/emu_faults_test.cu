@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernels with memory errors the emulated device must make loud: run with the
  * name of one case, the program is expected to die (AddressSanitizer's report,
  * or SIGSEGV on a stack's guard page) before it prints "survived".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernels that exercise the emulated device (kernels/emu/), written only in the
  * dialect of kernels/cuda_dialect.h, and a host main() that launches each one,
  * checks the results and prints one PASS (or FAIL) line per check.

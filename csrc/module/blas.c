@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The Python face of the GEMM seam's shared logic (gpu/blas_plan.c), for tests
- * and gpu_check: blas_stats() and blas_reset(capacity=0); in the emulated-device
- * module also blas_fake_heuristic(candidates) and blas_fake_capturing(flag).
- * module.c calls ckc_blas_add at import; a build without a GPU adds nothing. */
+/* The Python face of the GEMM seam's shared logic (gpu/blas_plan.c, reached
+ * through ops/devices.h), for tests and gpu_check: blas_stats() and
+ * blas_reset(capacity=0); in the emulated-device module also
+ * blas_fake_heuristic(candidates) and blas_fake_capturing(flag).  module.c
+ * calls ckc_blas_add at import; a build without a GPU adds nothing. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "blas_module.h"
-
-#if defined(CKC_WITH_GPU)
-#include "gpu/blas_plan.h"
+#include "blas.h"
+#include "ops/devices.h"
 
 static int
 set_item(PyObject *d, const char *name, long value)
@@ -27,7 +26,7 @@ blas_stats(PyObject *self, PyObject *args)
     PyObject *d = PyDict_New();
     (void)self;
     (void)args;
-    ckc_blas_get_stats(&s);
+    ckc_devices_blas_stats(&s);
     if (d == NULL || set_item(d, "hits", s.hits) < 0 || set_item(d, "misses", s.misses) < 0 ||
         set_item(d, "evictions", s.evictions) < 0 || set_item(d, "uncached", s.uncached) < 0 ||
         set_item(d, "rejected", s.rejected) < 0 || set_item(d, "last_choice", s.last_choice) < 0 ||
@@ -53,7 +52,7 @@ blas_reset(PyObject *self, PyObject *args)
                      CKC_BLAS_CACHE_MAX, capacity);
         return NULL;
     }
-    ckc_blas_reset(capacity);
+    ckc_devices_blas_reset(capacity);
     Py_RETURN_NONE;
 }
 
@@ -90,7 +89,7 @@ blas_fake_heuristic(PyObject *self, PyObject *seq)
         c[i].split_k = split_k;
         c[i].reduction = reduction;
     }
-    ckc_blas_emu_set_heuristic(c, (int)n);
+    ckc_devices_emulated_heuristic(c, (int)n);
     Py_RETURN_NONE;
 }
 
@@ -102,7 +101,7 @@ blas_fake_capturing(PyObject *self, PyObject *flag)
     if (on < 0) {
         return NULL;
     }
-    ckc_blas_emu_set_capturing(on);
+    ckc_devices_emulated_capturing(on);
     Py_RETURN_NONE;
 }
 #endif
@@ -127,16 +126,5 @@ static PyMethodDef blas_functions[] = {
 int
 ckc_blas_add(PyObject *m)
 {
-    return PyModule_AddFunctions(m, blas_functions);
+    return ckc_devices_have_gpu_runtime() ? PyModule_AddFunctions(m, blas_functions) : 0;
 }
-
-#else
-
-int
-ckc_blas_add(PyObject *m)
-{
-    (void)m;
-    return 0;
-}
-
-#endif

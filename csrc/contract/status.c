@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ckc_error_set: format a failure once, keeping where it was detected. */
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "status.h"
+#include "contract/status.h"
 
 ckc_status
 ckc_error_set(ckc_error *err, ckc_status status, const char *file, int line,

@@ -1,21 +1,15 @@
-/* Parameter blocks handed from the op layer (csrc/ops/) to a device's kernels
- * (csrc/cpu/ now, the CUDA launchers later).  Plain pointers and sizes: shapes
- * are already validated, outputs already allocated. */
-#ifndef CKC_OPS_PARAMS_H
-#define CKC_OPS_PARAMS_H
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parameter blocks handed from the op layer (csrc/ops/) to a device's entry
+ * (the CPU kernels of csrc/cpu/, the GPU launchers of kernels/).  Plain
+ * pointers and sizes: shapes are already validated, outputs already allocated. */
+#ifndef CKC_CONTRACT_PARAMS_H
+#define CKC_CONTRACT_PARAMS_H
 
 #include <stdint.h>
 
-#include "math/activation.h"
+#include "contract/codes.h"
 #include "math/float_bits.h"
 #include "math/linear.h"
-
-/* How a dequantization scale maps onto q viewed as [rows, cols]. */
-typedef enum {
-    CKC_SCALE_SCALAR = 0,  /* one value */
-    CKC_SCALE_PER_ROW = 1, /* rows values */
-    CKC_SCALE_FULL = 2     /* rows * cols values */
-} ckc_scale_mode;
 
 /* Row-wise int8 quantization of x[rows, cols], optionally after rotating each
  * group of `group` columns by the regular Hadamard matrix. */
@@ -112,10 +106,6 @@ typedef struct {
 
 /* ---- int8_linear and the GEMMs under it (csrc/ops/linear.c) ---- */
 
-/* The GPU GEMM's row count is padded to a multiple of this (comfy_kitchen pads M
- * to 32 for the int8 GEMM: cuBLASLt has rejected small M). */
-#define CKC_GEMM_ROWS 32
-
 /* c[m, n] = sum_k a[m, k] * b[n, k] in int32 (exact): a is the quantized
  * activation, b the int8 weight, both with k contiguous ("TN" for cuBLASLt). */
 typedef struct {
@@ -207,4 +197,18 @@ typedef struct {
     int64_t k;
 } ckc_nvfp4_gemm_params;
 
-#endif /* CKC_OPS_PARAMS_H */
+/* One block of any op, as the router holds it: the op's prepare function fills
+ * its member and the device entry reads it.  An op with a new parameter block
+ * adds it here. */
+typedef union {
+    ckc_int8_rowwise_params int8_rowwise;
+    ckc_int8_tensorwise_params int8_tensorwise;
+    ckc_hadamard_rows_params hadamard_rows;
+    ckc_int8_dequant_params int8_dequant;
+    ckc_nvfp4_quant_params nvfp4_quant;
+    ckc_nvfp4_dequant_params nvfp4_dequant;
+    ckc_int8_linear_params int8_linear;
+    ckc_nvfp4_gemm_params nvfp4_gemm;
+} ckc_op_params;
+
+#endif /* CKC_CONTRACT_PARAMS_H */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* DLPack: the struct layouts of the DLPack specification (v0 "dltensor" and
  * v1 "dltensor_versioned" capsules), written from the spec, and the import of a
  * capsule into a validated ckc_tensor. */
@@ -8,8 +9,8 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "status.h"
-#include "tensor.h"
+#include "contract/status.h"
+#include "contract/tensor.h"
 
 /* ---- layouts from the DLPack specification ---- */
 

@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Python face of the diagnostics wing (csrc/diag): the CudaFault
- * exceptions, raised with what the flight record says; the flight record's
- * configuration; stage/fence; and, in the emulated-device module, fault
- * injection.  module.c calls ckc_diag_add at import and ckc_diag_raise for
- * every device fault. */
+ * exceptions (in the module state), raised with what the flight record says;
+ * the flight record's configuration; stage/fence; and, in the emulated-device
+ * module, fault injection.  module.c calls ckc_diag_add at import, and the op
+ * functions ckc_diag_raise for every device fault. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -11,20 +12,10 @@
 #include "diag/checked.h"
 #include "diag/flight.h"
 #include "diag/marks.h"
-#include "diag_module.h"
-#if defined(CKC_WITH_GPU)
-#include "gpu/launch.h"
-#endif
-#if defined(CKC_EMULATED)
-#include "emu/emu_api.h"
-#endif
-
-static PyObject *CudaFault;
-static PyObject *LaunchError;
-static PyObject *KernelFault;
-static PyObject *StagingFault;
-static PyObject *HangSuspected;
-static PyObject *CaptureError;
+#include "faults.h"
+#include "ops/devices.h"
+#include "ops/op.h"
+#include "state.h"
 
 #define FLIGHT_CAPSULE "comfy_kitchen_c._flight_ring"
 
@@ -33,7 +24,7 @@ static PyObject *CaptureError;
 
 /* The classes and the ring of _C: one set of exceptions, one record per process. */
 static int
-add_shared(PyObject *m)
+add_shared(PyObject *m, ckc_module_state *st)
 {
     PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
     PyObject *ring;
@@ -41,16 +32,16 @@ add_shared(PyObject *m)
     if (c == NULL) {
         return -1;
     }
-    CudaFault = PyObject_GetAttrString(c, "CudaFault");
-    LaunchError = PyObject_GetAttrString(c, "LaunchError");
-    KernelFault = PyObject_GetAttrString(c, "KernelFault");
-    StagingFault = PyObject_GetAttrString(c, "StagingFault");
-    HangSuspected = PyObject_GetAttrString(c, "HangSuspected");
-    CaptureError = PyObject_GetAttrString(c, "CaptureError");
+    st->cuda_fault = PyObject_GetAttrString(c, "CudaFault");
+    st->launch_error = PyObject_GetAttrString(c, "LaunchError");
+    st->kernel_fault = PyObject_GetAttrString(c, "KernelFault");
+    st->staging_fault = PyObject_GetAttrString(c, "StagingFault");
+    st->hang_suspected = PyObject_GetAttrString(c, "HangSuspected");
+    st->capture_error = PyObject_GetAttrString(c, "CaptureError");
     ring = PyObject_GetAttrString(c, "_flight_ring");
     Py_DECREF(c);
-    if (CudaFault == NULL || LaunchError == NULL || KernelFault == NULL || StagingFault == NULL ||
-        HangSuspected == NULL || CaptureError == NULL || ring == NULL) {
+    if (st->cuda_fault == NULL || st->launch_error == NULL || st->kernel_fault == NULL ||
+        st->staging_fault == NULL || st->hang_suspected == NULL || st->capture_error == NULL || ring == NULL) {
         Py_XDECREF(ring);
         return -1;
     }
@@ -63,56 +54,48 @@ add_shared(PyObject *m)
 
 static ckc_flight process_ring;
 
-static PyObject *
-new_class(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2)
+/* The ring is the process's: a second instance of _C (a subinterpreter's) shares it. */
+static ckc_flight *
+process_flight_ring(void)
 {
-    char qualified[64];
-    PyObject *bases = base2 ? PyTuple_Pack(2, base1, base2) : PyTuple_Pack(1, base1);
-    PyObject *cls;
-    if (bases == NULL) {
-        return NULL;
+    static int ready; /* under the GIL: module execs are serialized */
+    if (!ready) {
+        ckc_flight_init(&process_ring);
+        ready = 1;
     }
-    PyOS_snprintf(qualified, sizeof qualified, "comfy_kitchen_c.%s", name);
-    cls = PyErr_NewExceptionWithDoc(qualified, doc, bases, NULL);
-    Py_DECREF(bases);
-    if (cls != NULL && PyModule_AddObjectRef(m, name, cls) < 0) {
-        Py_CLEAR(cls);
-    }
-    return cls;
+    return &process_ring;
 }
 
 static int
-add_shared(PyObject *m)
+add_shared(PyObject *m, ckc_module_state *st)
 {
-    PyObject *kitchen = PyObject_GetAttrString(m, "KitchenError");
     PyObject *ring;
-    if (kitchen == NULL) {
+    st->cuda_fault = ckc_new_exception(m, "CudaFault",
+                                       "A fault of the GPU (or the emulated device), named after the op it is "
+                                       "attributed to. Attributes: op, seq, detected_by, record_path, cuda_error.",
+                                       st->kitchen_error, PyExc_RuntimeError);
+    if (st->cuda_fault == NULL) {
         return -1;
     }
-    CudaFault = new_class(m, "CudaFault",
-                          "A fault of the GPU (or the emulated device), named after the op it is attributed to. "
-                          "Attributes: op, seq, detected_by, record_path, cuda_error.",
-                          kitchen, PyExc_RuntimeError);
-    CaptureError = new_class(m, "CaptureError",
-                             "Not allowed while the stream is captured into a CUDA graph (a checking mode that waits "
-                             "for the stream, a staged copy); nothing was queued.",
-                             kitchen, PyExc_RuntimeError);
-    Py_DECREF(kitchen);
-    if (CudaFault == NULL || CaptureError == NULL) {
+    st->launch_error = ckc_new_exception(m, "LaunchError", "A kernel launch (or library call) was refused.",
+                                         st->cuda_fault, NULL);
+    st->kernel_fault = ckc_new_exception(m, "KernelFault", "A kernel faulted while it ran.", st->cuda_fault, NULL);
+    st->staging_fault = ckc_new_exception(m, "StagingFault",
+                                          "Work queued before the op (a staged copy among it) failed.",
+                                          st->cuda_fault, NULL);
+    st->hang_suspected = ckc_new_exception(m, "HangSuspected",
+                                           "The stream made no progress past the watchdog's limit.", st->cuda_fault,
+                                           NULL);
+    st->capture_error = ckc_new_exception(m, "CaptureError",
+                                          "Not allowed while the stream is captured into a CUDA graph (a checking "
+                                          "mode that waits for the stream, a staged copy); nothing was queued.",
+                                          st->kitchen_error, PyExc_RuntimeError);
+    if (st->capture_error == NULL || st->launch_error == NULL || st->kernel_fault == NULL || st->staging_fault == NULL ||
+        st->hang_suspected == NULL) {
         return -1;
     }
-    LaunchError = new_class(m, "LaunchError", "A kernel launch (or library call) was refused.", CudaFault, NULL);
-    KernelFault = new_class(m, "KernelFault", "A kernel faulted while it ran.", CudaFault, NULL);
-    StagingFault = new_class(m, "StagingFault", "Work queued before the op (a staged copy among it) failed.",
-                             CudaFault, NULL);
-    HangSuspected = new_class(m, "HangSuspected", "The stream made no progress past the watchdog's limit.",
-                              CudaFault, NULL);
-    if (LaunchError == NULL || KernelFault == NULL || StagingFault == NULL || HangSuspected == NULL) {
-        return -1;
-    }
-    ckc_flight_init(&process_ring);
-    ckc_flight_ring = &process_ring;
-    ring = PyCapsule_New(&process_ring, FLIGHT_CAPSULE, NULL);
+    ckc_flight_ring = process_flight_ring();
+    ring = PyCapsule_New(ckc_flight_ring, FLIGHT_CAPSULE, NULL);
     if (ring == NULL || PyModule_AddObjectRef(m, "_flight_ring", ring) < 0) {
         Py_XDECREF(ring);
         return -1;
@@ -123,19 +106,19 @@ add_shared(PyObject *m)
 #endif
 
 static PyObject *
-class_of(ckc_status status)
+class_of(const ckc_module_state *st, ckc_status status)
 {
     switch (status) {
     case CKC_ERR_LAUNCH:
-        return LaunchError;
+        return st->launch_error;
     case CKC_ERR_KERNEL:
-        return KernelFault;
+        return st->kernel_fault;
     case CKC_ERR_STAGING:
-        return StagingFault;
+        return st->staging_fault;
     case CKC_ERR_HANG:
-        return HangSuspected;
+        return st->hang_suspected;
     default:
-        return CudaFault;
+        return st->cuda_fault;
     }
 }
 
@@ -157,16 +140,10 @@ ckc_diag_is_fault(ckc_status status)
     return status >= CKC_ERR_LAUNCH;
 }
 
-PyObject *
-ckc_diag_capture_error(void)
-{
-    return CaptureError;
-}
-
 void
-ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
+ckc_diag_raise(ckc_module_state *st, const ckc_error *err, const ckc_fault *fault)
 {
-    PyObject *type = class_of(err->status);
+    PyObject *type = class_of(st, err->status);
     const char *path = ckc_flight_path();
     PyObject *exc;
     char message[2048];
@@ -196,12 +173,12 @@ ckc_diag_raise(const ckc_error *err, const ckc_fault *fault)
 
 /* Raises err: a CudaFault, or the op layer's exception. */
 static PyObject *
-fail(const ckc_error *err, const ckc_fault *fault)
+fail(PyObject *module, const ckc_error *err, const ckc_fault *fault)
 {
     if (ckc_diag_is_fault(err->status)) {
-        ckc_diag_raise(err, fault);
+        ckc_diag_raise(ckc_state(module), err, fault);
     } else {
-        PyErr_Format(err->status == CKC_ERR_CAPTURE ? CaptureError : PyExc_RuntimeError, "%s: %s", fault->detected_by,
+        PyErr_Format(err->status == CKC_ERR_CAPTURE ? ckc_state(module)->capture_error : PyExc_RuntimeError, "%s: %s", fault->detected_by,
                      err->message);
     }
     return NULL;
@@ -212,15 +189,13 @@ fail(const ckc_error *err, const ckc_fault *fault)
 static PyObject *
 flight_configure(PyObject *self, PyObject *args)
 {
-    const char *path;
-    const char *python;
-    const char *version;
-    int ops;
+    ckc_flight_config c = {NULL, 0, "", "", "", "", 0}; /* no prefix and keep: nothing is pruned */
     (void)self;
-    if (!PyArg_ParseTuple(args, "zpss", &path, &ops, &python, &version)) {
+    if (!PyArg_ParseTuple(args, "zpss|ssI", &c.path, &c.ops, &c.python, &c.package_version, &c.prune_prefix,
+                          &c.prune_suffix, &c.keep)) {
         return NULL;
     }
-    ckc_flight_configure(path, ops, python, version);
+    ckc_flight_configure(&c);
     Py_RETURN_NONE;
 }
 
@@ -270,9 +245,10 @@ stage(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "KKKiKips", &dst, &src, &bytes, &s.device, &stream, &s.mode, &s.non_blocking,
-                          &tensors)) {
+    s.op = NULL;
+    s.issued = 0;
+    if (!PyArg_ParseTuple(args, "KKKiKips|zp", &dst, &src, &bytes, &s.device, &stream, &s.mode, &s.non_blocking,
+                          &tensors, &s.op, &s.issued)) {
         return NULL;
     }
     s.dst = (void *)(uintptr_t)dst;
@@ -286,7 +262,7 @@ stage(PyObject *self, PyObject *args)
     status = ckc_checked_stage(&s, &memory, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     return PyUnicode_FromString(memory);
 }
@@ -299,7 +275,6 @@ fence(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
     if (!PyArg_ParseTuple(args, "KK", &ptr, &bytes)) {
         return NULL;
     }
@@ -309,7 +284,7 @@ fence(PyObject *self, PyObject *args)
     status = ckc_fence_host((const void *)(uintptr_t)ptr, (size_t)bytes, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     Py_RETURN_NONE;
 }
@@ -323,7 +298,6 @@ fence_stream(PyObject *self, PyObject *args)
     ckc_error err;
     ckc_fault fault;
     ckc_status status;
-    (void)self;
     if (!PyArg_ParseTuple(args, "siK", &op, &device, &stream)) {
         return NULL;
     }
@@ -333,44 +307,12 @@ fence_stream(PyObject *self, PyObject *args)
     status = ckc_fence_stream(op, device, (uintptr_t)stream, &err, &fault);
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     Py_RETURN_NONE;
 }
 
 /* ---- the checks' own cost (benchmarks/bench_faults.py) ---- */
-
-static ckc_status
-run_nothing(const ckc_op_args *a, ckc_error *err)
-{
-    (void)a;
-    (void)err;
-    return CKC_OK;
-}
-
-#if defined(CKC_WITH_GPU)
-/* The least an op whose completion mark rides on its kernel can do: launch
- * one one-thread kernel carrying the mark (a null mark with the record off). */
-static ckc_status
-run_one_kernel(const ckc_op_args *a, ckc_error *err)
-{
-    const ckc_done_mark m = ckc_gpu_take_done_mark();
-    return ckc_gpu_flight_mark(&m, a->exec.stream, err);
-}
-#else
-#define run_one_kernel run_nothing
-#endif
-
-/* An op that queues no work (or one kernel), with the arguments of a typical one. */
-#define NULL_OP(name, run)                                                                                  \
-    {                                                                                                       \
-        name, "", 3,                                                                                        \
-            {{"x", CKC_FLOATS, 0}, {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},                    \
-             {"scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OUTPUT}},                                  \
-            1, {"group"}, run,                                                                              \
-    }
-static const ckc_op_spec null_op = NULL_OP("null", run_nothing);
-static const ckc_op_spec one_kernel_op = NULL_OP("one_kernel", run_one_kernel);
 
 static PyObject *
 check_overhead_ns(PyObject *self, PyObject *args)
@@ -380,18 +322,19 @@ check_overhead_ns(PyObject *self, PyObject *args)
     int device;
     unsigned long long stream;
     int one_kernel = 0;
+    const ckc_op_spec *spec;
     ckc_op_args a;
     ckc_error err;
     ckc_fault fault;
     ckc_status status = CKC_OK;
     uint64_t start;
     uint64_t elapsed;
-    (void)self;
     if (!PyArg_ParseTuple(args, "iiiK|p", &iterations, &mode, &device, &stream, &one_kernel)) {
         return NULL;
     }
+    spec = one_kernel ? &ckc_op_probe_mark_kernel : &ckc_op_probe_nothing;
     memset(&a, 0, sizeof a);
-    a.spec = one_kernel ? &one_kernel_op : &null_op;
+    a.sig = &spec->sig;
     a.device = CKC_DEVICE_CUDA;
     a.exec.device_index = device;
     a.exec.stream = (uintptr_t)stream;
@@ -410,12 +353,12 @@ check_overhead_ns(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     start = ckc_monotonic_ns();
     for (int k = 0; k < iterations && status == CKC_OK; k++) {
-        status = ckc_checked_op(a.spec->name, &a, mode, &err, &fault);
+        status = ckc_op_run(spec, spec->sig.name, &a, mode, &err, &fault);
     }
     elapsed = ckc_monotonic_ns() - start;
     Py_END_ALLOW_THREADS
     if (status != CKC_OK) {
-        return fail(&err, &fault);
+        return fail(self, &err, &fault);
     }
     return PyFloat_FromDouble((double)elapsed / (iterations > 0 ? iterations : 1));
 }
@@ -443,7 +386,7 @@ inject(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "izi", &kind, &op, &nth)) {
         return NULL;
     }
-    ckc_emu_inject(kind, op, nth);
+    ckc_devices_emulated_inject(kind, op, nth);
     Py_RETURN_NONE;
 }
 
@@ -455,16 +398,17 @@ refuse_host_mapping(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "p", &refuse)) {
         return NULL;
     }
-    ckc_emu_refuse_host_mapping(refuse);
+    ckc_devices_emulated_refuse_host_mapping(refuse);
     Py_RETURN_NONE;
 }
 
 /* The emulated device's answer code as the Python exception (CaptureError for
  * what a capture forbids). */
 static PyObject *
-emu_failed(const char *call, int code, const char *why)
+emu_failed(PyObject *module, const char *call, int code, const char *why)
 {
-    PyErr_Format(code == CKC_EMU_CAPTURE ? CaptureError : PyExc_RuntimeError, "%s: %s", call, why);
+    PyErr_Format(code == CKC_DEVICES_CAPTURE_REFUSED ? ckc_state(module)->capture_error : PyExc_RuntimeError,
+                 "%s: %s", call, why);
     return NULL;
 }
 
@@ -479,8 +423,8 @@ capture_begin(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "Ki", &stream, &mode)) {
         return NULL;
     }
-    code = ckc_emu_capture_begin((uintptr_t)stream, mode, why, sizeof why);
-    return code == CKC_EMU_OK ? Py_NewRef(Py_None) : emu_failed("capture_begin", code, why);
+    code = ckc_devices_emulated_capture_begin((uintptr_t)stream, mode, why, sizeof why);
+    return code == 0 ? Py_NewRef(Py_None) : emu_failed(self, "capture_begin", code, why);
 }
 
 static PyObject *
@@ -494,8 +438,8 @@ capture_end(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "K", &stream)) {
         return NULL;
     }
-    code = ckc_emu_capture_end((uintptr_t)stream, &graph, why, sizeof why);
-    return code == CKC_EMU_OK ? PyLong_FromUnsignedLongLong(graph) : emu_failed("capture_end", code, why);
+    code = ckc_devices_emulated_capture_end((uintptr_t)stream, &graph, why, sizeof why);
+    return code == 0 ? PyLong_FromUnsignedLongLong(graph) : emu_failed(self, "capture_end", code, why);
 }
 
 static PyObject *
@@ -510,9 +454,9 @@ graph_launch(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    code = ckc_emu_graph_launch(graph, (uintptr_t)stream, why, sizeof why);
+    code = ckc_devices_emulated_graph_launch(graph, (uintptr_t)stream, why, sizeof why);
     Py_END_ALLOW_THREADS
-    return code == CKC_EMU_OK ? Py_NewRef(Py_None) : emu_failed("graph_launch", code, why);
+    return code == 0 ? Py_NewRef(Py_None) : emu_failed(self, "graph_launch", code, why);
 }
 
 static PyObject *
@@ -523,7 +467,7 @@ graph_destroy(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "K", &graph)) {
         return NULL;
     }
-    ckc_emu_graph_destroy(graph);
+    ckc_devices_emulated_graph_destroy(graph);
     Py_RETURN_NONE;
 }
 
@@ -531,12 +475,11 @@ static PyObject *
 capturing(PyObject *self, PyObject *args)
 {
     unsigned long long stream;
-    uint64_t id;
     (void)self;
     if (!PyArg_ParseTuple(args, "K", &stream)) {
         return NULL;
     }
-    return PyBool_FromLong(ckc_emu_capture_status((uintptr_t)stream, &id));
+    return PyBool_FromLong(ckc_devices_emulated_capturing_stream((uintptr_t)stream));
 }
 
 static PyObject *
@@ -544,7 +487,7 @@ reset_device(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    ckc_emu_reset();
+    ckc_devices_emulated_reset();
     ckc_flight_abandon("never completed: the emulated device was reset");
     Py_RETURN_NONE;
 }
@@ -552,9 +495,10 @@ reset_device(PyObject *self, PyObject *args)
 
 static PyMethodDef diag_functions[] = {
     {"flight_configure", flight_configure, METH_VARARGS,
-     "flight_configure(path, ops, python, package_version)\n--\n\n"
+     "flight_configure(path, ops, python, package_version, prefix='', suffix='', keep=0)\n--\n\n"
      "Where the flight record goes (None: memory only) and whether ops are recorded; "
-     "takes effect at the first record."},
+     "takes effect at the first record, which creates the file and leaves the keep newest "
+     "files named prefix...suffix in its folder."},
     {"flight_path", flight_path, METH_NOARGS, "flight_path()\n--\n\nThe flight record's file, or None."},
     {"flight_sync", flight_sync, METH_NOARGS,
      "flight_sync()\n--\n\nCopies the completions that landed in pinned words into the flight record's file now."},
@@ -562,8 +506,9 @@ static PyMethodDef diag_functions[] = {
      "flight_marks()\n--\n\nWhere the device writes completions: {'words': 'file' | 'pinned', "
      "'mirror': 'off' | 'running' | 'failed', 'mirror_wakeups': int}."},
     {"stage", stage, METH_VARARGS,
-     "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors)\n--\n\n"
-     "Checked, recorded host-to-device copy; returns what the source memory is."},
+     "stage(dst_ptr, src_ptr, nbytes, device, stream, mode, non_blocking, tensors, op=None, issued=False)\n--\n\n"
+     "Checked, recorded host-to-device copy (issued: one its caller already queued, recorded only); "
+     "returns what the source memory is."},
     {"fence", fence, METH_VARARGS,
      "fence(ptr, nbytes)\n--\n\nWaits until every recorded copy from the host range has completed."},
     {"fence_stream", fence_stream, METH_VARARGS,
@@ -596,9 +541,9 @@ static PyMethodDef diag_functions[] = {
 };
 
 int
-ckc_diag_add(PyObject *m)
+ckc_diag_add(PyObject *m, ckc_module_state *st)
 {
-    if (add_shared(m) < 0) {
+    if (add_shared(m, st) < 0) {
         return -1;
     }
     return PyModule_AddFunctions(m, diag_functions);

@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error reporting below the Python boundary: functions return a ckc_status and
  * fill a ckc_error; module.c turns it into the matching Python exception once.
  * CKC_FAIL records the file, line and function where the failure was found. */
-#ifndef CKC_STATUS_H
-#define CKC_STATUS_H
+#ifndef CKC_CONTRACT_STATUS_H
+#define CKC_CONTRACT_STATUS_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -69,4 +70,4 @@ ckc_status ckc_error_set(ckc_error *err, ckc_status status, const char *file, in
 }
 #endif
 
-#endif /* CKC_STATUS_H */
+#endif /* CKC_CONTRACT_STATUS_H */

@@ -1,10 +1,12 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A completion mark that rides on an op's own last kernel (see
  * kernels/done_mark.cuh and csrc/diag/marks.c): instead of a separate
  * one-thread kernel after the op, the last block of the op's last kernel to
  * finish writes the flight record's seq into its completion word.  Shared by
- * the host (C) and the kernels (CUDA C, or C++ on the emulated device). */
-#ifndef CKC_GPU_DONE_MARK_H
-#define CKC_GPU_DONE_MARK_H
+ * the host (C) and the kernels (CUDA C, or C++ on the emulated device); it
+ * reaches the launchers in the execution context (contract/exec.h). */
+#ifndef CKC_CONTRACT_DONE_MARK_H
+#define CKC_CONTRACT_DONE_MARK_H
 
 #include <stdint.h>
 
@@ -21,14 +23,8 @@ typedef struct {
                                gets CKC_FLIGHT_REPLAY_DONE(*replay, seq) (csrc/diag/flight.h); NULL: seq */
 } ckc_done_mark;
 
-/* The launcher of an op's last kernel calls this once and passes the result as
- * the kernel's argument: the mark checked.c offered for the op on this thread
- * (which then queues no separate mark), or a null mark when none was offered
- * or it was already taken.  Launchers of any other kernel never call it. */
-ckc_done_mark ckc_gpu_take_done_mark(void);
-
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* CKC_GPU_DONE_MARK_H */
+#endif /* CKC_CONTRACT_DONE_MARK_H */

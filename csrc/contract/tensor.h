@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ckc_tensor: the validated, backend-neutral view of one tensor argument that
  * every op receives (built from a DLPack capsule in dlpack.c). */
-#ifndef CKC_TENSOR_H
-#define CKC_TENSOR_H
+#ifndef CKC_CONTRACT_TENSOR_H
+#define CKC_CONTRACT_TENSOR_H
 
 #include <stdint.h>
 
@@ -11,6 +12,9 @@ extern "C" {
 
 #define CKC_MAX_DIMS 8
 
+/* Element types.  The float codes are also comfy_kitchen's output_dtype_code
+ * numbering (0 float32, 1 float16, 2 bfloat16): comfy_kitchen_c reads them
+ * from _C.DTYPES (with their names, ckc_dtype_name), so they stay as they are. */
 typedef enum {
     CKC_DTYPE_FLOAT32 = 0,
     CKC_DTYPE_FLOAT16 = 1,
@@ -65,4 +69,4 @@ const char *ckc_dtype_name(ckc_dtype d);
 }
 #endif
 
-#endif /* CKC_TENSOR_H */
+#endif /* CKC_CONTRACT_TENSOR_H */

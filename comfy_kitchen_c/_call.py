@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How every op reaches C: the DLPack capsules, the call into the extension that runs the
+kernels (_C, or _C_emu on the emulated device), and the facts about the device a call needs.
+Shared by ops.py and linear.py (which ops.py re-exports), so neither imports the other."""
+from __future__ import annotations
+
+import contextvars
+import functools
+import os
+
+import torch
+import torch.utils.dlpack
+
+from . import _C, faults
+from ._kernels import KERNELS
+
+# torch's DLPack export without the Python layer of Tensor.__dlpack__, which costs ~4 us per
+# tensor (an op passes up to 7): that layer only adds checks that cannot fail here (gradient,
+# conjugate, layout), the producer-stream synchronisation our calls skip anyway (CUDA work is
+# ordered by the stream we pass), and a refusal of tensors on another device than the current
+# one, which would break ops on a second GPU (the C side sets the device from the capsule).
+_to_dlpack = torch.utils.dlpack.to_dlpack
+
+
+def _capsule(t: torch.Tensor | None):
+    return None if t is None else _to_dlpack(t)
+
+
+# Inside testing.emulated_capture(): the tensors of every captured call, which the graph keeps
+# alive as a CUDA graph's private memory pool keeps the memory of a capture's temporaries.
+CAPTURED_TENSORS = contextvars.ContextVar("comfy_kitchen_c_captured_tensors", default=None)
+
+
+def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
+    captured = CAPTURED_TENSORS.get()
+    if captured is not None:
+        captured.extend(tensors)
+    stream = faults.current_stream(device.index) if device.type == "cuda" else 0
+    # map, not a generator expression: no generator frame per call
+    getattr(KERNELS.get(), kernel)(op, *map(_capsule, tensors), *ints, stream, torch.get_num_threads(),
+                                   faults.CHECK.get())
+
+
+def _round_up(v: int, m: int) -> int:
+    return (v + m - 1) // m * m
+
+
+def _gpu_path(device: torch.device) -> bool:
+    """Whether a call runs the GPU kernels: CUDA tensors, or any tensor on the emulated device."""
+    return device.type == "cuda" or KERNELS.get() is not _C
+
+
+_blas_dirs_set = False
+
+
+def _blas_search_dirs() -> None:
+    """Tells _C where torch's pip-installed CUDA libraries are, for loading cuBLASLt at first use
+    (the C side first takes a cuBLASLt already loaded, then the loader's path, then these)."""
+    global _blas_dirs_set
+    if _blas_dirs_set or not hasattr(KERNELS.get(), "set_blas_search_dirs"):
+        return
+    torch_dir = os.path.dirname(torch.__file__)
+    site = os.path.dirname(torch_dir)
+    lib = "bin" if os.name == "nt" else "lib"
+    dirs = [os.path.join(site, "nvidia", "cu13", lib), os.path.join(site, "nvidia", "cublas", lib),
+            os.path.join(torch_dir, "lib")]
+    KERNELS.get().set_blas_search_dirs(os.pathsep.join(d for d in dirs if os.path.isdir(d)))
+    _blas_dirs_set = True
+
+
+@functools.lru_cache(maxsize=None)
+def compute_capability(index: int) -> tuple[int, int]:
+    """Compute capability of a CUDA device (fixed for the process; torch's query costs ~2 us)."""
+    return tuple(torch.cuda.get_device_capability(index))

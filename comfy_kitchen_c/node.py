@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the ComfyUI node does when ComfyUI loads it (custom_nodes/comfy_kitchen_c/__init__.py).
+
+ComfyUI has imported comfy.model_management and comfy.memory_management by then (main.py,
+before ``nodes.init_extra_nodes``), and the node's prestartup script has run
+(comfyui.prestartup).  ``start`` activates "c" (first in comfy_kitchen's priority; off with
+COMFY_KITCHEN_C_ACTIVATE=0), keeps the checking mode and the flight record of the settings,
+installs the staging hooks (comfyui_hooks.py; off with COMFY_KITCHEN_C_HOOKS=0), sets
+MAX_PINNED_MEMORY for COMFY_KITCHEN_C_RAM_PROFILE where this ComfyUI has no switch for it, and
+returns the one line the node logs: what it did and which settings it read, from where.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from . import comfyui
+
+GIB = 1 << 30
+
+
+def _prestartup_state(node_dir: str):
+    state = sys.modules.get(comfyui.STATE_MODULE)
+    # Prestartup scripts are skipped with --disable-all-custom-nodes (and whitelisted nodes);
+    # run the step now: --cache-ram is still read later, by the prompt worker.
+    return state if state is not None else comfyui.prestartup(node_dir)
+
+
+def _set_max_pinned(state) -> str | None:
+    """MAX_PINNED_MEMORY for the RAM profile, set directly (no switch in this ComfyUI)."""
+    model_management = sys.modules.get("comfy.model_management")
+    if state.pinned_profile is None or model_management is None:
+        return None
+    current = getattr(model_management, "MAX_PINNED_MEMORY", None)
+    if current is None or current <= 0:
+        return "MAX_PINNED_MEMORY left as is (pinned memory is off)"
+    model_management.MAX_PINNED_MEMORY = state.pinned_profile
+    return (f"MAX_PINNED_MEMORY {current / GIB:.1f} -> {state.pinned_profile / GIB:.1f} GiB "
+            "(set directly: this ComfyUI has no switch for it)")
+
+
+def start(node_dir: str) -> tuple[str, list[str]]:
+    """Starts the node; returns (the log line, errors to log).  Raises SettingError (or
+    ImportError) when comfy_kitchen_c cannot start; the node logs that and ComfyUI goes on."""
+    state = _prestartup_state(node_dir)
+    import comfy_kitchen_c
+    from comfy_kitchen_c import comfyui_hooks, faults, settings
+
+    current = settings.current()
+    done = []
+    activate = current.value("COMFY_KITCHEN_C_ACTIVATE")
+    if activate is None or activate:
+        comfy_kitchen_c.activate()
+        from comfy_kitchen.registry import registry
+        done.append(f'"c" first in priority ({", ".join(registry._priority)})')
+    else:
+        done.append('"c" registered, not activated (COMFY_KITCHEN_C_ACTIVATE=0)')
+    done.append(f"checking mode {faults.check_mode()}")
+    flight_on = current.value("COMFY_KITCHEN_C_FLIGHT")
+    done.append(f"flight record {'in ' + comfy_kitchen_c.flight.default_dir() if flight_on else 'off'}")
+    hooks = current.values["COMFY_KITCHEN_C_HOOKS"]  # a bad value is in state.errors: default (on)
+    if hooks.value if hooks.error is None else settings.SETTINGS["COMFY_KITCHEN_C_HOOKS"].default:
+        hooked = comfyui_hooks.install()
+        done.append("staging hooks on " + (", ".join(hooked) if hooked else "nothing (no copy point loaded)"))
+    else:
+        done.append("staging hooks off")
+    comfy = list(state.actions)
+    pinned = _set_max_pinned(state)
+    if pinned:
+        comfy.append(pinned)
+    if comfy:
+        done.append("ComfyUI: " + "; ".join(comfy))
+    line = (f"comfy_kitchen_c {comfy_kitchen_c.__version__} ({os.path.dirname(comfy_kitchen_c.__file__)}): "
+            + "; ".join(done) + f"; settings: {settings.describe(current)}")
+    errors = list(state.errors)
+    linear = current.values["COMFY_KITCHEN_C_LINEAR_MEMORY_MB"]
+    if linear.error is not None:
+        errors.append(f"{linear.error} (int8_linear will raise it)")
+    return line, errors

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the GEMM seam (csrc/gpu/blas_plan.c) reports, and what the tests tell
+ * the emulated device's heuristic: shared by the GPU layer and the module,
+ * which shows them to Python (blas_stats, blas_fake_heuristic) through the
+ * devices' facade (ops/devices.h). */
+#ifndef CKC_CONTRACT_BLAS_REPORT_H
+#define CKC_CONTRACT_BLAS_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Slots of the GEMM plan cache at most. */
+#define CKC_BLAS_CACHE_MAX 256
+
+/* Candidates the emulated device's heuristic answers with at most. */
+#define CKC_BLAS_EMU_CANDIDATES 16
+
+/* What the algorithm filter reads of one of the heuristic's answers. */
+typedef struct {
+    int ok;              /* the heuristic's state for it is success */
+    size_t workspace;    /* bytes it needs */
+    int32_t split_k;     /* its SPLITK_NUM (0 or 1: K not split) */
+    uint32_t reduction;  /* its REDUCTION_SCHEME (0: none) */
+} ckc_blas_candidate;
+
+/* Counters of the GEMM plans and workspaces, for tests and gpu_check. */
+typedef struct {
+    long hits;           /* GEMMs whose plan was cached */
+    long misses;         /* GEMMs that asked the heuristic */
+    long evictions;      /* plans freed to make room */
+    long uncached;       /* plans used once and freed: their slot, or every slot, was busy */
+    long rejected;       /* candidates skipped by the filter */
+    int last_choice;     /* index of the last chosen candidate, -1 before any */
+    int entries;         /* plans cached now */
+    int capacity;        /* slots */
+    int workspaces;      /* (device, stream) workspaces made, spares included */
+    int spares;          /* spares ready now */
+    int spare_takes;     /* streams that took a spare during a capture */
+    int capture_without; /* GEMMs captured with no workspace to be had */
+} ckc_blas_stats;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKC_CONTRACT_BLAS_REPORT_H */

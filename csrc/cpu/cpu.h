@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CPU device as the op layer sees it (csrc/ops): one entry per op with a
+ * CPU kernel, taking the op's parameter block and the execution context (the
+ * thread count), and the choice of the kernels' instruction set.  Everything
+ * else in csrc/cpu/ is this device's own. */
+#ifndef CKC_CPU_CPU_H
+#define CKC_CPU_CPU_H
+
+#include "contract/exec.h"
+#include "contract/params.h"
+#include "contract/status.h"
+
+/* ---- entries (cpu/entries.c) ---- */
+ckc_status ckc_cpu_entry_int8_rowwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_int8_tensorwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_hadamard_rows(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_int8_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_nvfp4_quant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_nvfp4_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+/* int8_linear's quantizer and epilogue on their own, over p->int8_linear as one chunk
+ * (ops/linear_parts.c: a library's GEMM between them). */
+ckc_status ckc_cpu_entry_int8_linear_quantize(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+
+/* ---- the device (cpu/dispatch.c) ---- */
+
+/* Once per process: starts the thread pool and picks the best instruction set,
+ * or the one named by the COMFY_KITCHEN_C_CPU_ISA environment variable. */
+void ckc_cpu_init(void);
+
+/* The instruction set of the kernels in use ("baseline", "avx2", "avx512"). */
+const char *ckc_cpu_isa(void);
+
+/* Selects an instruction set by name; 0 if unknown or not supported by this CPU or build. */
+int ckc_cpu_select(const char *isa);
+
+/* Names of the instruction sets this build and CPU can run, best first, NULL-terminated. */
+const char *const *ckc_cpu_available(void);
+
+#endif /* CKC_CPU_CPU_H */

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CPU device's entries (cpu/cpu.h): each hands its member of the op's
+ * parameter block to the kernels of the instruction set in use.  The union
+ * member, the kernel table's member and the entry share the op's name. */
+#include "cpu.h"
+#include "kernels.h"
+
+#define CKC_CPU_ENTRY(op)                                                                 \
+    ckc_status ckc_cpu_entry_##op(const ckc_op_params *p, ckc_exec *exec, ckc_error *err) \
+    {                                                                                     \
+        return ckc_cpu()->op(&p->op, exec->nthreads, err);                                \
+    }
+
+CKC_CPU_ENTRY(int8_rowwise)
+CKC_CPU_ENTRY(int8_tensorwise)
+CKC_CPU_ENTRY(hadamard_rows)
+CKC_CPU_ENTRY(int8_dequant)
+CKC_CPU_ENTRY(nvfp4_quant)
+CKC_CPU_ENTRY(nvfp4_dequant)
+
+/* int8_linear chains several kernels of the table (cpu/linear.c). */
+ckc_status
+ckc_cpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
+{
+    return ckc_cpu_int8_linear(&p->int8_linear, exec->nthreads, err);
+}
+
+/* Its quantizer and epilogue, all of p's rows as one chunk (cpu/linear.c). */
+ckc_status
+ckc_cpu_entry_int8_linear_quantize(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
+{
+    return ckc_cpu_linear_quantize_chunk(&p->int8_linear, 0, p->int8_linear.rows, exec->nthreads, err);
+}
+
+ckc_status
+ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
+{
+    return ckc_cpu_linear_epilogue_chunk(&p->int8_linear, 0, p->int8_linear.rows, exec->nthreads, err);
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The GPU device as the op layer sees it (csrc/ops): one entry per op with GPU
+ * kernels, taking the op's parameter block and the execution context, the
+ * device's start and its libraries, and, in the emulated-device build, the
+ * emulator's fault controls.  Built only with CKC_WITH_GPU (CUDA, or the
+ * emulated device); the diagnostics use the runtime seam (gpu/runtime.h). */
+#ifndef CKC_GPU_GPU_H
+#define CKC_GPU_GPU_H
+
+#include "contract/blas_report.h"
+#include "contract/exec.h"
+#include "contract/params.h"
+#include "contract/status.h"
+
+/* ---- the GEMM seam's counters (gpu/blas_plan.c, in every build) ---- */
+
+void ckc_blas_get_stats(ckc_blas_stats *s);
+
+/* Frees every cached plan not busy and zeroes the counters; capacity 1 ..
+ * CKC_BLAS_CACHE_MAX slots from now on (0: keep).  Workspaces stay. */
+void ckc_blas_reset(int capacity);
+
+#if defined(CKC_WITH_GPU)
+
+/* ---- entries (gpu/entries.c): the launchers of kernels/<family>.cu, and the BLAS seam ---- */
+ckc_status ckc_gpu_entry_int8_rowwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_int8_tensorwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_hadamard_rows(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_int8_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_nvfp4_quant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_nvfp4_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_nvfp4_gemm(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+/* One one-thread kernel carrying the op's completion mark, nothing else: the
+ * least an op can launch (the checks' own cost, benchmarks/bench_faults.py). */
+ckc_status ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+
+/* ---- the device ---- */
+
+/* Once, at module import (gpu/blas_*.c: cuBLASLt itself is loaded at first use). */
+void ckc_blas_init(void);
+
+/* Directories to search for cuBLASLt after the plain sonames ("dir1;dir2" on
+ * Windows, "dir1:dir2" elsewhere), set by the Python layer before the first use.
+ * No effect on the emulated device. */
+void ckc_blas_set_search_dirs(const char *dirs);
+
+/* Versions as CUDA encodes them (1000*major + 10*minor): the installed driver's
+ * (0 when no driver is installed) and the runtime this module was built with;
+ * both 0 on the emulated device.  Needs no GPU: `doctor` reports them
+ * (gpu/runtime_*.c). */
+ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
+
+#if defined(CKC_EMULATED)
+#include "emu/emu_api.h" /* fault injection: ckc_emu_inject, ckc_emu_refuse_host_mapping, ckc_emu_reset */
+
+/* The emulated device's heuristic answer (at most CKC_BLAS_EMU_CANDIDATES),
+ * and whether its streams pretend to be captured (gpu/blas_emu.c). */
+void ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count);
+void ckc_blas_emu_set_capturing(int capturing);
+#endif
+
+#endif /* CKC_WITH_GPU */
+
+/* The GPU entry `f` of an op spec, NULL in a build without GPU kernels. */
+#if defined(CKC_WITH_GPU)
+#define CKC_GPU_ENTRY(f) f
+#else
+#define CKC_GPU_ENTRY(f) NULL
+#endif
+
+#endif /* CKC_GPU_GPU_H */

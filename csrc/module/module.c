@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* comfy_kitchen_c._C (and _C_emu, the same sources on the emulated device):
+ * the module itself.  Multi-phase init (PEP 489): the exec slot creates the
+ * exception classes into the module state (module/state.h; _C_emu takes
+ * _C's), adds the op functions (module/calls.c), the shared codes
+ * (module/shared.c), the diagnostics (module/faults.c) and the functions
+ * below, which reach the devices only through ops/devices.h. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "blas.h"
+#include "faults.h"
+#include "ops/devices.h"
+#include "state.h"
+
+PyObject *
+ckc_new_exception(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2)
+{
+    char qualified[64];
+    PyObject *bases = NULL;
+    PyObject *cls;
+    if (base1 != NULL) {
+        bases = base2 != NULL ? PyTuple_Pack(2, base1, base2) : PyTuple_Pack(1, base1);
+        if (bases == NULL) {
+            return NULL;
+        }
+    }
+    PyOS_snprintf(qualified, sizeof qualified, "comfy_kitchen_c.%s", name);
+    cls = PyErr_NewExceptionWithDoc(qualified, doc, bases, NULL);
+    Py_XDECREF(bases);
+    if (cls != NULL && PyModule_AddObjectRef(m, name, cls) < 0) {
+        Py_CLEAR(cls);
+    }
+    return cls;
+}
+
+void
+ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err)
+{
+    PyObject *type;
+    switch (err->status) {
+    case CKC_ERR_VALUE:
+        type = st->argument_error;
+        break;
+    case CKC_ERR_TYPE:
+        type = st->argument_type_error;
+        break;
+    case CKC_ERR_MEMORY:
+        type = PyExc_MemoryError;
+        break;
+    case CKC_ERR_CAPTURE:
+        type = st->capture_error;
+        break;
+    default:
+        type = PyExc_RuntimeError;
+        break;
+    }
+    PyErr_Format(type, "%s: %s", op, err->message);
+}
+
+#if defined(CKC_EMULATED)
+/* The emulated-device module raises the very classes of _C, so callers catch
+ * one set of exceptions whichever module ran the op. */
+static int
+add_exceptions(PyObject *m, ckc_module_state *st)
+{
+    PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
+    (void)m;
+    if (c == NULL) {
+        return -1;
+    }
+    st->kitchen_error = PyObject_GetAttrString(c, "KitchenError");
+    st->argument_error = PyObject_GetAttrString(c, "ArgumentError");
+    st->argument_type_error = PyObject_GetAttrString(c, "ArgumentTypeError");
+    Py_DECREF(c);
+    return st->kitchen_error != NULL && st->argument_error != NULL && st->argument_type_error != NULL ? 0 : -1;
+}
+#else
+static int
+add_exceptions(PyObject *m, ckc_module_state *st)
+{
+    st->kitchen_error = ckc_new_exception(m, "KitchenError", "Base class of every error comfy-kitchen-c raises.",
+                                      NULL, NULL);
+    if (st->kitchen_error == NULL) {
+        return -1;
+    }
+    st->argument_error = ckc_new_exception(
+        m, "ArgumentError", "An argument's shape, size or value is invalid for the op (a ValueError).",
+        st->kitchen_error, PyExc_ValueError);
+    st->argument_type_error = ckc_new_exception(
+        m, "ArgumentTypeError", "An argument's type, dtype or device is invalid for the op (a TypeError).",
+        st->kitchen_error, PyExc_TypeError);
+    return st->argument_error != NULL && st->argument_type_error != NULL ? 0 : -1;
+}
+#endif
+
+static PyObject *
+cpu_isa(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    return PyUnicode_FromString(ckc_devices_cpu_isa());
+}
+
+static PyObject *
+cpu_isas(PyObject *self, PyObject *args)
+{
+    const char *const *names = ckc_devices_cpu_isas();
+    PyObject *list = PyList_New(0);
+    (void)self;
+    (void)args;
+    for (int k = 0; list != NULL && names[k] != NULL; k++) {
+        PyObject *name = PyUnicode_FromString(names[k]);
+        if (name == NULL || PyList_Append(list, name) < 0) {
+            Py_XDECREF(name);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(name);
+    }
+    return list;
+}
+
+static PyObject *
+set_cpu_isa(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+    if (name == NULL) {
+        return NULL;
+    }
+    if (!ckc_devices_select_cpu_isa(name)) {
+        PyErr_Format(ckc_state(self)->argument_error, "set_cpu_isa: argument 'isa': '%s' is not available here",
+                     name);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_blas_search_dirs(PyObject *self, PyObject *arg)
+{
+    const char *dirs = PyUnicode_AsUTF8AndSize(arg, NULL);
+    (void)self;
+    if (dirs == NULL) {
+        return NULL;
+    }
+    ckc_devices_set_blas_search_dirs(dirs);
+    Py_RETURN_NONE;
+}
+
+/* For `doctor`: (driver, runtime) CUDA versions, or None in a build without a GPU runtime. */
+static PyObject *
+cuda_versions(PyObject *self, PyObject *args)
+{
+    int driver = 0;
+    int runtime = 0;
+    ckc_error err;
+    (void)args;
+    if (!ckc_devices_have_gpu_runtime()) {
+        Py_RETURN_NONE;
+    }
+    err.status = CKC_OK;
+    if (ckc_devices_cuda_versions(&driver, &runtime, &err) != CKC_OK) {
+        ckc_raise_error(ckc_state(self), "cuda_versions", &err);
+        return NULL;
+    }
+    return Py_BuildValue("(ii)", driver, runtime);
+}
+
+static PyMethodDef module_functions[] = {
+    {"cpu_isa", cpu_isa, METH_NOARGS, "cpu_isa()\n--\n\nInstruction set of the CPU kernels in use."},
+    {"cpu_isas", cpu_isas, METH_NOARGS,
+     "cpu_isas()\n--\n\nInstruction sets this build can run on this CPU, best first."},
+    {"set_cpu_isa", set_cpu_isa, METH_O,
+     "set_cpu_isa(isa)\n--\n\nUse the CPU kernels built for isa (one of cpu_isas())."},
+    {"cuda_versions", cuda_versions, METH_NOARGS,
+     "cuda_versions()\n--\n\n(driver, runtime) CUDA versions as 1000*major + 10*minor (driver 0: none "
+     "installed), or None in a build without CUDA."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* Only where a GPU runtime loads cuBLASLt (comfy_kitchen_c.ops looks for the attribute). */
+static PyMethodDef blas_functions[] = {
+    {"set_blas_search_dirs", set_blas_search_dirs, METH_O,
+     "set_blas_search_dirs(dirs)\n--\n\nDirectories (os.pathsep-separated) to search for cuBLASLt at first use."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *m)
+{
+    ckc_module_state *st = ckc_state(m);
+    ckc_devices_init();
+    if (add_exceptions(m, st) < 0 || ckc_diag_add(m, st) < 0 || ckc_blas_add(m) < 0 ||
+        ckc_add_op_functions(m, st) < 0 || ckc_add_shared(m) < 0 || PyModule_AddFunctions(m, module_functions) < 0 ||
+        (ckc_devices_have_gpu_runtime() && PyModule_AddFunctions(m, blas_functions) < 0) ||
+        PyModule_AddIntConstant(m, "HAS_CUDA", ckc_devices_have_cuda()) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int
+module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    ckc_module_state *st = ckc_state(m);
+    Py_VISIT(st->kitchen_error);
+    Py_VISIT(st->argument_error);
+    Py_VISIT(st->argument_type_error);
+    Py_VISIT(st->cuda_fault);
+    Py_VISIT(st->launch_error);
+    Py_VISIT(st->kernel_fault);
+    Py_VISIT(st->staging_fault);
+    Py_VISIT(st->hang_suspected);
+    Py_VISIT(st->capture_error);
+    return 0;
+}
+
+static int
+module_clear(PyObject *m)
+{
+    ckc_module_state *st = ckc_state(m);
+    Py_CLEAR(st->kitchen_error);
+    Py_CLEAR(st->argument_error);
+    Py_CLEAR(st->argument_type_error);
+    Py_CLEAR(st->cuda_fault);
+    Py_CLEAR(st->launch_error);
+    Py_CLEAR(st->kernel_fault);
+    Py_CLEAR(st->staging_fault);
+    Py_CLEAR(st->hang_suspected);
+    Py_CLEAR(st->capture_error);
+    return 0;
+}
+
+static void
+module_free(void *m)
+{
+    (void)module_clear((PyObject *)m);
+}
+
+#if defined(CKC_EMULATED)
+#define CKC_MODULE_NAME "_C_emu"
+#define CKC_MODULE_INIT PyInit__C_emu
+#define CKC_MODULE_DOC "The ops of comfy-kitchen-c on the emulated GPU device (tests)."
+#else
+#define CKC_MODULE_NAME "_C"
+#define CKC_MODULE_INIT PyInit__C
+#define CKC_MODULE_DOC "C kernels of comfy-kitchen-c.  Call them through comfy_kitchen_c.ops."
+#endif
+
+/* The slot's value is a void *: the exec function goes through an integer, as
+ * ISO C has no direct conversion between function and object pointers. */
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)(uintptr_t)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = CKC_MODULE_NAME,
+    .m_doc = CKC_MODULE_DOC,
+    .m_size = sizeof(ckc_module_state),
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC
+CKC_MODULE_INIT(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What setup.py builds: the emulated device (_C_emu, test code) only for development
+builds (in-place, editable, or COMFY_KITCHEN_C_EMULATED=1), never for a wheel or a plain
+install; and the object folders of incremental builds, one per configuration.  setup.py's
+own build_ext command is finalized on a setuptools Distribution: nothing is compiled."""
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+import setuptools
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def setup_kwargs():
+    """setup.py's setup() arguments, with setup() itself not run."""
+    captured = {}
+    saved = setuptools.setup
+    setuptools.setup = lambda **kw: captured.update(kw)
+    try:
+        namespace = runpy.run_path(str(ROOT / "setup.py"))
+    finally:
+        setuptools.setup = saved
+    return captured, namespace
+
+
+def built_extensions(setup_kwargs, monkeypatch, env=None, inplace=False, editable=False) -> list[str]:
+    captured, _ = setup_kwargs
+    monkeypatch.delenv("COMFY_KITCHEN_C_EMULATED", raising=False)
+    if env is not None:
+        monkeypatch.setenv("COMFY_KITCHEN_C_EMULATED", env)
+    dist = setuptools.Distribution({"name": "comfy-kitchen-c", "ext_modules": list(captured["ext_modules"]),
+                                    "cmdclass": captured["cmdclass"]})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.inplace, cmd.editable_mode = inplace, editable
+    cmd.ensure_finalized()
+    return sorted(e.name.rsplit(".", 1)[1] for e in cmd.extensions)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows builds have no emulated device yet")
+@pytest.mark.parametrize("env,inplace,editable,expected", [
+    (None, False, False, ["_C"]),            # a wheel, `pip install .`
+    (None, True, False, ["_C", "_C_emu"]),   # setup.py build_ext --inplace
+    (None, False, True, ["_C", "_C_emu"]),   # pip install -e . (the README's set-up)
+    ("1", False, False, ["_C", "_C_emu"]),   # asked for (CI, a wheel for tests)
+    ("0", True, True, ["_C"]),               # refused even for development
+])
+def test_the_emulated_device_is_built_for_development_only(setup_kwargs, monkeypatch, env, inplace, editable,
+                                                           expected):
+    assert built_extensions(setup_kwargs, monkeypatch, env, inplace, editable) == expected
+
+
+def test_a_configuration_change_builds_into_another_object_folder(setup_kwargs):
+    """Objects built under one configuration (sanitizer, warnings as errors, macros) are never
+    linked into another's extension: the folder is named after the configuration's hash."""
+    captured, _ = setup_kwargs
+    dist = setuptools.Distribution({"name": "comfy-kitchen-c", "ext_modules": list(captured["ext_modules"]),
+                                    "cmdclass": captured["cmdclass"]})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.ensure_finalized()
+    ext = cmd.extensions[0]
+    cmd.c_flags, cmd.cxx_flags, cmd.sanitizer_link = ["-O3"], ["-O3"], []
+    plain = cmd.configuration(ext)
+    cmd.c_flags, cmd.sanitizer_link = ["-O3", "-fsanitize=address"], ["-fsanitize=address"]
+    sanitized = cmd.configuration(ext)
+    cmd.c_flags, cmd.sanitizer_link = ["-O3", "-Werror"], []
+    werror = cmd.configuration(ext)
+    ext.define_macros = ext.define_macros + [("CKC_EXTRA", "1")]
+    macros = cmd.configuration(ext)
+    assert len({plain, sanitized, werror, macros}) == 4

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: Apache-2.0
+"""install-comfyui / uninstall-comfyui and the node they write, run in a fresh interpreter
+against the stand-in ComfyUI (tests/comfyui_standin: ComfyUI's startup order, its switches,
+MAX_PINNED_MEMORY at import, cast_to_gathered / read_tensor_file_slice_into)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from comfy_kitchen_c import comfyui, install
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STANDIN = os.path.join(ROOT, "tests", "comfyui_standin")
+GIB = 1 << 30
+pytest.importorskip("comfy_kitchen")
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "comfy_kitchen_c", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def comfy_dir(tmp_path):
+    target = tmp_path / "ComfyUI"
+    shutil.copytree(STANDIN, target)
+    (target / "custom_nodes").mkdir()
+    return target
+
+
+@pytest.fixture
+def installed(comfy_dir):
+    install.install(str(comfy_dir), "test")
+    return comfy_dir
+
+
+def start(comfy_dir, *argv, **env):
+    """Runs the stand-in ComfyUI; returns (report, comfy_kitchen_c log lines, all output)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("COMFY_KITCHEN_C_")}
+    environ.update(PYTHONPATH=ROOT, COMFY_KITCHEN_C_FLIGHT_DIR=str(comfy_dir / "flight"), **env)
+    result = subprocess.run([sys.executable, "main.py", *argv], cwd=comfy_dir, env=environ, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    report = json.loads(next(line for line in out.splitlines() if line.startswith("STANDIN-REPORT "))[15:])
+    ours = [line for line in out.splitlines() if "comfy_kitchen_c" in line and not line.startswith("STANDIN")]
+    return report, ours, out + result.stderr
+
+
+def test_install_writes_the_node_and_uninstall_removes_exactly_it(comfy_dir):
+    result = cli("install-comfyui", str(comfy_dir))
+    assert result.returncode == 0, result.stderr
+    node = comfy_dir / "custom_nodes" / install.NODE_DIR
+    assert sorted(os.listdir(node)) == sorted(["prestartup_script.py", "__init__.py", "comfy_kitchen_c.toml.example",
+                                               install.MANIFEST])
+    result = cli("uninstall-comfyui", str(comfy_dir))
+    assert result.returncode == 0, result.stderr
+    assert not node.exists()
+    assert os.listdir(comfy_dir / "custom_nodes") == []
+
+
+def test_uninstall_keeps_what_it_did_not_write_or_what_was_edited(installed):
+    node = installed / "custom_nodes" / install.NODE_DIR
+    (node / "comfy_kitchen_c.toml").write_text('check = "op"\n')
+    with open(node / "__init__.py", "a") as f:
+        f.write("# my edit\n")
+    removed, kept = install.uninstall(str(installed))
+    assert set(os.listdir(node)) == {"__init__.py", "comfy_kitchen_c.toml", install.MANIFEST}
+    assert any("edited since install, kept" in line for line in kept)
+    assert str(node / "prestartup_script.py") in removed
+    (node / "__init__.py").unlink()  # the user drops the edited file: the rest goes, their file stays
+    removed, kept = install.uninstall(str(installed))
+    assert set(os.listdir(node)) == {"comfy_kitchen_c.toml"} and any("also holds" in line for line in kept)
+
+
+def test_install_refuses_files_it_did_not_write_and_uninstall_refuses_without_manifest(comfy_dir):
+    node = comfy_dir / "custom_nodes" / install.NODE_DIR
+    node.mkdir()
+    (node / "prestartup_script.py").write_text("print('someone else')\n")
+    with pytest.raises(install.InstallError, match="was not written by install-comfyui"):
+        install.install(str(comfy_dir), "test")
+    assert (node / "prestartup_script.py").read_text() == "print('someone else')\n"
+    with pytest.raises(install.InstallError, match="nothing is known to be ours"):
+        install.uninstall(str(comfy_dir))
+    assert (node / "prestartup_script.py").exists()
+
+
+def test_install_needs_a_comfyui_folder(tmp_path):
+    with pytest.raises(install.InstallError, match="does not look like ComfyUI"):
+        install.install(str(tmp_path), "test")
+
+
+def test_reinstall_replaces_its_own_files(installed):
+    install.install(str(installed), "test")
+
+
+def test_node_starts_with_one_log_line(installed):
+    report, ours, out = start(installed)
+    assert report["torch_imported_by_prestartup"] is False, out
+    assert report["priority"][0] == "c"
+    assert report["read_hooked"] and report["gather_hooked"]
+    assert len(ours) == 1, out
+    line = ours[0]
+    assert line.startswith("INFO comfy_kitchen_c ")
+    for part in ('"c" first in priority', "checking mode launch", "flight record in",
+                 "comfy.memory_management.read_tensor_file_slice_into",
+                 "comfy.model_management.cast_to_gathered", "BaseLayoutParams.copy_from",
+                 "QuantizedTensor.copy_", "settings: FLIGHT_DIR="):
+        assert part in line, (part, line)
+    # nothing changed in ComfyUI without a RAM profile
+    assert report["cache_ram"] == [] and report["reserve_vram"] is None
+
+
+def test_activate_off_and_hooks_off(installed):
+    report, ours, _ = start(installed, COMFY_KITCHEN_C_ACTIVATE="Off", COMFY_KITCHEN_C_HOOKS="no")
+    assert report["priority"][0] != "c"
+    assert not report["read_hooked"]
+    assert "not activated" in ours[0] and "staging hooks off" in ours[0]
+    assert "ACTIVATE=Off(env)" in ours[0] and "HOOKS=no(env)" in ours[0]
+
+
+def test_bad_setting_is_refused_clearly_and_comfyui_goes_on(installed):
+    report, ours, _ = start(installed, COMFY_KITCHEN_C_ACTIVATE="maybe")
+    assert report["priority"][0] != "c"
+    assert any("comfy_kitchen_c not started: SettingError: COMFY_KITCHEN_C_ACTIVATE='maybe' (environment): "
+               "expected one of 1/true/yes/on or 0/false/no/off" in line for line in ours), ours
+
+
+def test_ram_profile_through_comfyuis_switches(installed):
+    report, ours, _ = start(installed, COMFY_KITCHEN_C_RAM_PROFILE="4", COMFY_KITCHEN_C_RESERVE_VRAM="1.5")
+    active, inactive = comfyui.cache_ram(4 * GIB)
+    assert report["cache_ram"] == [active, inactive] == [2.0, 4.0]
+    assert report["prompt_worker_cache"] == [2.0, 4.0]
+    assert report["reserve_vram"] == 1.5
+    expected = comfyui.max_pinned_memory(4 * GIB, sys.platform == "win32", comfyui.swap_for_pins())
+    assert report["max_pinned_memory"] == pytest.approx(expected)
+    assert "--cache-ram 2 4" in ours[0] and "--reserve-vram 1.5" in ours[0]
+    assert "MAX_PINNED_MEMORY" in ours[0] and "set directly: this ComfyUI has no switch for it" in ours[0]
+
+
+def test_ram_profile_uses_the_pinned_memory_switch_where_comfyui_has_it(installed):
+    report, ours, _ = start(installed, COMFY_KITCHEN_C_RAM_PROFILE="4", STANDIN_PINNED_SWITCH="1")
+    expected = comfyui.max_pinned_memory(4 * GIB, sys.platform == "win32", comfyui.swap_for_pins())
+    assert report["max_pinned_memory"] == pytest.approx(round(expected / GIB, 3) * GIB, rel=1e-3)
+    assert "--pinned-memory" in ours[0] and "set directly" not in ours[0]
+
+
+@pytest.mark.parametrize("argv, kept", [(["--cache-ram", "5"], "started with --cache-ram 5.0"),
+                                        (["--cache-classic"], "started with --cache-classic"),
+                                        (["--reserve-vram", "3"], "started with --reserve-vram 3.0")])
+def test_the_users_own_switches_are_kept(installed, argv, kept):
+    report, ours, _ = start(installed, *argv, COMFY_KITCHEN_C_RAM_PROFILE="4", COMFY_KITCHEN_C_RESERVE_VRAM="1")
+    assert kept in ours[0]
+    if argv[0] == "--cache-ram":
+        assert report["cache_ram"] == [5.0]
+    if argv[0] == "--cache-classic":
+        assert report["cache_ram"] == [] and report["prompt_worker_cache"] is None
+    if argv[0] == "--reserve-vram":
+        assert report["reserve_vram"] == 3.0
+
+
+def test_ram_profile_larger_than_the_machine_is_refused(installed):
+    huge = (comfyui.total_ram() // GIB) * 4
+    report, ours, _ = start(installed, COMFY_KITCHEN_C_RAM_PROFILE=str(huge))
+    assert report["cache_ram"] == []
+    assert any("larger than this machine's" in line for line in ours)
+
+
+def test_settings_file_next_to_the_node_and_the_environment_wins(installed):
+    node = installed / "custom_nodes" / install.NODE_DIR
+    (node / "comfy_kitchen_c.toml").write_text('check = "boundary"\nram_profile = 4\nhooks = true\n')
+    report, ours, _ = start(installed)
+    assert "checking mode boundary" in ours[0] and "CHECK=boundary(comfy_kitchen_c.toml)" in ours[0]
+    assert report["cache_ram"] == [2.0, 4.0]
+    report, ours, _ = start(installed, COMFY_KITCHEN_C_CHECK="op")
+    assert "checking mode op" in ours[0] and "CHECK=op(env)" in ours[0]
+    (node / "comfy_kitchen_c.toml").write_text('chekc = "op"\n')
+    _, ours, _ = start(installed)
+    assert any("unknown key 'chekc'" in line for line in ours), ours
