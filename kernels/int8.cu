@@ -8,6 +8,7 @@
 #include "elements.cuh"
 #include "int8_rows.h"
 #include "row_tile.cuh"
+#include "tile_rows.h"
 
 #include "gpu/launch.h"
 #include "gpu/runtime.h"
@@ -175,6 +176,9 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
                      (p->noise == NULL || ckc_aligned16(p->noise, p->cols * elem));
     const bool q_vec = ckc_aligned16(p->q, lay->q_stride);
     const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols, quant_max_chunks(p->kind)) : 1;
+    if (const char *tile = ckc_tile_quantize_rows(p, lay, stream, done)) {
+        return ckc_gpu_launch_status(tile, err);
+    }
     return ckc_with_kind(p->kind, [&](auto kind) {
         constexpr ckc_float_kind KIND = decltype(kind)::value;
         switch (lay->act) {
@@ -267,9 +271,13 @@ ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_err
     const bool vec = ckc_aligned16(p->x, row_bytes);
     const bool out_vec = ckc_aligned16(p->out, row_bytes);
     return ckc_on_device(exec, err, [&]() {
+        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
+        if (const char *tile = ckc_tile_hadamard_rows(p, exec->stream, done)) {
+            return ckc_gpu_launch_status(tile, err);
+        }
         return ckc_with_kind(p->kind, [&](auto kind) {
             launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols, CKC_MAX_CHUNKS), vec,
-                                                        out_vec, ckc_exec_take_done_mark(exec));
+                                                        out_vec, done);
             return ckc_gpu_launch_status("hadamard_rows_kernel", err);
         });
     });
@@ -407,6 +415,10 @@ extern "C" ckc_status
 ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
 {
     return ckc_on_device(exec, err, [&]() {
+        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
+        if (const char *tile = ckc_tile_dequant(p, exec->stream, done)) {
+            return ckc_gpu_launch_status(tile, err);
+        }
         if (p->group > 0) {
             const ckc_dequant_vec vec = {ckc_aligned16(p->q, p->cols),
                                          ckc_aligned16(p->scale, p->cols * (int64_t)sizeof(float)),
@@ -415,7 +427,7 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error
                 void (*int8_dequant_rotated)(ckc_int8_dequant_params, ckc_dequant_vec, ckc_done_mark) =
                     int8_dequant_rotated_kernel<decltype(kind)::value>;
                 CKC_LAUNCH(int8_dequant_rotated, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS),
-                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, ckc_exec_take_done_mark(exec));
+                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, done);
                 return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
             });
         }
@@ -430,7 +442,7 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error
             void (*int8_dequant)(ckc_int8_dequant_params, bool, ckc_done_mark) =
                 int8_dequant_kernel<decltype(kind)::value>;
             CKC_LAUNCH(int8_dequant, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS), 0,
-                       exec->stream, *p, chunks, ckc_exec_take_done_mark(exec));
+                       exec->stream, *p, chunks, done);
             return ckc_gpu_launch_status("int8_dequant_kernel", err);
         });
     });

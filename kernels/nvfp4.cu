@@ -20,6 +20,7 @@
 #include "gpu/launch.h"
 #include "math/nvfp4.h"
 #include "row_tile.cuh"
+#include "tile.cuh"
 
 #define CKC_NVFP4_THREADS 128
 
@@ -70,28 +71,19 @@ packed_rows_aligned(const uint8_t *qx, int64_t cols)
     return ckc_rows_aligned(qx, cols / 2, CKC_NVFP4_BLOCK / 2);
 }
 
-/* `vec`: x's rows allow vector loads; `q_vec`: the code rows allow 8-byte stores.
- * Thread b stands for entry (b / buffer_cols, b % buffer_cols) of the swizzled
- * scale buffer's logical [scale rows][buffer_cols] view: a block of 16 values
- * where that is inside [out_rows][scale_cols], else padding. */
+/* The work of the thread that stands for entry (r, c) of the swizzled scale
+ * buffer's logical [scale rows][buffer_cols] view: a block of 16 values where that
+ * is inside [out_rows][scale_cols], else padding.  `t`: the thread's index among
+ * the lanes of its rotation group (a group's first thread index is a multiple of
+ * G/16).  `vec`: x's rows allow vector loads; `q_vec`: the code rows allow 8-byte
+ * stores.  Threads of padding entries load nothing and store no codes, but stay
+ * for the rotation's shuffles and reach the completion mark with their block. */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done)
+__device__ __forceinline__ void
+nvfp4_quant_entry(const ckc_nvfp4_quant_params &p, float pts, int64_t r, int64_t c, int t, bool vec, bool q_vec)
 {
     const int64_t scale_cols = p.out_cols / CKC_NVFP4_BLOCK;
-    const int64_t buffer_cols = ckc_nvfp4_scale_cols(scale_cols);
-    const int t = (int)threadIdx.x;
-    const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + t;
-    const int64_t r = b / buffer_cols;
-    const int64_t c = b % buffer_cols;
-    /* Threads of padding entries load nothing and store no codes, but stay for
-     * the rotation's shuffles and reach the completion mark with their block.
-     * The rotation's groups stay whole: G >= 64 makes scale_cols a multiple of
-     * G/16 >= 4, so buffer_cols == scale_cols and a row holds whole groups (a
-     * group's first thread index is a multiple of G/16); G = 16 shuffles
-     * nothing.  The grid holds exactly the buffer's entries (a multiple of 128
-     * rows), but every thread still checks it is inside the buffer. */
-    const bool in_buffer = r < ckc_nvfp4_scale_rows(p.out_rows);
+    const bool in_buffer = r < ckc_nvfp4_scale_rows(p.out_rows) && c < ckc_nvfp4_scale_cols(scale_cols);
     const bool is_block = r < p.out_rows && c < scale_cols;
     const bool in_x = is_block && r < p.rows;
     const int64_t elem = ckc_kind_size(KIND);
@@ -101,7 +93,6 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark
     ckc_load_chunk<KIND>(row, c * CKC_NVFP4_BLOCK, in_x ? p.cols : 0, vec, v);
     ckc_transform_chunk<KIND, CKC_ACT_NONE>(v, NULL, (int)p.group, t, NULL);
     if (is_block) {
-        const float pts = *p.per_tensor_scale;
         uint32_t bits = 0;
         CKC_UNROLL
         for (int j = 0; j < CKC_NVFP4_BLOCK; j++) {
@@ -120,6 +111,37 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark
     } else if (in_buffer) {
         p.scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] = 0;
     }
+}
+
+/* One thread per entry of the whole scale buffer, in a grid of 1-D blocks: the
+ * general layout (thread b stands for entry (b / buffer_cols, b % buffer_cols)). 
+ * The rotation's groups stay whole: G >= 64 makes scale_cols a multiple of G/16
+ * >= 4, so buffer_cols == scale_cols and a row holds whole groups; G = 16
+ * shuffles nothing.  The grid holds exactly the buffer's entries (a multiple of
+ * 128 rows), but every thread still checks it is inside the buffer. */
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_NVFP4_THREADS)
+nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done)
+{
+    const float pts = *p.per_tensor_scale;
+    const int64_t buffer_cols = ckc_nvfp4_scale_cols(p.out_cols / CKC_NVFP4_BLOCK);
+    const int t = (int)threadIdx.x;
+    const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + t;
+    nvfp4_quant_entry<KIND>(p, pts, b / buffer_cols, b % buffer_cols, t, vec, q_vec);
+    ckc_done_mark_arrive(done);
+}
+
+/* The row layout (kernels/tile.cuh's geometry, one 16-value block per thread):
+ * threadIdx.x is the entry's column, threadIdx.y its row in the block, so no
+ * thread divides, and rows of buffer_cols entries fill whole warps.  The per-tensor
+ * scale is loaded first, with the values. */
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_TILE_MAX_THREADS)
+nvfp4_quant_rows_kernel(ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done)
+{
+    const float pts = *p.per_tensor_scale;
+    const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
+    nvfp4_quant_entry<KIND>(p, pts, r, threadIdx.x, (int)threadIdx.x, vec, q_vec);
     ckc_done_mark_arrive(done);
 }
 
@@ -135,10 +157,23 @@ ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *
 {
     const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
     const bool q_vec = packed_rows_aligned(p->qx, p->out_cols);
-    /* One thread per entry of the whole scale buffer (nvfp4_quant_kernel). */
-    const int64_t threads =
-        ckc_nvfp4_scale_rows(p->out_rows) * ckc_nvfp4_scale_cols(p->out_cols / CKC_NVFP4_BLOCK);
+    /* One thread per entry of the whole scale buffer. */
+    const int64_t scale_rows = ckc_nvfp4_scale_rows(p->out_rows);
+    const int64_t buffer_cols = ckc_nvfp4_scale_cols(p->out_cols / CKC_NVFP4_BLOCK);
+    const int64_t threads = scale_rows * buffer_cols;
+    const ckc_tile_geom g = ckc_tile_geometry_chunks(buffer_cols, scale_rows, CKC_TILE_MAX_THREADS);
     return ckc_on_device(exec, err, [&]() {
+        if (g.segments == 1) {
+            return ckc_with_kind(p->kind, [&](auto kind) {
+                void (*nvfp4_quant_rows)(ckc_nvfp4_quant_params, ckc_tile_geom, bool, bool, ckc_done_mark) =
+                    nvfp4_quant_rows_kernel<decltype(kind)::value>;
+                const int64_t blocks = (scale_rows + g.rows_per_block - 1) / g.rows_per_block;
+                CKC_LAUNCH(nvfp4_quant_rows, dim3((unsigned)blocks),
+                           dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, exec->stream, *p, g, vec,
+                           q_vec, ckc_exec_take_done_mark(exec));
+                return ckc_gpu_launch_status("nvfp4_quant_rows_kernel", err);
+            });
+        }
         return ckc_with_kind(p->kind, [&](auto kind) {
             void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool, bool, ckc_done_mark) =
                 nvfp4_quant_kernel<decltype(kind)::value>;
@@ -178,12 +213,84 @@ nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_d
     ckc_done_mark_arrive(done);
 }
 
+/* ckc_e2m1_to_f32 without a conversion instruction: magnitudes 2..7 are
+ * 0x3F000000 + (m << 22) (1, 1.5, 2, 3, 4, 6), 1 is 0.5, 0 is 0. */
+__device__ __forceinline__ float
+ckc_nvfp4_value(uint32_t code)
+{
+    const uint32_t m = code & 0x7u;
+    const uint32_t mag = m >= 2u ? 0x3F000000u + (m << 22) : (m != 0u ? 0x3F000000u : 0u);
+    return ckc_f32_from_bits(mag | (code & 0x8u) << 28);
+}
+
+#define CKC_NVFP4_ROW_BLOCKS 4 /* 16-value blocks per thread in the row-layout dequantizer */
+
+/* Four consecutive blocks of a row per thread (kernels/tile.cuh's geometry over
+ * cols / 64 threads per row): two 16-byte code loads, their four scales (adjacent
+ * bytes of the swizzled buffer: one 4-byte load) and the per-tensor scale, all
+ * issued first; then two blocks at a time decoded and stored with 16-byte stores.
+ * Eager forms per_tensor_scale * block_scale in the output type; a value is a NaN
+ * only when its block's total scale is not finite (e2m1 values are finite, and
+ * 0 * inf is a NaN). */
+template <ckc_float_kind KIND>
+__global__ void __launch_bounds__(CKC_TILE_MAX_THREADS)
+nvfp4_dequant_rows_kernel(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
+{
+    const float pts_in = *p.per_tensor_scale;
+    const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
+    const bool live = r < p.rows;
+    const int64_t row = live ? r : 0; /* threads of rows past the tensor read its first row, store nothing */
+    const int64_t scale_cols = p.cols / CKC_NVFP4_BLOCK;
+    const int64_t c = (int64_t)threadIdx.x * CKC_NVFP4_ROW_BLOCKS;
+    const ckc_bytes16 *src = (const ckc_bytes16 *)(p.qx + row * (p.cols / 2) + c * (CKC_NVFP4_BLOCK / 2));
+    const ckc_bytes16 lo = src[0], hi = src[1];
+    const uint32_t scales = *(const uint32_t *)(p.scales + ckc_nvfp4_scale_offset(row, c, scale_cols));
+    uint32_t w[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+    ckc_tile_together(w, w + 4, 4, g.zero);
+    const float pts = ckc_round_to_kind(pts_in, KIND);
+    char *out = (char *)p.out + row * p.cols * ckc_kind_size(KIND);
+    CKC_UNROLL
+    for (int half = 0; half < 2; half++) {
+        bool finite = true;
+        float v[CKC_TILE];
+        CKC_UNROLL
+        for (int b = 0; b < 2; b++) {
+            const int block = 2 * half + b;
+            const float total = ckc_round_to_kind(pts * ckc_e4m3_to_f32((uint8_t)(scales >> (8 * block))), KIND);
+            finite = finite && total - total == 0.0f;
+            CKC_UNROLL
+            for (int j = 0; j < CKC_NVFP4_BLOCK / 2; j++) {
+                const uint8_t byte = (uint8_t)(w[2 * block + j / 4] >> (8 * (j % 4)));
+                v[16 * b + 2 * j] = ckc_nvfp4_value(ckc_nvfp4_unpack_even(byte, p.hi_first)) * total;
+                v[16 * b + 2 * j + 1] = ckc_nvfp4_value(ckc_nvfp4_unpack_odd(byte, p.hi_first)) * total;
+            }
+        }
+        ckc_tile_store_values<KIND>(out, (c + 2 * half) * CKC_NVFP4_BLOCK, live, v, !finite);
+    }
+    ckc_done_mark_arrive(done);
+}
+
 extern "C" ckc_status
 ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
 {
     const bool q_vec = packed_rows_aligned(p->qx, p->cols);
     const bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
+    const int64_t per_thread = CKC_NVFP4_ROW_BLOCKS * CKC_NVFP4_BLOCK;
+    const ckc_tile_geom g = ckc_tile_geometry_chunks(p->cols / per_thread, p->rows, CKC_TILE_MAX_THREADS);
+    const bool rows = p->cols % per_thread == 0 && g.segments == 1 && ckc_rows_aligned(p->qx, p->cols / 2, 16) &&
+                      out_vec && (uintptr_t)p->scales % 4 == 0;
     return ckc_on_device(exec, err, [&]() {
+        if (rows && p->rows > 0) {
+            return ckc_with_kind(p->out_kind, [&](auto kind) {
+                void (*nvfp4_dequant_rows)(ckc_nvfp4_dequant_params, ckc_tile_geom, ckc_done_mark) =
+                    nvfp4_dequant_rows_kernel<decltype(kind)::value>;
+                const int64_t blocks = (p->rows + g.rows_per_block - 1) / g.rows_per_block;
+                CKC_LAUNCH(nvfp4_dequant_rows, dim3((unsigned)blocks),
+                           dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, exec->stream, *p, g,
+                           ckc_exec_take_done_mark(exec));
+                return ckc_gpu_launch_status("nvfp4_dequant_rows_kernel", err);
+            });
+        }
         return ckc_with_kind(p->out_kind, [&](auto kind) {
             void (*nvfp4_dequant)(ckc_nvfp4_dequant_params, bool, bool, ckc_done_mark) =
                 nvfp4_dequant_kernel<decltype(kind)::value>;

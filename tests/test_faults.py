@@ -84,7 +84,8 @@ def test_fault_is_named_where_it_happened(kind, mode):
         assert f"the fault happened before {B} started" in message
     if op == A:  # the launch parameters of the attributed op
         assert "tensors: x float32[4, 256]; q int8[4, 256]; scale float32[4, 1]" in message
-        assert "int8_rowwise grid=(4,1,1) block=(256,1,1)" in message or kind == "launch"
+        # the row-tile kernel takes 4 rows of 256 (kernels/int8_tile.cu): 8 threads a row, 4 rows a block
+        assert "tile_rows grid=(1,1,1) block=(8,4,1)" in message or kind == "launch"
     # the flight record agrees
     record = {r["seq"]: r for r in flight.load(e.record_path)["records"]}[e.seq]
     assert record["op"] == op

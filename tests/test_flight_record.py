@@ -58,7 +58,8 @@ def test_an_op_record():
     r = records()[-1]
     assert r["kind"] == "op" and r["op"] == "quantize_and_rotate_rowwise" and r["state"] == "completed"
     assert r["tensors"] == "x bfloat16[6, 1024]; q int8[6, 1024]; scale float32[6, 1]"
-    assert r["params"] == "group=256 int8_rowwise grid=(6,1,1) block=(256,1,1)"
+    # the row-tile kernel (kernels/int8_tile.cu): 32 threads a row of 1024, the 6 rows in one block
+    assert r["params"] == "group=256 tile_rows grid=(1,1,1) block=(32,6,1)"
     assert r["device"] == 0 and r["stream"] == 0 and r["error"] == "" and r["host_memory"] == ""
     assert r["device_kind"] == "emulated"  # format 2: the emulated device marks its records
     assert before <= r["queued_unix"] <= time.time()

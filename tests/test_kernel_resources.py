@@ -4,38 +4,56 @@ register spills and no stack frame (a register array indexed dynamically lives
 in local memory: a stack frame without spills), and each kernel's launch
 configuration fits the registers and static shared memory of an SM on each
 target.  Needs nvcc (not a GPU).  Where a cuobjdump is found, the machine code
-is also checked for the vector-wide global accesses of the row kernels."""
+is also checked for the vector-wide global accesses of the row kernels.
+
+The device code is compiled per target by benchmarks/gpu_model.py (-cubin: no host
+compiler), in parallel, and cached under build/gpu_model/ by the sources' contents,
+so a second run (and tests/test_gpu_model.py, which reads sm_90 and sm_120 from the
+same cache) compiles nothing.  Targets: COMFY_KITCHEN_C_CUDA_ARCHS when set (the
+build's own, as for a development build), else every target of setup.py."""
 import ast
-import functools
-import importlib.util
+import os
 import re
-import shutil
-import subprocess
-import tempfile
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import NVCC
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_model  # noqa: E402
+
+NVCC = gpu_model.find_nvcc()
 
 # Threads per block of each kernel's launches (kernels/int8.cu, kernels/nvfp4.cu):
-# CKC_ROW_THREADS = 256 for the row and elementwise kernels, CKC_NVFP4_THREADS = 128.
+# CKC_ROW_THREADS = 256 for the row and elementwise kernels, CKC_NVFP4_THREADS = 128;
+# the tile kernels (kernels/int8_tile.cu, tile.cuh) launch up to CKC_TILE_MAX_THREADS = 1024
+# (CKC_TILE_WIDE_THREADS = 512 for the stochastic and activated instances: tile_threads).
 BLOCK_THREADS = {
     "int8_rowwise_kernel": 256, "hadamard_rows_kernel": 256, "int8_dequant_kernel": 256,
     "int8_dequant_rotated_kernel": 256, "tensor_absmax_kernel": 256, "tensor_quantize_kernel": 256,
     "tensor_scale_kernel": 1, "nvfp4_quant_kernel": 128, "nvfp4_dequant_kernel": 128,
+    "ckc_tile_rows_kernel": 1024, "ckc_tile_dequant_kernel": 1024, "nvfp4_quant_rows_kernel": 1024,
+    "nvfp4_dequant_rows_kernel": 1024,
     # kernels/linear.cu: CKC_GEMV_WARPS = 8 warps, the epilogue CKC_ROW_THREADS
     "int8_gemv_kernel": 256, "linear_epilogue_kernel": 256, "rms_factor_kernel": 32,
     # kernels/flight.cu: the flight record's completion mark, the start of a CUDA-graph replay
     "flight_mark_kernel": 1, "replay_begin_kernel": 1,
 }
-REGISTERS_PER_SM = 65536          # every target from sm_75 to sm_120
+REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)
 MAX_REGISTERS_PER_THREAD = 255
 STATIC_SHARED_PER_BLOCK = 48 * 1024
+
+
+def tile_threads(mangled: str) -> int | None:
+    """Block size bound of a ckc_tile_rows_kernel<KIND, G, MODE, ACT> instance: 512 for the
+    stochastic mode (1) or an activation, else 1024."""
+    name, args = gpu_model.template_args(mangled)
+    if name != "ckc_tile_rows_kernel":
+        return None
+    return 512 if args[2] == 1 or args[3] != 0 else 1024
 
 
 def build_archs() -> list[str]:
@@ -46,28 +64,27 @@ def build_archs() -> list[str]:
     raise AssertionError("CUDA_ARCHS not found in setup.py")
 
 
-_OBJECTS = tempfile.TemporaryDirectory(prefix="ckc-kernel-resources-")
+def test_archs() -> list[str]:
+    """The targets to check: the build's own (COMFY_KITCHEN_C_CUDA_ARCHS), else all of setup.py's."""
+    own = [a.strip() for a in os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", "").split(";") if a.strip()]
+    return own or build_archs()
 
 
-@functools.lru_cache(maxsize=None)
-def compile_kernels(source: Path) -> tuple[str, Path]:
-    """(ptxas's resource report, the object file) of one kernel source built for every target."""
-    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in build_archs()]
-    obj = Path(_OBJECTS.name) / (source.name + ".o")
-    out = subprocess.run(
-        [NVCC, "-std=c++17", "-O3", "--fmad=false", "-c", str(source), "-o", str(obj), "--resource-usage",
-         f"-I{ROOT / 'csrc'}", f"-I{ROOT / 'kernels'}", "-DCKC_WITH_GPU=1", "-DCKC_WITH_CUDA=1", *gencode],
-        capture_output=True, text=True, check=True)
-    return out.stdout + out.stderr, obj
+def compile_kernels(source: Path) -> dict[str, Path]:
+    """{arch: the cached cubin} of one kernel source for every target checked."""
+    archs = test_archs()
+    jobs = [(source, a) for a in archs]
+    return {a: gpu_model.compile_object(ROOT, s, a) for (s, a) in jobs}
 
 
 def resource_usage(source: Path) -> list[dict]:
     rows, current = [], None
-    for line in compile_kernels(source)[0].splitlines():
+    text = "\n".join((obj.parent / "ptxas.txt").read_text() for obj in compile_kernels(source).values())
+    for line in text.splitlines():
         entry = re.search(r"Compiling entry function '_Z(\d+)(\w+)' for '(sm_\d+)'", line)
         if entry:
             name = entry.group(2)[: int(entry.group(1))]
-            current = {"kernel": name, "arch": entry.group(3)}
+            current = {"kernel": name, "arch": entry.group(3), "mangled": "_Z" + entry.group(1) + entry.group(2)}
             rows.append(current)
         elif current is not None and "spill stores" in line:
             current["spills"] = [int(v) for v in re.findall(r"(\d+) bytes spill", line)]
@@ -84,30 +101,21 @@ def resource_usage(source: Path) -> list[dict]:
 def test_kernels_fit_every_target(source):
     rows = resource_usage(source)
     assert rows, "ptxas reported no kernels"
-    archs = {f"sm_{a}" for a in build_archs()}
+    archs = {f"sm_{a}" for a in test_archs()}
     assert {r["arch"] for r in rows} == archs
     for r in rows:
         where = f"{r['kernel']} on {r['arch']}"
         assert r["kernel"] in BLOCK_THREADS, f"{where}: unknown kernel, add its block size to BLOCK_THREADS"
         assert r["spills"] == [0, 0], f"{where}: spills {r['spills']} bytes"
         assert r["stack"] == 0, f"{where}: {r['stack']} bytes stack frame (local memory)"
-        threads = BLOCK_THREADS[r["kernel"]]
+        threads = tile_threads(r["mangled"]) or BLOCK_THREADS[r["kernel"]]
         regs = -(-r["registers"] // REGISTER_GRANULE) * REGISTER_GRANULE
         assert r["registers"] <= MAX_REGISTERS_PER_THREAD, where
         assert regs * threads <= REGISTERS_PER_SM, f"{where}: {r['registers']} registers x {threads} threads"
         assert r["smem"] <= STATIC_SHARED_PER_BLOCK, f"{where}: {r['smem']} bytes of shared memory"
 
 
-def find_cuobjdump() -> str | None:
-    """cuobjdump from PATH, beside nvcc, or in triton's package (which ships one); None if none."""
-    candidates = [shutil.which("cuobjdump"), NVCC and str(Path(NVCC).parent / "cuobjdump")]
-    triton = importlib.util.find_spec("triton")
-    if triton is not None and triton.submodule_search_locations:
-        candidates.append(str(Path(triton.submodule_search_locations[0]) / "backends/nvidia/bin/cuobjdump"))
-    return next((c for c in candidates if c and Path(c).is_file()), None)
-
-
-CUOBJDUMP = find_cuobjdump()
+CUOBJDUMP = gpu_model.find_cuobjdump()
 
 
 def access_width(instruction: str) -> str:
@@ -119,20 +127,13 @@ def access_width(instruction: str) -> str:
     return "32"
 
 
-@functools.lru_cache(maxsize=None)
 def machine_code(source: Path) -> dict[tuple[str, str], list[str]]:
     """{(mangled kernel name, arch): its lines of machine code (cuobjdump -sass)}, one entry per
     template instance."""
-    sass = subprocess.run([CUOBJDUMP, "-sass", str(compile_kernels(source)[1])],
-                          capture_output=True, text=True, check=True).stdout
-    functions, arch, current = {}, None, None
-    for line in sass.splitlines():
-        if m := re.search(r"code for (sm_\d+)", line):
-            arch = m.group(1)
-        elif m := re.search(r"Function : (_Z\w+)", line):
-            current = functions.setdefault((m.group(1), arch), [])
-        elif current is not None:
-            current.append(line)
+    functions = {}
+    for arch, obj in compile_kernels(source).items():
+        for name, lines in gpu_model._functions((obj.parent / "sass.txt").read_text()).items():
+            functions[(name, f"sm_{arch}")] = lines
     return functions
 
 
@@ -158,8 +159,10 @@ def memory_accesses(source: Path) -> dict[tuple[str, str], Counter]:
 # 16 codes / values per thread in one or two 16-byte accesses, 8 bytes of packed FP4.
 VECTOR_ACCESSES = {
     "int8_rowwise_kernel": ["LDG 128", "STG 128"], "hadamard_rows_kernel": ["LDG 128", "STG 128"],
-    "int8_dequant_rotated_kernel": ["LDG 128", "STG 128"], "int8_dequant_kernel": ["LDG 128", "STG 128"], "nvfp4_quant_kernel": ["LDG 128", "STG 64"],
-    "nvfp4_dequant_kernel": ["LDG 64", "STG 128"],
+    "int8_dequant_rotated_kernel": ["LDG 128", "STG 128"], "int8_dequant_kernel": ["LDG 128", "STG 128"],
+    "nvfp4_quant_kernel": ["LDG 128", "STG 64"], "nvfp4_dequant_kernel": ["LDG 64", "STG 128"],
+    "ckc_tile_rows_kernel": ["LDG 128", "STG 128"], "ckc_tile_dequant_kernel": ["LDG 128", "STG 128"],
+    "nvfp4_quant_rows_kernel": ["LDG 128", "STG 64"], "nvfp4_dequant_rows_kernel": ["LDG 128", "STG 128"],
 }
 
 
@@ -169,7 +172,7 @@ VECTOR_ACCESSES = {
 def test_machine_code_accesses(source):
     """No local memory in any kernel, and the chunk kernels' vector loads and stores are there."""
     counts = memory_accesses(source)
-    assert {arch for _, arch in counts} == {f"sm_{a}" for a in build_archs()}
+    assert {arch for _, arch in counts} == {f"sm_{a}" for a in test_archs()}
     for (kernel, arch), c in counts.items():
         local = {k: v for k, v in c.items() if k.startswith(("LDL", "STL"))}
         assert not local, f"{kernel} on {arch}: local memory {local}"
@@ -198,14 +201,14 @@ def test_row_kernels_issue_a_segments_loads_before_rotating():
         assert early >= wanted, f"{m.group(1)} (kind {kind}, {chunks} chunks) on {arch}: {early} of {wanted} loads " \
                                 "before the first shuffle"
         seen += 1
-    assert seen >= 2 * 3 * 3, f"only {seen} row kernel instances found"
+    assert seen >= 2 * 3 * 3 * len(test_archs()), f"only {seen} row kernel instances found"
 
 
 def resource_table() -> str:
     """The build's kernel resources as a Markdown table: registers per thread for each
     target, static shared memory, stack frame and spills (the figures the test above checks),
     each the largest over a template's instances."""
-    archs = [f"sm_{a}" for a in build_archs()]
+    archs = [f"sm_{a}" for a in test_archs()]
     usage = {}
     for source in sorted((ROOT / "kernels").glob("*.cu")):
         for r in resource_usage(source):
@@ -242,7 +245,7 @@ def access_table(arch: str = "sm_90") -> str:
 
 if __name__ == "__main__":
     # python tests/test_kernel_resources.py > benchmarks/results/kernel_resources.md
-    print(f"Kernel resources from ptxas (nvcc, targets {', '.join(build_archs())}), the largest over each "
+    print(f"Kernel resources from ptxas (nvcc, targets {', '.join(test_archs())}), the largest over each "
           "kernel's template instances.  Static shared memory only: the row kernels take 16 KB of dynamic "
           "shared memory more when they rotate by G = 1024.\n")
     print(resource_table())

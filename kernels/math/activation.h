@@ -168,11 +168,6 @@ ckc_modulate_value(float v, ckc_act_args a, ckc_float_kind kind, int64_t j)
     return ckc_round_to_kind(v * m, kind);
 }
 
-/* One activated value of column j (< k) from its input value v, its partner
- * `other` (up for swiglu, gate for situ; else unused) and the row's factor r
- * (rms_norm; else unused), rounded as eager rounds.  The arguments go by value
- * (inlined, they cost nothing; a pointer to a kernel parameter would put it in
- * local memory). */
 /* The per-column activations (act: one of them). */
 CKC_HD float
 ckc_act_columnwise(int act, float v, float r, ckc_act_args a, ckc_float_kind kind, int64_t j)
@@ -184,6 +179,11 @@ ckc_act_columnwise(int act, float v, float r, ckc_act_args a, ckc_float_kind kin
     return act == CKC_ACT_RMS_MODULATE ? ckc_modulate_value(v, a, kind, j) : v;
 }
 
+/* One activated value of column j (< k) from its input value v, its partner
+ * `other` (up for swiglu, gate for situ; else unused) and the row's factor r
+ * (rms_norm; else unused), rounded as eager rounds.  The arguments go by value
+ * (inlined, they cost nothing; a pointer to a kernel parameter would put it in
+ * local memory). */
 CKC_HD float
 ckc_act_apply(int act, float v, float other, float r, ckc_act_args a, ckc_float_kind kind, int64_t j)
 {

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The row-tile kernels of the int8 family (layout: kernels/tile.cuh): row-wise
+ * quantization (plain, activated, rotated; nearest or stochastic rounding), the
+ * plain rotation, and dequantization with a per-row or single scale, one
+ * instance per element type, group size (0, 64, 256, 1024) and mode, so that
+ * every stage unrolls to straight-line code.  Rows of up to 32768 values are read
+ * once and kept in registers; longer ones are read twice (absmax pass, then code
+ * pass), 32768 columns at a time.  Results are bit for bit those of the general
+ * kernels of kernels/int8.cu, which take every call these do not. */
+#include "done_mark.cuh"
+#include "tile.cuh"
+#include "tile_rows.h"
+
+#include "gpu/launch.h"
+#include "math/activation.h"
+#include "math/int8_quant.h"
+
+enum { CKC_TILE_CODES = 0, CKC_TILE_CODES_NOISE = 1, CKC_TILE_VALUES = 2 };
+
+/* Threads per block at most (and the kernel's launch bound) of an instance. */
+static constexpr int
+ckc_tile_threads(int mode, int act)
+{
+    return mode == CKC_TILE_CODES_NOISE || act != CKC_ACT_NONE ? CKC_TILE_WIDE_THREADS : CKC_TILE_MAX_THREADS;
+}
+
+typedef struct {
+    const void *x;
+    int64_t x_stride;  /* elements between rows (2 K for swiglu, whose up half starts at K) */
+    const void *noise; /* rows of `cols` values (CKC_TILE_CODES_NOISE) */
+    void *out;         /* codes, out_stride bytes apart, or values (cols apart) */
+    int64_t out_stride;
+    float *scale;      /* one per row (codes) */
+    int64_t rows;
+    int64_t cols;
+} ckc_tile_rows_args;
+
+/* A row's quantization scale: the float32 scale returned, the divisor eager uses
+ * and, for bfloat16, its reciprocal where ckc_int8_bf16_reciprocal_exact proves
+ * x * inv equivalent to x / s (math/int8_quant.h). */
+typedef struct {
+    float scale;
+    float divisor;
+    float inv;
+    bool reciprocal;
+} ckc_tile_scale;
+
+template <ckc_float_kind KIND>
+__device__ __forceinline__ ckc_tile_scale
+ckc_tile_row_scale(uint32_t absmax_bits)
+{
+    ckc_tile_scale s;
+    s.scale = ckc_int8_scale(ckc_f32_from_bits(absmax_bits));
+    s.divisor = ckc_int8_math_scale(s.scale, KIND);
+    s.reciprocal = KIND == CKC_BF16 && ckc_int8_bf16_reciprocal_exact(s.divisor);
+    s.inv = 1.0f / s.divisor;
+    return s;
+}
+
+/* The code of a bfloat16 value in a row with the exact reciprocal, in its word's
+ * low byte.  As ckc_int8_code: round_bf16(v * inv) equals round_bf16(v / s)
+ * (math/int8_quant.h).  No NaN or infinity reaches here: the row's absmax, and so
+ * every |v| <= A, is finite, or the scale would fail the reciprocal test.  Range:
+ * s >= fl(A / 127) (1 - 2^-8) (bfloat16 rounding), inv <= (1 / s)(1 + 2^-24),
+ * so |v * inv| <= 127 (1 + 2^-24)^3 / (1 - 2^-8) < 127.5 + 2^-16, whose
+ * bfloat16 rounding is at most 127.5: round half to even gives at least -128
+ * and at most 128, and only 128 needs the clamp.  1.5 * 2^23 + r rounds r to the
+ * nearest even integer n exactly (|r| <= 2^22) and its bits are 0x4B400000 + n,
+ * so the low byte is n's two's complement byte. */
+__device__ __forceinline__ uint32_t
+ckc_tile_code_bf16(float v, float inv)
+{
+    const float r = ckc_tile_round<CKC_BF16>(v * inv);
+    return ckc_f32_bits((r < 127.0f ? r : 127.0f) + 12582912.0f);
+}
+
+/* ckc_int8_code in a word's low byte, with the hardware's rounding (the quotient is
+ * never NaN after ckc_int8_nan_to_zero, where both roundings agree). */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ uint32_t
+ckc_tile_code(float v, float divisor)
+{
+    const float t = ckc_int8_nan_to_zero(v / divisor);
+    return (uint8_t)ckc_int8_from_quotient(ckc_tile_round<KIND>(t));
+}
+
+/* ckc_int8_code_stochastic from the quotient q (v / s, or v * inv where that is exact). */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ uint32_t
+ckc_tile_code_noise(float q, float noise)
+{
+    const float t = ckc_int8_nan_to_zero(q);
+    return (uint8_t)ckc_int8_from_quotient(floorf(ckc_tile_round<KIND>(ckc_tile_round<KIND>(t) + noise)));
+}
+
+/* Four codes (low bytes of a, b, c, d) as one word. */
+__device__ __forceinline__ uint32_t
+ckc_tile_bytes4(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
+{
+#if defined(__CUDA_ARCH__)
+    return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+#else
+    return (a & 0xFFu) | (b & 0xFFu) << 8 | (c & 0xFFu) << 16 | (d & 0xFFu) << 24;
+#endif
+}
+
+/* A thread's 32 values as the quantizer (or the plain rotation) sees them: loaded
+ * words unpacked, activated (rounded to the element type as eager's activation
+ * returns it), rotated and rounded to the element type (ckc_transform_chunk's
+ * order); returns their largest magnitude as float32 bits (codes modes). */
+template <ckc_float_kind KIND, int G, int ACT, bool ABSMAX>
+__device__ __forceinline__ uint32_t
+ckc_tile_transform(const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &up, int j, float v[CKC_TILE])
+{
+    ckc_tile_unpack<KIND>(raw, v);
+    if (G == 0 && ACT == CKC_ACT_NONE) {
+        return ABSMAX ? ckc_tile_raw_absmax<KIND>(raw) : 0u;
+    }
+    if (ACT != CKC_ACT_NONE) {
+        /* gelu_tanh and swiglu only (ckc_tile_quantize_rows): no row factor, no column arguments */
+        const ckc_act_args none = {};
+        float u[CKC_TILE];
+        ckc_tile_unpack<KIND>(up, u);
+        CKC_UNROLL
+        for (int i = 0; i < CKC_TILE; i++) {
+            v[i] = ckc_act_apply(ACT, v[i], u[i], 0.0f, none, KIND, 0);
+        }
+    }
+    if constexpr (G > 0) {
+        /* The fused first stage for 16-bit values, where a NaN's sign cannot reach an
+         * output: bfloat16 rounds every NaN to 0x7FC0; the quantizer keeps only
+         * magnitudes and codes NaN as 0; float16 values it stores keep the sign. */
+        ckc_tile_rotate<G, KIND == CKC_BF16 || (KIND == CKC_F16 && ABSMAX)>(v, j);
+    }
+    ckc_tile_absmax m;
+    CKC_UNROLL
+    for (int i = 0; i < CKC_TILE; i++) {
+        if (G > 0 && ABSMAX) {
+            v[i] = ckc_tile_round<KIND>(v[i]);
+        }
+        if (ABSMAX) {
+            m.add(v[i]);
+        }
+    }
+    return m.bits();
+}
+
+/* Codes of a thread's 32 values, 16-byte stores at out + col (when `live`). */
+template <ckc_float_kind KIND, int MODE>
+__device__ __forceinline__ void
+ckc_tile_store_codes(int8_t *out, int64_t col, bool live, const float v[CKC_TILE],
+                     const ckc_tile_raw<KIND> &noise, const ckc_tile_scale &s)
+{
+    uint32_t w[CKC_TILE / 4];
+    if (MODE == CKC_TILE_CODES && s.reciprocal) {
+        CKC_UNROLL
+        for (int q = 0; q < CKC_TILE / 4; q++) {
+            w[q] = ckc_tile_bytes4(ckc_tile_code_bf16(v[4 * q], s.inv), ckc_tile_code_bf16(v[4 * q + 1], s.inv),
+                                   ckc_tile_code_bf16(v[4 * q + 2], s.inv), ckc_tile_code_bf16(v[4 * q + 3], s.inv));
+        }
+    } else if (MODE == CKC_TILE_CODES) {
+        CKC_UNROLL
+        for (int q = 0; q < CKC_TILE / 4; q++) {
+            w[q] = ckc_tile_bytes4(ckc_tile_code<KIND>(v[4 * q], s.divisor),
+                                   ckc_tile_code<KIND>(v[4 * q + 1], s.divisor),
+                                   ckc_tile_code<KIND>(v[4 * q + 2], s.divisor),
+                                   ckc_tile_code<KIND>(v[4 * q + 3], s.divisor));
+        }
+    } else {
+        float n[CKC_TILE];
+        float t[CKC_TILE];
+        ckc_tile_unpack<KIND>(noise, n);
+        if (s.reciprocal) {
+            CKC_UNROLL
+            for (int i = 0; i < CKC_TILE; i++) {
+                t[i] = v[i] * s.inv;
+            }
+        } else {
+            CKC_UNROLL
+            for (int i = 0; i < CKC_TILE; i++) {
+                t[i] = v[i] / s.divisor;
+            }
+        }
+        CKC_UNROLL
+        for (int q = 0; q < CKC_TILE / 4; q++) {
+            w[q] = ckc_tile_bytes4(ckc_tile_code_noise<KIND>(t[4 * q], n[4 * q]),
+                                   ckc_tile_code_noise<KIND>(t[4 * q + 1], n[4 * q + 1]),
+                                   ckc_tile_code_noise<KIND>(t[4 * q + 2], n[4 * q + 2]),
+                                   ckc_tile_code_noise<KIND>(t[4 * q + 3], n[4 * q + 3]));
+        }
+    }
+    if (live) {
+        ckc_bytes16 *d = (ckc_bytes16 *)(out + col);
+        d[0] = ckc_bytes16{{w[0], w[1], w[2], w[3]}};
+        d[1] = ckc_bytes16{{w[4], w[5], w[6], w[7]}};
+    }
+}
+
+/* Loads a thread's raw words for columns col .. col + 31 of row `row`: x, the up
+ * half for swiglu, the noise.  Both inside the tensor (ckc_tile_load). */
+template <ckc_float_kind KIND, int MODE, int ACT>
+__device__ __forceinline__ void
+ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, uint32_t zero, ckc_tile_raw<KIND> &raw,
+                  ckc_tile_raw<KIND> &up, ckc_tile_raw<KIND> &noise)
+{
+    const int64_t esize = ckc_kind_size(KIND);
+    const char *x = (const char *)a.x + row * a.x_stride * esize;
+    ckc_tile_load<KIND>(x, col, raw);
+    if (ACT == CKC_ACT_SWIGLU) {
+        ckc_tile_load<KIND>(x + a.cols * esize, col, up);
+    }
+    if (MODE == CKC_TILE_CODES_NOISE) {
+        /* the noise is used last: tie it to x so that its loads are issued with x's */
+        ckc_tile_load<KIND>((const char *)a.noise + row * a.cols * esize, col, noise);
+        ckc_tile_together(raw.w, noise.w, 4, zero);
+    }
+}
+
+template <ckc_float_kind KIND, int G, int MODE, int ACT>
+__global__ void __launch_bounds__(ckc_tile_threads(MODE, ACT))
+ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
+{
+    constexpr bool CODES = MODE != CKC_TILE_VALUES;
+    __shared__ uint32_t row_max[CKC_TILE_MAX_ROWS];
+    const int j = (int)threadIdx.x;
+    const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
+    const bool live_row = r < a.rows;
+    const int64_t row = live_row ? r : 0;
+    ckc_tile_raw<KIND> raw = {}, up = {}, noise = {};
+    float v[CKC_TILE];
+    if (CODES && j == 0) {
+        row_max[threadIdx.y] = 0;
+    }
+    if (g.segments == 1) {
+        const int64_t col = (int64_t)j * CKC_TILE;
+        ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, g.zero, raw, up, noise);
+        if (!CODES) {
+            ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
+            ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live_row, v);
+        } else {
+            __syncthreads(); /* row_max zeroed */
+            uint32_t bits = ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
+            const ckc_tile_scale s = ckc_tile_row_scale<KIND>(ckc_tile_row_max(bits, g, row_max));
+            if (j == 0 && live_row) {
+                a.scale[r] = s.scale;
+            }
+            ckc_tile_store_codes<KIND, MODE>((int8_t *)a.out + row * a.out_stride, col, live_row, v, noise, s);
+        }
+    } else {
+        /* Rows longer than one pass of the block: 32 * T columns at a time; columns
+         * past the row are whole rotation groups, read as copies of its first
+         * columns and never stored.  The loops run at least once (do-while, which
+         * also keeps the model's hot path, benchmarks/sass_paths.py, through them). */
+        const int64_t step = (int64_t)g.threads_per_row * CKC_TILE;
+        uint32_t bits = 0;
+        int s = 0;
+        do {
+            const int64_t col = s * step + (int64_t)j * CKC_TILE;
+            const bool live = live_row && col < a.cols;
+            ckc_tile_load_row<KIND, CKC_TILE_CODES, ACT>(a, row, live ? col : 0, g.zero, raw, up, noise);
+            if (!CODES) {
+                ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
+                ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live, v);
+            } else {
+                /* columns past the row hold copies of its first ones: not part of its absmax */
+                const uint32_t b = ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
+                bits = live && b > bits ? b : bits;
+            }
+        } while (++s < g.segments);
+        if (CODES) {
+            __syncthreads(); /* row_max zeroed */
+            const ckc_tile_scale sc = ckc_tile_row_scale<KIND>(ckc_tile_row_max(bits, g, row_max));
+            if (j == 0 && live_row) {
+                a.scale[r] = sc.scale;
+            }
+            s = 0;
+            do {
+                const int64_t col = s * step + (int64_t)j * CKC_TILE;
+                const bool live = live_row && col < a.cols;
+                ckc_tile_load_row<KIND, MODE, ACT>(a, row, live ? col : 0, g.zero, raw, up, noise);
+                ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
+                ckc_tile_store_codes<KIND, MODE>((int8_t *)a.out + row * a.out_stride, col, live, v, noise, sc);
+            } while (++s < g.segments);
+        }
+    }
+    ckc_done_mark_arrive(done);
+}
+
+template <ckc_float_kind KIND, int G, int MODE, int ACT>
+static void
+launch_tile_rows(const ckc_tile_rows_args &a, const ckc_tile_geom &g, uintptr_t stream, ckc_done_mark done)
+{
+    void (*tile_rows)(ckc_tile_rows_args, ckc_tile_geom, ckc_done_mark) = ckc_tile_rows_kernel<KIND, G, MODE, ACT>;
+    const int64_t blocks = (a.rows + g.rows_per_block - 1) / g.rows_per_block;
+    CKC_LAUNCH(tile_rows, dim3((unsigned)blocks), dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0,
+               stream, a, g, done);
+}
+
+/* Calls launch(integral_constant<int, G>) for a tile group size; false for any other. */
+template <typename F>
+static bool
+with_tile_group(int64_t group, bool plain_too, F launch)
+{
+    switch (group) {
+    case 0:
+        if (!plain_too) {
+            return false;
+        }
+        launch(std::integral_constant<int, 0>());
+        return true;
+    case 64:
+        launch(std::integral_constant<int, 64>());
+        return true;
+    case 256:
+        launch(std::integral_constant<int, 256>());
+        return true;
+    case 1024:
+        launch(std::integral_constant<int, 1024>());
+        return true;
+    default:
+        return false;
+    }
+}
+
+const char *
+ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
+                       ckc_done_mark done)
+{
+    const int64_t esize = ckc_kind_size(p->kind);
+    const int mode = p->noise != NULL ? CKC_TILE_CODES_NOISE : CKC_TILE_CODES;
+    const ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, ckc_tile_threads(mode, lay->act));
+    if (g.segments == 0 || p->rows == 0 || lay->q_stride != p->cols || !ckc_aligned16(p->x, lay->x_stride * esize) ||
+        !ckc_aligned16(p->q, p->cols) || (p->noise != NULL && !ckc_aligned16(p->noise, p->cols * esize)) ||
+        (p->noise != NULL && lay->act != CKC_ACT_NONE) || (p->kind == CKC_F32 && lay->act != CKC_ACT_NONE) ||
+        (lay->act != CKC_ACT_NONE && lay->act != CKC_ACT_GELU_TANH && lay->act != CKC_ACT_SWIGLU)) {
+        /* Activated float32 rows (no hot path: int8_linear's inputs are 16-bit) stay with the
+         * general kernels: their tile instances spilled around the division's and expf's
+         * slow-path calls on sm_75, sm_100 and sm_120 (tests/test_kernel_resources.py).  So do
+         * the activations with per-column arguments or row factors (rms_norm, situ, the
+         * modulations): the tile instances know gelu_tanh and swiglu only. */
+        return NULL;
+    }
+    const ckc_tile_rows_args a = {p->x, lay->x_stride, p->noise, p->q, lay->q_stride, p->scale, p->rows, p->cols};
+    bool taken = false;
+    ckc_with_kind(p->kind, [&](auto kind) {
+        constexpr ckc_float_kind KIND = decltype(kind)::value;
+        taken = with_tile_group(p->group, true, [&](auto group) {
+            constexpr int G = decltype(group)::value;
+            if (p->noise != NULL) {
+                launch_tile_rows<KIND, G, CKC_TILE_CODES_NOISE, CKC_ACT_NONE>(a, g, stream, done);
+            } else if (lay->act == CKC_ACT_NONE) {
+                launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_NONE>(a, g, stream, done);
+            } else if constexpr (KIND != CKC_F32) { /* no float32 instance (above) */
+                if (lay->act == CKC_ACT_GELU_TANH) {
+                    launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_GELU_TANH>(a, g, stream, done);
+                } else {
+                    launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_SWIGLU>(a, g, stream, done);
+                }
+            }
+        });
+        return CKC_OK;
+    });
+    return taken ? "ckc_tile_rows_kernel" : NULL;
+}
+
+const char *
+ckc_tile_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, ckc_done_mark done)
+{
+    const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
+    const ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, ckc_tile_threads(CKC_TILE_VALUES, CKC_ACT_NONE));
+    if (g.segments == 0 || p->rows == 0 || !ckc_aligned16(p->x, row_bytes) || !ckc_aligned16(p->out, row_bytes)) {
+        return NULL;
+    }
+    const ckc_tile_rows_args a = {p->x, p->cols, NULL, p->out, p->cols, NULL, p->rows, p->cols};
+    bool taken = false;
+    ckc_with_kind(p->kind, [&](auto kind) {
+        constexpr ckc_float_kind KIND = decltype(kind)::value;
+        taken = with_tile_group(p->group, false, [&](auto group) {
+            constexpr int G = decltype(group)::value;
+            if constexpr (G > 0) { /* never called with G = 0 (a rotation) */
+                launch_tile_rows<KIND, G, CKC_TILE_VALUES, CKC_ACT_NONE>(a, g, stream, done);
+            }
+        });
+        return CKC_OK;
+    });
+    return taken ? "ckc_tile_rows_kernel" : NULL;
+}
+
+/* ---- dequantization: out = round(q * scale) (* 1/sqrt(G), rotated), per-row or single scale ---- */
+
+/* 32 codes (two 16-byte loads) as floats: the biased byte b + 128 placed under
+ * the exponent of 2^23 is the float 2^23 + b + 128, exactly; subtracting
+ * 2^23 + 128 leaves b. */
+__device__ __forceinline__ void
+ckc_tile_codes_to_floats(const uint32_t w[CKC_TILE / 4], float v[CKC_TILE])
+{
+    CKC_UNROLL
+    for (int i = 0; i < CKC_TILE; i++) {
+        const uint32_t biased = w[i / 4] ^ 0x80808080u;
+#if defined(__CUDA_ARCH__)
+        const uint32_t bits = __byte_perm(biased, 0x4B000000u, 0x7540 + i % 4);
+#else
+        const uint32_t bits = 0x4B000000u | (biased >> (8 * (i % 4)) & 0xFFu);
+#endif
+        v[i] = ckc_f32_from_bits(bits) - 8388736.0f;
+    }
+}
+
+template <ckc_float_kind KIND, int G>
+__global__ void __launch_bounds__(CKC_TILE_MAX_THREADS)
+ckc_tile_dequant_kernel(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
+{
+    const int j = (int)threadIdx.x;
+    const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
+    const bool live_row = r < p.rows;
+    const int64_t row = live_row ? r : 0;
+    const float scale = p.scale[p.scale_mode == CKC_SCALE_PER_ROW ? row : 0];
+    const int64_t step = (int64_t)g.threads_per_row * CKC_TILE;
+    int s = 0;
+    do {
+        const int64_t col = s * step + (int64_t)j * CKC_TILE;
+        const bool live = live_row && col < p.cols;
+        uint32_t w[CKC_TILE / 4];
+        /* threads of rows past the tensor (or columns past the row) read its first codes, store nothing */
+        const ckc_bytes16 *src = (const ckc_bytes16 *)(p.q + row * p.cols + (live ? col : 0));
+        CKC_UNROLL
+        for (int q = 0; q < 2; q++) {
+            const ckc_bytes16 b = src[q];
+            CKC_UNROLL
+            for (int i = 0; i < 4; i++) {
+                w[4 * q + i] = b.w[i];
+            }
+        }
+        ckc_tile_together(w, w + 4, 4, g.zero);
+        float v[CKC_TILE];
+        ckc_tile_codes_to_floats(w, v);
+        CKC_UNROLL
+        for (int i = 0; i < CKC_TILE; i++) {
+            v[i] *= scale;
+        }
+        if constexpr (G > 0) {
+            ckc_tile_rotate<G, false>(v, j); /* q * scale: any float */
+        }
+        ckc_tile_store_values<KIND>((char *)p.out + row * p.cols * ckc_kind_size(KIND), col, live, v);
+    } while (++s < g.segments);
+    ckc_done_mark_arrive(done);
+}
+
+const char *
+ckc_tile_dequant(const ckc_int8_dequant_params *p, uintptr_t stream, ckc_done_mark done)
+{
+    const ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, CKC_TILE_MAX_THREADS);
+    /* An index (dequantize_int8_embedding's gather) stays with the general kernel, which maps
+     * each output row to its q row (ckc_dequant_source_row). */
+    if (g.segments == 0 || p->rows == 0 || p->scale_mode == CKC_SCALE_FULL || p->index != NULL ||
+        !ckc_aligned16(p->q, p->cols) || !ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind))) {
+        return NULL;
+    }
+    bool taken = false;
+    ckc_with_kind(p->out_kind, [&](auto kind) {
+        constexpr ckc_float_kind KIND = decltype(kind)::value;
+        taken = with_tile_group(p->group, true, [&](auto group) {
+            void (*tile_dequant)(ckc_int8_dequant_params, ckc_tile_geom, ckc_done_mark) =
+                ckc_tile_dequant_kernel<KIND, decltype(group)::value>;
+            const int64_t blocks = (p->rows + g.rows_per_block - 1) / g.rows_per_block;
+            CKC_LAUNCH(tile_dequant, dim3((unsigned)blocks),
+                       dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, stream, *p, g, done);
+        });
+        return CKC_OK;
+    });
+    return taken ? "ckc_tile_dequant_kernel" : NULL;
+}
