@@ -22,6 +22,15 @@
 #define CKC_UNROLL
 #endif
 
+/* A kernel's register cap (CUDA 12.4's __maxnreg__, instead of __launch_bounds__): where the
+ * occupancy the performance model asks for (benchmarks/gpu_model.py) needs fewer registers
+ * than a block size bound alone would give.  Nothing on the emulated device. */
+#if defined(__CUDACC__)
+#define CKC_MAX_REGISTERS(n) __maxnreg__(n)
+#else
+#define CKC_MAX_REGISTERS(n)
+#endif
+
 #if defined(__CUDACC__)
 
 #include <cuda_runtime.h>

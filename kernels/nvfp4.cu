@@ -134,9 +134,11 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark
 /* The row layout (kernels/tile.cuh's geometry, one 16-value block per thread):
  * threadIdx.x is the entry's column, threadIdx.y its row in the block, so no
  * thread divides, and rows of buffer_cols entries fill whole warps.  The per-tensor
- * scale is loaded first, with the values. */
+ * scale is loaded first, with the values.  At most 56 registers: three blocks of
+ * 384 threads (rows of 3072) per SM keep the bytes in flight the model asks for;
+ * the completion mark's replay stamp had pushed it to 64 (two blocks). */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_TILE_MAX_THREADS)
+__global__ void CKC_MAX_REGISTERS(56)
 nvfp4_quant_rows_kernel(ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done)
 {
     const float pts = *p.per_tensor_scale;
