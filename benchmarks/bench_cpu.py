@@ -98,6 +98,26 @@ ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
 OPS = [Op(name, build, getattr(C, name), getattr(E, name)) for name, build in ARG_BUILDERS.items()]
 
 
+def _linear_args(act: str | None) -> Callable[[torch.Tensor], tuple]:
+    """int8_linear of x [M, K] by a square int8 weight [K, K] (per-channel scales, a bfloat16
+    bias, bfloat16 output); swiglu's x is [gate | up], [M, 2K], made from x and x reversed."""
+    def build(x: torch.Tensor) -> tuple:
+        k = x.shape[1]
+        g = torch.Generator().manual_seed(1)
+        w = torch.randint(-127, 128, (k, k), generator=g, dtype=torch.int8)
+        ws = torch.rand(k, generator=g) * 0.01 + 0.001
+        b = torch.randn(k, generator=g).to(x.dtype)
+        rows = torch.cat([x, x.flip(1)], 1) if act == "swiglu" else x
+        return (rows, w, ws, b, torch.bfloat16, False, GROUP, act)
+    return build
+
+
+LINEAR_ACTS = (None, "gelu_tanh", "swiglu")
+LINEAR_OPS = tuple("int8_linear" + (f"[{a}]" if a else "") for a in LINEAR_ACTS)
+LINEAR_SPEEDUP_TARGET = 1.0  # a GEMM: eager's is oneDNN's too (torch._int_mm), and so is ours from 16 rows
+OPS += [Op(name, _linear_args(act), C.int8_linear, E.int8_linear) for name, act in zip(LINEAR_OPS, LINEAR_ACTS)]
+
+
 # ---- measurement ----------------------------------------------------------------------------
 
 @dataclass
@@ -229,7 +249,8 @@ def targets(rows: list[Row]) -> list[Target]:
             result.append(_target("speedup vs eager", op, [r.speedup for r in by_op[op]],
                                   ROTATE_SPEEDUP_TARGET, True))
     for op, op_rows in by_op.items():
-        result.append(_target("speedup vs eager", op, [r.speedup for r in op_rows], SPEEDUP_TARGET, True))
+        goal = LINEAR_SPEEDUP_TARGET if op in LINEAR_OPS else SPEEDUP_TARGET
+        result.append(_target("speedup vs eager", op, [r.speedup for r in op_rows], goal, True))
     for op in ROTATE_OPS:
         if op in by_op:
             result.append(_target("time vs memcpy", op, [r.x_memcpy for r in by_op[op]],

@@ -74,6 +74,10 @@ def cases() -> list[tuple[str, Callable, Callable, tuple]]:
     weight, weight_scale = C.quantize_int8_rowwise(torch.randn(N, K, dtype=torch.bfloat16))
     bias = torch.randn(N, dtype=torch.bfloat16)
     out.append(("int8_linear (3-D x, bias)", C.int8_linear, E.int8_linear, (x3, weight, weight_scale, bias)))
+    # From LIBRARY_GEMM_MIN_ROWS rows the CPU GEMM is torch._int_mm between two C calls
+    # (COMFY_KITCHEN_C_CPU_GEMM=ours: the one-call op, for comparison).
+    x16 = torch.randn(1, 16, K, dtype=torch.bfloat16)
+    out.append(("int8_linear (16 rows, bias)", C.int8_linear, E.int8_linear, (x16, weight, weight_scale, bias)))
     return out
 
 

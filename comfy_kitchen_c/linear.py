@@ -226,6 +226,13 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
         residual_scale = residual_scale.reshape(-1).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
+    out = None
+    if not gpu and _library_gemm(m, k, n):
+        out = torch.empty(out_shape, dtype=out_dtype, device=device)
+        _linear_cpu_parts(op, xc, w, w_scale, bias, out, residual, residual_scale, group, act, k,
+                          [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)],
+                          _float_bits(eps), norm_kind)
+        return out
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
     # The scratch (quantized rows, scales, accumulator, activated rows, rms_norm's row factors,
     # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
@@ -245,6 +252,63 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale),
          (act, group, k_align, n_align, _float_bits(eps), norm_kind))
     return out
+
+
+# ---- CPU: the GEMM from torch (oneDNN), quantizer and epilogue ours -----------------------------
+
+# Below this many rows our C GEMM (csrc/cpu/linear_impl.h) is the one-call op's and wins: a row or a
+# few are a matrix-vector product bound by reading the weight, which ours streams once per call
+# with no host work between parts, while torch._int_mm pays oneDNN's per-call setup (a primitive
+# for each new m) and two more Python -> C calls.  Measured on AVX512-VNNI (2 cores), K = N = 3072:
+# see benchmarks/README.md, "int8_linear on the CPU".
+LIBRARY_GEMM_MIN_ROWS = 16
+
+
+def _library_gemm(m: int, k: int, n: int) -> bool:
+    """Whether a CPU int8_linear of m x k x n runs its GEMM in torch._int_mm: with oneDNN on
+    (torch.backends.mkldnn; without it _int_mm is a plain loop, slower than ours) and rows enough
+    (LIBRARY_GEMM_MIN_ROWS).  The choice cannot change a result: int32 sums of int8 products are
+    exact in any order, and the quantizer and epilogue are the same C code either way."""
+    return (m >= LIBRARY_GEMM_MIN_ROWS and k > 0 and n > 0 and _library_gemm_on()
+            and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled)
+
+
+_LIBRARY_GEMM_ON: bool | None = None  # COMFY_KITCHEN_C_CPU_GEMM (settings.py), read at first use
+
+
+def _library_gemm_on() -> bool:
+    global _LIBRARY_GEMM_ON
+    if _LIBRARY_GEMM_ON is None:
+        _LIBRARY_GEMM_ON = hasattr(torch, "_int_mm") and settings.value("COMFY_KITCHEN_C_CPU_GEMM") == "library"
+    return _LIBRARY_GEMM_ON
+
+
+def _linear_cpu_parts(op: str, xc, w, w_scale, bias, out, residual, residual_scale, group: int, act: int,
+                      k: int, vectors, eps_bits: int, norm_kind: int) -> None:
+    """int8_linear on the CPU in chunks of rows bounded by the linear memory limit (the one-call
+    op's per-row bytes: codes, scale, int32 accumulator, activated row): per chunk, our quantizer
+    (C: activation, rotation, row-wise int8), torch._int_mm into the chunk's accumulator, our
+    epilogue (C: scales, bias, residual form) into the output rows."""
+    n = w.shape[0]
+    m = xc.numel() // xc.shape[-1]
+    elem = xc.element_size() if act else 0
+    rows = max(1, min(m, linear_memory_limit() // (k + 4 + 4 * n + k * elem)))
+    q = torch.empty((rows, k), dtype=torch.int8)
+    x_scale = torch.empty(rows, dtype=torch.float32)
+    acc = torch.empty((rows, n), dtype=torch.int32)
+    act_rows = torch.empty(rows * k * elem, dtype=torch.uint8) if act else None
+    x2, out2 = xc.view(m, xc.shape[-1]), out.view(m, n)
+    res2 = None if residual is None else residual.view(m, n)
+    wt = w.t()  # [k, n] with k contiguous: oneDNN takes the transposed weight as it is
+    for r0 in range(0, m, rows):
+        c = min(rows, m - r0)
+        _run("int8_linear_quantize", op, xc.device,
+             (x2[r0:r0 + c], q[:c], x_scale[:c], None if act_rows is None else act_rows[:c * k * elem], *vectors),
+             (act, group, eps_bits, norm_kind))
+        torch._int_mm(q[:c], wt, out=acc[:c])
+        _run("int8_linear_epilogue", op, xc.device,
+             (acc[:c], x_scale[:c], w_scale, bias, None if res2 is None else res2[r0:r0 + c], residual_scale,
+              out2[r0:r0 + c]), ())
 
 
 def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,

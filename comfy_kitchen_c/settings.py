@@ -31,6 +31,7 @@ CONFIG = PREFIX + "CONFIG"
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 CHECK_MODES = ("launch", "boundary", "op")
 CPU_ISAS = ("baseline", "avx2", "avx512")  # csrc/cpu/kernels_*.c: the names _C.cpu_isas() can return
+CPU_GEMMS = ("library", "ours")  # comfy_kitchen_c/linear.py: _library_gemm
 
 
 class SettingError(ValueError):
@@ -108,6 +109,8 @@ SETTINGS = {s.name: s for s in (
        "checking mode of ops and staged copies (README \"Faults\")"),
     _s("LINEAR_MEMORY_MB", positive_number("MiB"), 256.0, "a positive number (MiB)", "256",
        "bound on the extra memory of one int8_linear call (checked at its first use)"),
+    _s("CPU_GEMM", choice(CPU_GEMMS), "library", ", ".join(CPU_GEMMS), "library",
+       "GEMM of CPU int8_linear from 16 rows: torch._int_mm (oneDNN) or ours (README \"The linear ops\")"),
     _s("CPU_ISA", choice(CPU_ISAS), None, ", ".join(CPU_ISAS) + " (one this CPU runs)", "the best one",
        "instruction set of the CPU kernels", read_by_c=True),
     _s("HUGE_PAGES", boolean, True, _BOOL, "on", "transparent-huge-page hint on large CPU outputs (Linux)",

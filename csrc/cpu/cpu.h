@@ -18,6 +18,10 @@ ckc_status ckc_cpu_entry_int8_dequant(const ckc_op_params *p, ckc_exec *exec, ck
 ckc_status ckc_cpu_entry_nvfp4_quant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_nvfp4_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+/* int8_linear's quantizer and epilogue on their own, over p->int8_linear as one chunk
+ * (ops/linear_parts.c: a library's GEMM between them). */
+ckc_status ckc_cpu_entry_int8_linear_quantize(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 
 /* ---- the device (cpu/dispatch.c) ---- */
 

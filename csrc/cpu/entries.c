@@ -24,3 +24,16 @@ ckc_cpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err
 {
     return ckc_cpu_int8_linear(&p->int8_linear, exec->nthreads, err);
 }
+
+/* Its quantizer and epilogue, all of p's rows as one chunk (cpu/linear.c). */
+ckc_status
+ckc_cpu_entry_int8_linear_quantize(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
+{
+    return ckc_cpu_linear_quantize_chunk(&p->int8_linear, 0, p->int8_linear.rows, exec->nthreads, err);
+}
+
+ckc_status
+ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
+{
+    return ckc_cpu_linear_epilogue_chunk(&p->int8_linear, 0, p->int8_linear.rows, exec->nthreads, err);
+}

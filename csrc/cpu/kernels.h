@@ -30,4 +30,11 @@ const ckc_cpu_kernels *ckc_cpu(void);
 /* int8_linear on the CPU, chunk by chunk through the scratch of p (cpu/linear.c). */
 ckc_status ckc_cpu_int8_linear(const ckc_int8_linear_params *p, int nthreads, ckc_error *err);
 
+/* One chunk's quantizer (activation, rotation, row-wise int8 into p->q and
+ * p->x_scale) and epilogue (p->acc into its output rows), for ops/linear_parts.c. */
+ckc_status ckc_cpu_linear_quantize_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, int nthreads,
+                                         ckc_error *err);
+ckc_status ckc_cpu_linear_epilogue_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, int nthreads,
+                                         ckc_error *err);
+
 #endif /* CKC_CPU_KERNELS_H */

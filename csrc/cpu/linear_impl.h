@@ -4,6 +4,7 @@
  * (kernels/math/activation.h).  The GEMM is also the emulated device's stand-in
  * for cuBLASLt's int8 GEMM (csrc/gpu/blas_emu.c).
  * Compiled once per instruction set, inside kernels_isa.h. */
+#include "act_tables.h"
 #include "math/activation.h"
 #include "math/linear.h"
 #include "math/rms.h"
@@ -221,8 +222,34 @@ cpu_linear_epilogue(const ckc_linear_epilogue_params *p, int nthreads, ckc_error
 
 typedef struct {
     const ckc_act_rows_params *p;
+    const float *table[2]; /* act_tables.h: the activation by lookup, or NULL */
     ckc_scratch scratch;
 } act_job;
+
+/* A row of a tabulated activation (act_tables.h): t[0] of the first half's bits,
+ * then swiglu's product with up (other) or situ's with t[1] of the gate's bits,
+ * rounded as ckc_act_apply rounds. */
+static void
+act_row_tabulated(const act_job *job, const uint16_t *first, const float *other, float *v)
+{
+    const ckc_act_rows_params *p = job->p;
+    const float *t0 = job->table[0];
+    const float *t1 = job->table[1];
+    const uint16_t *second = first + p->k;
+    if (p->act == CKC_ACT_GELU_TANH) {
+        for (int64_t i = 0; i < p->k; i++) {
+            v[i] = t0[first[i]];
+        }
+    } else if (p->act == CKC_ACT_SWIGLU) {
+        for (int64_t i = 0; i < p->k; i++) {
+            v[i] = ckc_round_to_kind(t0[first[i]] * other[i], p->kind);
+        }
+    } else {
+        for (int64_t i = 0; i < p->k; i++) {
+            v[i] = ckc_round_to_kind(t0[first[i]] * t1[second[i]], p->kind);
+        }
+    }
+}
 
 static void
 act_range(void *ctx, int64_t r0, int64_t r1, int worker)
@@ -243,6 +270,11 @@ act_range(void *ctx, int64_t r0, int64_t r1, int worker)
         if (ckc_act_needs_row_factor(p->act)) {
             factor = ckc_rms_row_factor(row, p->kind, p->k, p->args.eps);
         }
+        if (job->table[0] != NULL) {
+            act_row_tabulated(job, (const uint16_t *)row, other, v);
+            ckc_row_store(v, p->kind, p->k, (char *)p->dst + r * p->k * elem);
+            continue;
+        }
         for (int64_t i = 0; i < p->k; i++) {
             v[i] = ckc_act_apply(p->act, v[i], width == 2 ? other[i] : 0.0f, factor, p->args, p->kind, i);
         }
@@ -255,5 +287,6 @@ cpu_input_act(const ckc_act_rows_params *p, int nthreads, ckc_error *err)
 {
     act_job job;
     job.p = p;
+    ckc_act_tables(p->act, p->kind, job.table);
     return ckc_parallel_rows(p->rows, p->k, nthreads, 2 * p->k, &job.scratch, act_range, &job, err);
 }

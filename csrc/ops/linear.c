@@ -9,6 +9,7 @@
 #include "contract/linear_plan.h"
 #include "cpu/cpu.h"
 #include "gpu/gpu.h"
+#include "linear_args.h"
 #include "math/activation.h"
 #include "math/nvfp4.h"
 #include "op.h"
@@ -83,22 +84,23 @@ act_vector(const ckc_op_args *a, int idx, int needed, int64_t k, const void **da
     return CKC_OK;
 }
 
-/* The activation's arguments (act validated): its vectors, eps, norm type. */
-static ckc_status
-linear_act_args(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+/* The activation's arguments (act validated): its vectors (the tensors at
+ * weight_idx and modulation_idx), eps, norm type.  Shared with linear_parts.c. */
+ckc_status
+ckc_linear_act_args_of(const ckc_op_args *a, int weight_idx, int modulation_idx, int64_t eps_arg, int64_t norm_kind,
+                       ckc_int8_linear_params *p, ckc_error *err)
 {
     const int act = p->act;
-    const int64_t norm_kind = a->i[LI_NORM_KIND];
-    const uint32_t eps_bits = (uint32_t)a->i[LI_EPS_BITS];
+    const uint32_t eps_bits = (uint32_t)eps_arg;
     ckc_act_args *args = &p->act_args;
     memset(args, 0, sizeof *args);
-    CKC_TRY(act_vector(a, LN_ACT_WEIGHT, ckc_act_needs_row_factor(act), p->k, &args->weight, &args->weight_kind,
+    CKC_TRY(act_vector(a, weight_idx, ckc_act_needs_row_factor(act), p->k, &args->weight, &args->weight_kind,
                        err));
-    CKC_TRY(act_vector(a, LN_MODULATION, act == CKC_ACT_MODULATE || act == CKC_ACT_RMS_MODULATE, p->k,
+    CKC_TRY(act_vector(a, modulation_idx, act == CKC_ACT_MODULATE || act == CKC_ACT_RMS_MODULATE, p->k,
                        &args->modulation, &args->modulation_kind, err));
-    if (norm_kind < -1 || norm_kind > CKC_BF16 || (a->i[LI_EPS_BITS] >> 32) != 0) {
+    if (norm_kind < -1 || norm_kind > CKC_BF16 || (eps_arg >> 32) != 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'norm_kind'/'eps_bits': expected -1..2 and 32 bits, got %lld, %lld",
-                        (long long)norm_kind, (long long)a->i[LI_EPS_BITS]);
+                        (long long)norm_kind, (long long)eps_arg);
     }
     args->act = act;
     args->weight_to_row_kind = act == CKC_ACT_RMS_NORM; /* int8_linear's act_weight.to(x.dtype) */
@@ -107,32 +109,35 @@ linear_act_args(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
     return CKC_OK;
 }
 
-/* The epilogue's terms: bias, residual (out's shape) and its scale (1 or n values). */
-static ckc_status
-linear_terms(const ckc_op_args *a, ckc_int8_linear_params *p, ckc_error *err)
+/* The epilogue's terms: bias, residual (out's shape) and its scale (1 or n
+ * values), the tensors at bias_idx and residual_idx (its scale the next).
+ * Shared with linear_parts.c. */
+ckc_status
+ckc_linear_terms_of(const ckc_op_args *a, int bias_idx, int residual_idx, ckc_int8_linear_params *p, ckc_error *err)
 {
+    const int scale_idx = residual_idx + 1;
     ckc_linear_terms *t = &p->terms;
     memset(t, 0, sizeof *t);
-    if (a->present[LN_BIAS]) {
-        CKC_TRY(ckc_check_numel(a, LN_BIAS, p->n, err));
-        t->bias = a->t[LN_BIAS].data;
-        t->bias_kind = ckc_float_kind_of(a->t[LN_BIAS].dtype);
+    if (a->present[bias_idx]) {
+        CKC_TRY(ckc_check_numel(a, bias_idx, p->n, err));
+        t->bias = a->t[bias_idx].data;
+        t->bias_kind = ckc_float_kind_of(a->t[bias_idx].dtype);
     }
-    if (!a->present[LN_RESIDUAL]) {
+    if (!a->present[residual_idx]) {
         return CKC_OK;
     }
-    if (!a->present[LN_RESIDUAL_SCALE]) {
+    if (!a->present[scale_idx]) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'residual_scale' is required with a residual");
     }
-    CKC_TRY(ckc_check_numel(a, LN_RESIDUAL, p->rows * p->n, err));
-    if (a->t[LN_RESIDUAL_SCALE].numel != 1) {
-        CKC_TRY(ckc_check_numel(a, LN_RESIDUAL_SCALE, p->n, err));
+    CKC_TRY(ckc_check_numel(a, residual_idx, p->rows * p->n, err));
+    if (a->t[scale_idx].numel != 1) {
+        CKC_TRY(ckc_check_numel(a, scale_idx, p->n, err));
     }
-    t->residual = a->t[LN_RESIDUAL].data;
-    t->residual_kind = ckc_float_kind_of(a->t[LN_RESIDUAL].dtype);
-    t->residual_scale = a->t[LN_RESIDUAL_SCALE].data;
-    t->residual_scale_kind = ckc_float_kind_of(a->t[LN_RESIDUAL_SCALE].dtype);
-    t->residual_scale_per_channel = a->t[LN_RESIDUAL_SCALE].numel != 1;
+    t->residual = a->t[residual_idx].data;
+    t->residual_kind = ckc_float_kind_of(a->t[residual_idx].dtype);
+    t->residual_scale = a->t[scale_idx].data;
+    t->residual_scale_kind = ckc_float_kind_of(a->t[scale_idx].dtype);
+    t->residual_scale_per_channel = a->t[scale_idx].numel != 1;
     return CKC_OK;
 }
 
@@ -215,10 +220,11 @@ prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     if (p->group != 0) {
         CKC_TRY(ckc_check_group("convrot_groupsize", p->group, p->k, err));
     }
-    CKC_TRY(linear_act_args(a, p, err));
+    CKC_TRY(ckc_linear_act_args_of(a, LN_ACT_WEIGHT, LN_MODULATION, a->i[LI_EPS_BITS], a->i[LI_NORM_KIND], p,
+                                   err));
     l = ckc_linear_layout_of(p->rows, p->k, p->n, k_align, n_align, a->exec.gpu, (int)act, ckc_kind_size(p->kind));
     CKC_TRY(check_weight(a, &l, p, err));
-    CKC_TRY(linear_terms(a, p, err));
+    CKC_TRY(ckc_linear_terms_of(a, LN_BIAS, LN_RESIDUAL, p, err));
     return carve_scratch(a, &l, p, err);
 }
 

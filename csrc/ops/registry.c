@@ -10,6 +10,8 @@ extern const ckc_op_spec ckc_op_int8_embedding;
 extern const ckc_op_spec ckc_op_nvfp4_quant;
 extern const ckc_op_spec ckc_op_nvfp4_dequant;
 extern const ckc_op_spec ckc_op_int8_linear;
+extern const ckc_op_spec ckc_op_int8_linear_quantize;
+extern const ckc_op_spec ckc_op_int8_linear_epilogue;
 extern const ckc_op_spec ckc_op_nvfp4_gemm;
 
 const ckc_op_spec *const ckc_op_table[] = {
@@ -21,6 +23,8 @@ const ckc_op_spec *const ckc_op_table[] = {
     &ckc_op_nvfp4_quant,
     &ckc_op_nvfp4_dequant,
     &ckc_op_int8_linear,
+    &ckc_op_int8_linear_quantize,
+    &ckc_op_int8_linear_epilogue,
     &ckc_op_nvfp4_gemm,
     NULL,
 };

@@ -24,6 +24,12 @@ static ckc_status
 no_entry(const ckc_op_spec *spec, const ckc_op_args *a, ckc_error *err)
 {
     const char *first = spec->sig.tensors[0].name;
+#if defined(CKC_WITH_GPU)
+    if (a->exec.gpu) { /* a GPU build (or the emulated device): the op itself is CPU-only */
+        return CKC_FAIL(err, CKC_ERR_TYPE, "argument '%s': %s has no GPU kernel; it runs on CPU tensors of the "
+                        "native build", first, spec->sig.name);
+    }
+#endif
     if (a->exec.gpu) {
         return CKC_FAIL(err, CKC_ERR_TYPE,
                         "argument '%s': CUDA tensors need comfy-kitchen-c built with its GPU path; "

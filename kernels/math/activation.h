@@ -101,6 +101,20 @@ ckc_silu(float g)
     return g / (1.0f + expf(-g));
 }
 
+/* gelu_tanh and silu rounded to the row's type: functions of one input value
+ * (the CPU tabulates them for 16-bit types, cpu/act_tables.c). */
+CKC_HD float
+ckc_gelu_tanh_value(float v, ckc_float_kind kind)
+{
+    return ckc_round_to_kind(ckc_gelu_tanh(v), kind);
+}
+
+CKC_HD float
+ckc_silu_value(float g, ckc_float_kind kind)
+{
+    return ckc_round_to_kind(ckc_silu(g), kind);
+}
+
 /* sigmoid(g) = 1 / (1 + exp(-g)), as aten computes it. */
 CKC_HD float
 ckc_sigmoid(float g)
@@ -109,18 +123,30 @@ ckc_sigmoid(float g)
 }
 
 /* MOSS-Image's soft-capped gate in eager's steps, each rounded to the row's
- * type: gate.div(4).tanh_().mul_(4).mul_(sigmoid(gate)), then
- * hidden.div(25).tanh_().mul_(25).mul_(gated).  The divisions are true
+ * type: gate.div(4).tanh_().mul_(4).mul_(sigmoid(gate)) (ckc_situ_gate), then
+ * hidden.div(25).tanh_().mul_(25).mul_(gated).  Each factor is a function of
+ * one input value (the CPU tabulates them for 16-bit types, cpu/act_tables.c).  The divisions are true
  * divisions (aten divides by a scalar, it does not multiply by its inverse). */
+CKC_HD float
+ckc_situ_gate(float gate, ckc_float_kind kind)
+{
+    const float capped = ckc_round_to_kind(tanhf(ckc_round_to_kind(gate / 4.0f, kind)), kind);
+    return ckc_round_to_kind(ckc_round_to_kind(capped * 4.0f, kind) * ckc_round_to_kind(ckc_sigmoid(gate), kind),
+                             kind);
+}
+
+/* The hidden half's factor: hidden.div(25).tanh_().mul_(25). */
+CKC_HD float
+ckc_situ_hidden(float hidden, ckc_float_kind kind)
+{
+    const float soft = ckc_round_to_kind(tanhf(ckc_round_to_kind(hidden / 25.0f, kind)), kind);
+    return ckc_round_to_kind(soft * 25.0f, kind);
+}
+
 CKC_HD float
 ckc_situ(float hidden, float gate, ckc_float_kind kind)
 {
-    const float capped = ckc_round_to_kind(tanhf(ckc_round_to_kind(gate / 4.0f, kind)), kind);
-    const float gated = ckc_round_to_kind(ckc_round_to_kind(capped * 4.0f, kind) *
-                                              ckc_round_to_kind(ckc_sigmoid(gate), kind),
-                                          kind);
-    const float soft = ckc_round_to_kind(tanhf(ckc_round_to_kind(hidden / 25.0f, kind)), kind);
-    return ckc_round_to_kind(ckc_round_to_kind(soft * 25.0f, kind) * gated, kind);
+    return ckc_round_to_kind(ckc_situ_hidden(hidden, kind) * ckc_situ_gate(gate, kind), kind);
 }
 
 /* rms_norm of one value: (v * r) * w, rounded to the norm's type. */
@@ -163,9 +189,9 @@ ckc_act_apply(int act, float v, float other, float r, ckc_act_args a, ckc_float_
 {
     switch (act) {
     case CKC_ACT_GELU_TANH:
-        return ckc_round_to_kind(ckc_gelu_tanh(v), kind);
+        return ckc_gelu_tanh_value(v, kind);
     case CKC_ACT_SWIGLU:
-        return ckc_round_to_kind(ckc_round_to_kind(ckc_silu(v), kind) * other, kind);
+        return ckc_round_to_kind(ckc_silu_value(v, kind) * other, kind);
     case CKC_ACT_SITU:
         return ckc_situ(v, other, kind);
     case CKC_ACT_RMS_NORM:
