@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The module's facade to the devices (ops/devices.h). */
-#include <stdio.h>
-
 #include "cpu/cpu.h"
 #include "devices.h"
 #include "gpu/gpu.h"
@@ -176,51 +174,5 @@ ckc_devices_emulated_capturing_stream(uintptr_t stream)
 {
     uint64_t id;
     return ckc_emu_capture_status(stream, &id);
-}
-#else
-static int
-no_emulated_device(char *why, size_t cap)
-{
-    if (cap > 0) {
-        snprintf(why, cap, "%s", "this build has no emulated device");
-    }
-    return 1;
-}
-
-int
-ckc_devices_emulated_capture_begin(uintptr_t stream, int mode, char *why, size_t cap)
-{
-    (void)stream;
-    (void)mode;
-    return no_emulated_device(why, cap);
-}
-
-int
-ckc_devices_emulated_capture_end(uintptr_t stream, uint64_t *graph, char *why, size_t cap)
-{
-    (void)stream;
-    *graph = 0;
-    return no_emulated_device(why, cap);
-}
-
-int
-ckc_devices_emulated_graph_launch(uint64_t graph, uintptr_t stream, char *why, size_t cap)
-{
-    (void)graph;
-    (void)stream;
-    return no_emulated_device(why, cap);
-}
-
-void
-ckc_devices_emulated_graph_destroy(uint64_t graph)
-{
-    (void)graph;
-}
-
-int
-ckc_devices_emulated_capturing_stream(uintptr_t stream)
-{
-    (void)stream;
-    return 0;
 }
 #endif

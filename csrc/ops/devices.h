@@ -51,7 +51,7 @@ void ckc_devices_emulated_capturing(int capturing);
 /* The emulated device's CUDA-graph capture and replay (kernels/emu/emu_api.h,
  * CUDA's rules): 0 when done, CKC_DEVICES_CAPTURE_REFUSED for what a capture
  * forbids (a CaptureError), another non-zero code otherwise; why says what.
- * In other builds every call fails with why saying so. */
+ * Defined in the emulated-device build only (its module alone calls them). */
 #define CKC_DEVICES_CAPTURE_REFUSED 4
 int ckc_devices_emulated_capture_begin(uintptr_t stream, int mode, char *why, size_t cap);
 int ckc_devices_emulated_capture_end(uintptr_t stream, uint64_t *graph, char *why, size_t cap);
