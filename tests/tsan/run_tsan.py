@@ -39,7 +39,8 @@ def sources() -> list[tuple[str, list[str]]]:
         out.append((rel, ["-std=c11", *(["-DCKC_HAVE_X86_ISAS=1"] if x86 else []), *ISA_FLAGS.get(rel, [])]))
     cxx = ["-std=c++17", "-x", "c++"]
     out += [(p.relative_to(ROOT).as_posix(), cxx) for p in sorted((ROOT / "kernels").glob("*.cu"))]
-    out += [(f"kernels/emu/{f}", cxx) for f in ("emu_runtime.cpp", "emu_streams.cpp", "emu_races.cpp")]
+    # Every emulator source, as setup.py's emulated_device_sources() lists them: a list kept here went stale once.
+    out += [(p.relative_to(ROOT).as_posix(), cxx) for p in sorted((ROOT / "kernels" / "emu").glob("*.cpp"))]
     out.append(("tests/tsan/core_threads_test.c", ["-std=c11"]))
     return out
 
