@@ -230,3 +230,19 @@ def test_tensorwise_scale_given_as_a_number_makes_no_host_copy():
             q, s = ops.quantize_int8_tensorwise(x, 0.02)
     assert s.dtype == torch.float32 and s.shape == () and float(s) == float(want_s)
     assert_bitwise_equal(q, want_q, "quantize_int8_tensorwise")
+
+
+def test_a_bug_planted_in_the_emulated_gemm_fails_the_comparison(blas):
+    """The emulated GEMM is a reference of its own (blas_emu.c), not the CPU path's: a bug planted
+    in it (each sum missing its last term) makes the emulated int8_linear differ from the CPU's,
+    so `gemm`'s comparison can fail; removed, they agree again."""
+    gemm(64)
+    blas.blas_plant(1)
+    try:
+        with pytest.raises(AssertionError):
+            gemm(64)
+    finally:
+        blas.blas_plant(0)
+    gemm(64)
+    with pytest.raises(ValueError, match="blas_plant: argument 'bug'"):
+        blas.blas_plant(2)

@@ -19,6 +19,10 @@ extern "C" {
 /* Candidates the emulated device's heuristic answers with at most. */
 #define CKC_BLAS_EMU_CANDIDATES 16
 
+/* Bugs the tests plant in the emulated int8 GEMM, to show that its comparison with
+ * the CPU path fails on one (tests/test_linear_gpu_path.py). */
+enum { CKC_BLAS_EMU_BUG_NONE = 0, CKC_BLAS_EMU_BUG_LAST_TERM = 1, CKC_BLAS_EMU_BUG_COUNT = 2 };
+
 /* What the algorithm filter reads of one of the heuristic's answers. */
 typedef struct {
     int ok;              /* the heuristic's state for it is success */

@@ -43,6 +43,7 @@ static ckc_blas_candidate emu_heuristic[CKC_BLAS_EMU_CANDIDATES] = {
 };
 static int emu_heuristic_count = 3;
 static int emu_capturing;
+static int emu_bug; /* CKC_BLAS_EMU_BUG_*: tests only */
 
 void
 ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count)
@@ -55,6 +56,12 @@ void
 ckc_blas_emu_set_capturing(int capturing)
 {
     emu_capturing = capturing;
+}
+
+void
+ckc_blas_emu_plant(int bug)
+{
+    emu_bug = bug;
 }
 
 static void *
@@ -106,10 +113,12 @@ static void
 run_int8_gemm(const void *ctx)
 {
     const ckc_int8_gemm_params *p = (const ckc_int8_gemm_params *)ctx;
+    /* the planted bug: each sum misses its last term (an off-by-one a GEMM could have) */
+    const int64_t k = emu_bug == CKC_BLAS_EMU_BUG_LAST_TERM && p->k > 0 ? p->k - 1 : p->k;
     for (int64_t i = 0; i < p->m; i++) {
         for (int64_t j = 0; j < p->n; j++) {
             int64_t acc = 0; /* summed in 64 bits: no signed overflow on the way, whatever k */
-            for (int64_t t = 0; t < p->k; t++) {
+            for (int64_t t = 0; t < k; t++) {
                 acc += (int32_t)p->a[i * p->lda + t] * (int32_t)p->b[j * p->ldb + t];
             }
             p->c[i * p->ldc + j] = (int32_t)acc;

@@ -58,6 +58,8 @@ ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
  * and whether its streams pretend to be captured (gpu/blas_emu.c). */
 void ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count);
 void ckc_blas_emu_set_capturing(int capturing);
+/* A bug planted in the emulated int8 GEMM (CKC_BLAS_EMU_BUG_*, contract/blas_report.h). */
+void ckc_blas_emu_plant(int bug);
 #endif
 
 #endif /* CKC_WITH_GPU */

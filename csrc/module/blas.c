@@ -2,7 +2,7 @@
 /* The Python face of the GEMM seam's shared logic (gpu/blas_plan.c, reached
  * through ops/devices.h), for tests and gpu_check: blas_stats() and
  * blas_reset(capacity=0); in the emulated-device module also
- * blas_fake_heuristic(candidates) and blas_fake_capturing(flag).  module.c
+ * blas_fake_heuristic(candidates), blas_fake_capturing(flag) and blas_plant(bug).  module.c
  * calls ckc_blas_add at import; a build without a GPU adds nothing. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -104,6 +104,23 @@ blas_fake_capturing(PyObject *self, PyObject *flag)
     ckc_devices_emulated_capturing(on);
     Py_RETURN_NONE;
 }
+
+static PyObject *
+blas_plant(PyObject *self, PyObject *arg)
+{
+    const long bug = PyLong_AsLong(arg);
+    (void)self;
+    if (bug == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (bug < CKC_BLAS_EMU_BUG_NONE || bug >= CKC_BLAS_EMU_BUG_COUNT) {
+        PyErr_Format(PyExc_ValueError, "blas_plant: argument 'bug': expected 0 .. %d, got %ld",
+                     CKC_BLAS_EMU_BUG_COUNT - 1, bug);
+        return NULL;
+    }
+    ckc_devices_emulated_blas_plant((int)bug);
+    Py_RETURN_NONE;
+}
 #endif
 
 static PyMethodDef blas_functions[] = {
@@ -119,6 +136,9 @@ static PyMethodDef blas_functions[] = {
      "reduction scheme) per candidate, best first."},
     {"blas_fake_capturing", blas_fake_capturing, METH_O,
      "blas_fake_capturing(flag)\n--\n\nWhether the emulated streams pretend to be captured into a CUDA graph."},
+    {"blas_plant", blas_plant, METH_O,
+     "blas_plant(bug)\n--\n\nPlants a bug in the emulated int8 GEMM (1: each sum misses its last term; 0: "
+     "none), for the test that shows the comparison with the CPU path fails on it."},
 #endif
     {NULL, NULL, 0, NULL},
 };

@@ -141,6 +141,16 @@ ckc_devices_emulated_capturing(int capturing)
 #endif
 }
 
+void
+ckc_devices_emulated_blas_plant(int bug)
+{
+#if defined(CKC_EMULATED)
+    ckc_blas_emu_plant(bug);
+#else
+    (void)bug;
+#endif
+}
+
 #if defined(CKC_EMULATED)
 /* The facade's code is the emulator's: checked where both are seen. */
 typedef char ckc_capture_code_matches[CKC_DEVICES_CAPTURE_REFUSED == CKC_EMU_CAPTURE ? 1 : -1];
