@@ -283,3 +283,33 @@ def test_bad_input_names_op_and_argument(i):
     fn, exc, message, kwargs = bad_fused_calls()[i]
     with pytest.raises(exc, match=message):
         fn(**kwargs)
+
+
+# ---- rows eager leaves undefined ----
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_row_not_finite_after_its_activation_is_nan(device):
+    """README, "Results where eager's are undefined": a row whose quantized input (after the
+    activation, rms_norm or the modulation) holds a NaN or an inf has a non-finite scale and codes
+    0, so its outputs are 0 * scale = NaN, the bias and the residual included; the other rows are
+    eager's."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 32, generator=g, dtype=torch.float32).to(torch.float16)
+    x[0, 3], x[1, 5] = float("nan"), float("inf")
+    x[2] = 60000.0  # finite, but x * (1 + s) overflows float16 in the modulated ops
+    w = torch.randint(-127, 128, (8, 32), generator=g, dtype=torch.int8)
+    ws, bias = torch.rand(8, generator=g) + 0.1, torch.randn(8, generator=g)
+    residual = dict(residual=torch.randn(4, 8, generator=g), residual_scale=torch.randn(8, generator=g))
+    ms = torch.ones(32, dtype=torch.float16)
+    nw = torch.ones(32)
+    cases = [
+        ((x, w, ws, bias, torch.float32), dict(input_act="gelu_tanh"), ops.int8_linear, E.int8_linear, 2),
+        ((x, w, ws, bias, torch.float32), residual, ops.int8_linear, E.int8_linear, 2),
+        ((x, w, ws, bias, torch.float32), dict(input_act="rms_norm", input_act_weight=nw), ops.int8_linear,
+         E.int8_linear, 2),
+        ((x, ms, w, ws, bias, torch.float32), {}, ops.int8_linear_modulated, E.int8_linear_modulated, 3),
+    ]
+    for args, kw, ours_fn, eager_fn, bad_rows in cases:
+        ours = on(device, ours_fn, *args, **kw)
+        assert bool(ours[:bad_rows].isnan().all()), (ours_fn.__name__, kw.keys())
+        assert_bitwise_equal(ours[bad_rows:], eager_fn(*args, **kw)[bad_rows:], ours_fn.__name__)
