@@ -64,7 +64,7 @@ def build_archs() -> list[str]:
     raise AssertionError("CUDA_ARCHS not found in setup.py")
 
 
-def test_archs() -> list[str]:
+def checked_archs() -> list[str]:
     """The targets to check: the build's own (COMFY_KITCHEN_C_CUDA_ARCHS), else all of setup.py's."""
     own = [a.strip() for a in os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", "").split(";") if a.strip()]
     return own or build_archs()
@@ -72,7 +72,7 @@ def test_archs() -> list[str]:
 
 def compile_kernels(source: Path) -> dict[str, Path]:
     """{arch: the cached cubin} of one kernel source for every target checked."""
-    archs = test_archs()
+    archs = checked_archs()
     jobs = [(source, a) for a in archs]
     return {a: gpu_model.compile_object(ROOT, s, a) for (s, a) in jobs}
 
@@ -101,7 +101,7 @@ def resource_usage(source: Path) -> list[dict]:
 def test_kernels_fit_every_target(source):
     rows = resource_usage(source)
     assert rows, "ptxas reported no kernels"
-    archs = {f"sm_{a}" for a in test_archs()}
+    archs = {f"sm_{a}" for a in checked_archs()}
     assert {r["arch"] for r in rows} == archs
     for r in rows:
         where = f"{r['kernel']} on {r['arch']}"
@@ -172,7 +172,7 @@ VECTOR_ACCESSES = {
 def test_machine_code_accesses(source):
     """No local memory in any kernel, and the chunk kernels' vector loads and stores are there."""
     counts = memory_accesses(source)
-    assert {arch for _, arch in counts} == {f"sm_{a}" for a in test_archs()}
+    assert {arch for _, arch in counts} == {f"sm_{a}" for a in checked_archs()}
     for (kernel, arch), c in counts.items():
         local = {k: v for k, v in c.items() if k.startswith(("LDL", "STL"))}
         assert not local, f"{kernel} on {arch}: local memory {local}"
@@ -201,14 +201,14 @@ def test_row_kernels_issue_a_segments_loads_before_rotating():
         assert early >= wanted, f"{m.group(1)} (kind {kind}, {chunks} chunks) on {arch}: {early} of {wanted} loads " \
                                 "before the first shuffle"
         seen += 1
-    assert seen >= 2 * 3 * 3 * len(test_archs()), f"only {seen} row kernel instances found"
+    assert seen >= 2 * 3 * 3 * len(checked_archs()), f"only {seen} row kernel instances found"
 
 
 def resource_table() -> str:
     """The build's kernel resources as a Markdown table: registers per thread for each
     target, static shared memory, stack frame and spills (the figures the test above checks),
     each the largest over a template's instances."""
-    archs = [f"sm_{a}" for a in test_archs()]
+    archs = [f"sm_{a}" for a in checked_archs()]
     usage = {}
     for source in sorted((ROOT / "kernels").glob("*.cu")):
         for r in resource_usage(source):
@@ -245,7 +245,7 @@ def access_table(arch: str = "sm_90") -> str:
 
 if __name__ == "__main__":
     # python tests/test_kernel_resources.py > benchmarks/results/kernel_resources.md
-    print(f"Kernel resources from ptxas (nvcc, targets {', '.join(test_archs())}), the largest over each "
+    print(f"Kernel resources from ptxas (nvcc, targets {', '.join(checked_archs())}), the largest over each "
           "kernel's template instances.  Static shared memory only: the row kernels take 16 KB of dynamic "
           "shared memory more when they rotate by G = 1024.\n")
     print(resource_table())
