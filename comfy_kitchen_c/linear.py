@@ -226,11 +226,10 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
         residual_scale = residual_scale.reshape(-1).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
-    out = None
+    vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
     if not gpu and _library_gemm(m, k, n):
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-        _linear_cpu_parts(op, xc, w, w_scale, bias, out, residual, residual_scale, group, act, k,
-                          [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)],
+        _linear_cpu_parts(op, xc, w, w_scale, bias, out, residual, residual_scale, group, act, k, vectors,
                           _float_bits(eps), norm_kind)
         return out
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
@@ -248,7 +247,6 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
-    vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
     _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale),
          (act, group, k_align, n_align, _float_bits(eps), norm_kind))
     return out

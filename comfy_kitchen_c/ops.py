@@ -318,7 +318,7 @@ def check_dequantize_int8_embedding(q, scale, indices=None, group_size=0, output
         # path's are not (on CUDA that needs a host sync): their rows are NaN (README), which the
         # emulated device shows for CPU tensors.
         if indices.device.type == "cpu" and not _gpu_path(indices.device) and indices.numel():
-            low, high = int(indices.min()), int(indices.max())
+            low, high = (int(v) for v in torch.aminmax(indices))  # one pass
             if low < 0 or high >= q.shape[0]:
                 raise ArgumentError(f"{op}: argument 'indices': index {low if low < 0 else high} is out of range "
                                     f"for {q.shape[0]} rows")
@@ -464,7 +464,7 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
     return out
 
 
-# ---- linear: scaled_mm_nvfp4 (the int8 linear ops: linear.py, re-exported at the end) ---------
+# ---- linear: scaled_mm_nvfp4 (the int8 linear ops: linear.py, imported at the top) -------------
 
 def check_scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias=None,
                           out_dtype=None, alpha=None):

@@ -72,7 +72,9 @@ ckc_capture_begin_op(uint64_t capture, int device, uintptr_t stream, ckc_error *
     if (t_begun == capture) {
         return CKC_OK;
     }
-    t_begun = capture;
     ckc_gpu_begin_op("replay_begin");
-    return ckc_queue_replay_begin(capture, device, stream, err);
+    /* Remembered only once queued: after a failure the next op of the capture tries again. */
+    CKC_TRY(ckc_queue_replay_begin(capture, device, stream, err));
+    t_begun = capture;
+    return CKC_OK;
 }

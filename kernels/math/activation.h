@@ -76,13 +76,6 @@ ckc_act_needs_row_factor(int act)
     return act == CKC_ACT_RMS_NORM || act == CKC_ACT_RMS_MODULATE;
 }
 
-/* Whether the activation is one of the per-column ones (CKC_ACT_COLUMNWISE's). */
-CKC_HD int
-ckc_act_is_columnwise(int act)
-{
-    return act == CKC_ACT_RMS_NORM || act == CKC_ACT_MODULATE || act == CKC_ACT_RMS_MODULATE;
-}
-
 /* 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), as aten computes it. */
 CKC_HD float
 ckc_gelu_tanh(float v)
