@@ -323,9 +323,6 @@ typedef struct {
 __device__ __forceinline__ int64_t
 ckc_dequant_source(const ckc_int8_dequant_params &p, int64_t i)
 {
-    if (p.index == NULL) {
-        return i; /* no gather: no 64-bit division per element */
-    }
     const int64_t r = i / p.cols;
     const int64_t src = ckc_dequant_source_row(p.index, p.index_is_64, p.q_rows, r);
     return src < 0 ? -1 : src * p.cols + (i - r * p.cols);
