@@ -218,8 +218,13 @@ class Kernel:
 
 
 def template_args(mangled: str) -> tuple[str, tuple]:
-    """(name, template arguments as ints) of a kernel's mangled name, e.g.
-    _Z19int8_rowwise_kernelIL14ckc_float_kind2ELi4ELi0EEv... -> ("int8_rowwise_kernel", (2, 4, 0))."""
+    """(name, template arguments as ints) of a kernel's symbol: the extern "C" name of an
+    instance (csrc/gpu/kernel_list.h), int8_rowwise_kernel__2_4_0 -> ("int8_rowwise_kernel",
+    (2, 4, 0)), or, in commits before the driver API, the C++ mangled name,
+    _Z19int8_rowwise_kernelIL14ckc_float_kind2ELi4ELi0EEv... -> the same."""
+    if not mangled.startswith("_Z"):
+        name, _, args = mangled.partition("__")
+        return name, tuple(int(a) for a in args.split("_")) if args else ()
     m = re.match(r"_Z(\d+)", mangled)
     n = int(m.group(1))
     name = mangled[m.end():m.end() + n]

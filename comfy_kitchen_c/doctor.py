@@ -37,7 +37,9 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "cuda": {"driver": str | null,                                 # null: no driver / no CUDA build
                  "nvidia_driver": str | null,                          # "610.47", from NVML
                  "runtime_torch": str | null, "runtime_extension": str | null,
-                 "extension_has_cuda": bool, "error": str | null},          # error: the driver query failed
+                 "extension_has_cuda": bool, "error": str | null,           # error: the driver query failed
+                 "driver_problem": str | null},                       # why _C's kernels cannot run (no driver,
+                                                                      # one too old, no GPU); null: they can
         "gpus": [{"index": int, "name": str, "compute_capability": "9.0",
                   "total_memory": int, "multiprocessors": int}],
         "gpu_error": str | null,                                       # why GPUs could not be listed
@@ -217,7 +219,8 @@ def _cuda_info() -> dict:
     return {"driver": _cuda_version(driver) if driver else None, "nvidia_driver": nvidia_driver(),
             "runtime_torch": torch.version.cuda,
             "runtime_extension": _cuda_version(runtime) if runtime else None,
-            "extension_has_cuda": bool(_C.HAS_CUDA), "error": error}
+            "extension_has_cuda": bool(_C.HAS_CUDA), "error": error,
+            "driver_problem": _C.cuda_driver() if _C.HAS_CUDA and hasattr(_C, "cuda_driver") else None}
 
 
 def _gpus() -> tuple[list[dict], str | None]:
@@ -508,10 +511,12 @@ def print_environment(env: dict, out: TextIO) -> None:
         ("comfy-kitchen-c", f"{env['comfy_kitchen_c']['version']} ({env['comfy_kitchen_c']['path']})"),
         ("CUDA driver", (f"{cuda['driver']} (NVIDIA driver {cuda['nvidia_driver'] or 'version unknown'})"
                          if cuda["driver"] else "none" + (f" ({cuda['error']})" if cuda["error"] else ""))),
-        ("CUDA runtime", f"torch {cuda['runtime_torch'] or 'none'}; comfy_kitchen_c._C "
+        ("CUDA runtime", f"torch {cuda['runtime_torch'] or 'none'}; comfy_kitchen_c._C kernels built by CUDA "
                          f"{cuda['runtime_extension'] or 'none'}"
                          f"{'' if cuda['extension_has_cuda'] else ' (built without CUDA)'}"),
     ]
+    if cuda.get("driver_problem"):
+        rows.append(("GPU kernels", f"cannot run here: {cuda['driver_problem']}"))
     if env["gpus"]:
         rows += [(f"GPU {g['index']}", f"{g['name']}, compute capability {g['compute_capability']}, "
                                        f"{_gib(g['total_memory'])}, {g['multiprocessors']} SMs") for g in env["gpus"]]

@@ -76,8 +76,10 @@ def header_lines(devices) -> list[str]:
             lines.append(f"  GPU {index}: {p.name}, compute capability {p.major}.{p.minor}, "
                          f"{p.total_memory / 2**30:.1f} GiB; NVIDIA driver {driver or 'unknown'} ({api})")
     else:
+        problem = _C.cuda_driver() if _C.HAS_CUDA and hasattr(_C, "cuda_driver") else None
         lines.append("  GPU: none used (" + ("this build has no CUDA kernels" if not _C.HAS_CUDA else
-                                             "torch sees no CUDA device") + ")")
+                                             "torch sees no CUDA device") + ")"
+                     + (f"; the GPU kernels cannot run here: {problem}" if problem else ""))
     return lines
 
 

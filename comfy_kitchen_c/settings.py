@@ -115,6 +115,8 @@ SETTINGS = {s.name: s for s in (
        "instruction set of the CPU kernels", read_by_c=True),
     _s("HUGE_PAGES", boolean, True, _BOOL, "on", "transparent-huge-page hint on large CPU outputs (Linux)",
        read_by_c=True),
+    _s("CUDA_DRIVER", path, None, "a library file", "the OS's (libcuda.so.1, nvcuda.dll)",
+       "the CUDA driver library the GPU kernels are launched through", read_by_c=True),
     _s("FLIGHT", boolean, True, _BOOL, "on", "write the flight record file"),
     _s("FLIGHT_DIR", path, None, "a folder", "the user's cache folder", "where flight records go"),
     _s("HANG_MS", positive_number("milliseconds", integer=True), 1500, "a positive whole number (ms)", "1500",

@@ -1,16 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA dialect every kernel source (kernels/<family>.cu) is written in.  Under nvcc
- * it is plain CUDA; compiled as C++17 by the host compiler with CKC_EMULATED
- * defined, kernels/emu/emu.h supplies the same names (thread and block indices,
- * __syncthreads, warp shuffles and votes, shared memory, atomics) on the CPU, so
- * the very same sources run on the emulated device in tests.
+ * it is plain CUDA, compiled to a fatbin of device code only (the host code that
+ * launches it is C: csrc/gpu/launch_*.c, through the driver).  Compiled as C++17 by
+ * the host compiler with CKC_EMULATED defined, kernels/emu/emu.h supplies the same
+ * names (thread and block indices, __syncthreads, warp shuffles and votes, shared
+ * memory, atomics) on the CPU, so the very same sources run on the emulated device
+ * in tests.
  *
- * Two spellings differ between the two and are written through macros:
+ * Spellings that differ between the two are written through macros:
  *   CKC_DYNAMIC_SHARED(type, name);                 dynamic shared memory
- *   CKC_LAUNCH(kernel, grid, block, smem, stream, args...);   a launch
- * The launch error, if any, is read with ckc_gpu_launch_status() (csrc/gpu/runtime.h). */
+ *   CKC_KERNEL_INSTANCE(name, bounds, (params), (call))
+ *                                                   one extern "C" kernel of the list
+ *                                                   (csrc/gpu/kernel_list.h): a
+ *                                                   __global__ on a GPU; on the
+ *                                                   emulated device a function and
+ *                                                   the runner the launchers call
+ *   CKC_LAUNCH(kernel, grid, block, smem, stream, args...);   a launch from C++
+ *                                                   (emulated device only: the
+ *                                                   emulator's own tests) */
 #ifndef CKC_CUDA_DIALECT_H
 #define CKC_CUDA_DIALECT_H
+
+#include "gpu/kernel_list.h" /* CKC_KPASTE */
 
 /* CKC_UNROLL before a loop over a thread's register array (v[e], v[c][e]) unrolls it
  * fully, so that every index is a compile-time constant: a loop nvcc leaves rolled
@@ -35,22 +46,14 @@
 
 #include <cuda_runtime.h>
 
-#include "gpu/runtime.h" /* ckc_gpu_note_launch */
-
 #define CKC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
-/* The launch is noted for the fault reports (grid and block of an op's kernels). */
-#define CKC_LAUNCH(kernel, grid, block, smem, stream, ...)                                             \
-    do {                                                                                                 \
-        const dim3 ckc_launch_grid = (grid);                                                             \
-        const dim3 ckc_launch_block = (block);                                                           \
-        ckc_gpu_note_launch(#kernel, ckc_launch_grid.x, ckc_launch_grid.y, ckc_launch_grid.z,            \
-                            ckc_launch_block.x, ckc_launch_block.y, ckc_launch_block.z);                 \
-        kernel<<<ckc_launch_grid, ckc_launch_block, (smem), (cudaStream_t)(stream)>>>(__VA_ARGS__);      \
-    } while (0)
+#define CKC_KERNEL_INSTANCE(name, bounds, params, call) extern "C" __global__ void bounds name params { call; }
 
 #elif defined(CKC_EMULATED)
 
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "emu/emu.h"
 
@@ -66,6 +69,37 @@
                    [ckc_launch_kernel = (kernel), ckc_launch_args = std::make_tuple(__VA_ARGS__)]() { \
                        std::apply(ckc_launch_kernel, ckc_launch_args);                           \
                    })
+
+/* A launch from the C launchers (ckc_gpu_launch, csrc/gpu/runtime_emu.c): each
+ * argument is copied from args[i] as the kernel's parameter type, once, as the
+ * driver copies kernel parameters at launch. */
+template <typename... A, std::size_t... I>
+static int
+ckc_emu_run_args(void (*kernel)(A...), const char *log, const unsigned *grid, const unsigned *block, size_t smem,
+                 uintptr_t stream, void **args, std::index_sequence<I...>)
+{
+    (void)args; /* a kernel without parameters reads none */
+    return ckc_emu_launch(log, dim3(grid[0], grid[1], grid[2]), dim3(block[0], block[1], block[2]), smem, stream,
+                          [kernel, values = std::make_tuple(*static_cast<const std::decay_t<A> *>(args[I])...)]() {
+                              std::apply(kernel, values);
+                          });
+}
+
+template <typename... A>
+static int
+ckc_emu_run(void (*kernel)(A...), const char *log, const unsigned *grid, const unsigned *block, size_t smem,
+            uintptr_t stream, void **args)
+{
+    return ckc_emu_run_args(kernel, log, grid, block, smem, stream, args, std::index_sequence_for<A...>());
+}
+
+#define CKC_KERNEL_INSTANCE(name, bounds, params, call)                                                         \
+    extern "C" void name params { call; }                                                                       \
+    extern "C" int CKC_KPASTE(ckc_emu_thunk_, name)(const char *log, const unsigned *grid, const unsigned *block, \
+                                                    size_t smem, uintptr_t stream, void **args)                 \
+    {                                                                                                           \
+        return ckc_emu_run(name, log, grid, block, smem, stream, args);                                          \
+    }
 
 #else
 #error "kernels/<family>.cu are compiled by nvcc, or as C++ with CKC_EMULATED defined"

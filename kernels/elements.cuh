@@ -1,14 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Single-element access by element type for the GPU kernels, and the launcher
- * plumbing every op shares (device guard, kind dispatch, launch check). */
+/* Single-element access by element type for the GPU kernels. */
 #ifndef CKC_ELEMENTS_CUH
 #define CKC_ELEMENTS_CUH
 
 #include <type_traits>
 
 #include "cuda_dialect.h"
-#include "contract/exec.h"
-#include "gpu/runtime.h"
 #include "math/float_bits.h"
 
 /* The value of a 16-bit element. */
@@ -44,34 +41,6 @@ ckc_store_value(void *out, ckc_float_kind kind, int64_t i, float v)
     } else {
         ((uint16_t *)out)[i] = ckc_half_bits(kind, v);
     }
-}
-
-/* Calls launch(kind) with the element type as a compile-time constant. */
-template <typename F>
-static ckc_status
-ckc_with_kind(ckc_float_kind kind, F launch)
-{
-    switch (kind) {
-    case CKC_BF16:
-        return launch(std::integral_constant<ckc_float_kind, CKC_BF16>());
-    case CKC_F16:
-        return launch(std::integral_constant<ckc_float_kind, CKC_F16>());
-    default:
-        return launch(std::integral_constant<ckc_float_kind, CKC_F32>());
-    }
-}
-
-/* Runs launch() (which launches and returns the launch status) with the
- * tensors' device current, restoring the caller's device after. */
-template <typename F>
-static ckc_status
-ckc_on_device(const ckc_exec *exec, ckc_error *err, F launch)
-{
-    ckc_gpu_device_guard guard;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    const ckc_status status = launch();
-    ckc_gpu_device_leave(&guard);
-    return status;
 }
 
 #endif /* CKC_ELEMENTS_CUH */

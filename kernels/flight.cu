@@ -6,32 +6,19 @@
  * the GPU finished, even if the device is lost or the process killed
  * afterwards.  The emulated device writes such separate marks itself
  * (csrc/gpu/runtime_emu.c); there this kernel serves the benchmark's op that
- * launches one kernel carrying its mark (csrc/module/faults.c). */
+ * launches one kernel carrying its mark (csrc/module/faults.c).  Launched by
+ * csrc/gpu/launch_flight.c. */
 #include "cuda_dialect.h"
 #include "done_mark.cuh"
 
-#include "gpu/launch.h"
-#include "gpu/runtime.h"
-
-__global__ void
-flight_mark_kernel(ckc_done_mark m)
-{
-    ckc_done_mark_arrive(m);
-}
-
-extern "C" ckc_status
-ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err)
-{
-    CKC_LAUNCH(flight_mark_kernel, dim3(1), dim3(1), 0, stream, *m);
-    return ckc_gpu_launch_status("flight_mark_kernel", err);
-}
+CKC_KERNEL_INSTANCE(flight_mark_kernel, , (ckc_done_mark m), (ckc_done_mark_arrive(m)))
 
 /* The start of a replay of a captured CUDA graph (csrc/diag/capture.c): the
  * first kernel of the graph's recorded work bumps the device's replay counter
  * and writes (capture, n) into the replay words of the flight record (the
  * capture first, so that a reader who sees the new number sees its capture). */
-__global__ void
-replay_begin_kernel(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture)
+__device__ __forceinline__ void
+replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture)
 {
     const uint32_t n = atomicAdd(counter, 1u) + 1u;
     *(volatile uint64_t *)capture_word = capture;
@@ -39,10 +26,6 @@ replay_begin_kernel(uint32_t *counter, uint64_t *capture_word, uint64_t *number_
     *(volatile uint64_t *)number_word = n;
 }
 
-extern "C" ckc_status
-ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture,
-                     uintptr_t stream, ckc_error *err)
-{
-    CKC_LAUNCH(replay_begin_kernel, dim3(1), dim3(1), 0, stream, counter, capture_word, number_word, capture);
-    return ckc_gpu_launch_status("replay_begin_kernel", err);
-}
+CKC_KERNEL_INSTANCE(replay_begin_kernel, ,
+                    (uint32_t * counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture),
+                    (replay_begin(counter, capture_word, number_word, capture)))

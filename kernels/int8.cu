@@ -1,53 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* GPU kernels of the int8 family and their launchers: row-wise quantization
- * (fused with the ConvRot rotation: one read of the row, one write of codes and
- * scale), tensor-wise quantization, the plain rotation, dequantization.  One
- * block per row; see row_tile.cuh for the layout.  Rows longer than one
- * segment of registers are read twice (absmax pass, then quantize pass). */
+/* GPU kernels of the int8 family: row-wise quantization (fused with the ConvRot
+ * rotation: one read of the row, one write of codes and scale), tensor-wise
+ * quantization, the plain rotation, dequantization.  One block per row; see
+ * row_tile.cuh for the layout.  Rows longer than one segment of registers are
+ * read twice (absmax pass, then quantize pass).  Device code only: the launchers
+ * are csrc/gpu/launch_int8.c, the instances csrc/gpu/kernel_list.h. */
 #include "done_mark.cuh"
 #include "elements.cuh"
-#include "int8_rows.h"
 #include "row_tile.cuh"
-#include "tile_rows.h"
 
-#include "gpu/launch.h"
-#include "gpu/runtime.h"
+#include "gpu/kernel_args.h"
+#include "gpu/kernel_list.h"
 #include "math/activation.h"
 #include "math/int8_quant.h"
 
-/* Registers per thread: CHUNKS chunks of 16 values; up to 4 keeps the row
- * kernels free of spills, longer rows loop over segments. */
-#define CKC_MAX_CHUNKS 4
-/* float16's row quantizer holds at most 2: its code pass (a software float16
- * rounding of every quotient) spilled beside 4 chunks of values.  Its longer rows
- * take the two-pass path, whose second read of the row mostly hits L2. */
-#define CKC_F16_QUANT_MAX_CHUNKS 2
 /* The row kernels ask for at least 2 resident blocks per SM: that lets ptxas use
  * up to 128 registers, which 4 chunks need on every target (its default budget
  * for 256-thread blocks spilled on sm_75/86/89). */
 #define CKC_ROW_MIN_BLOCKS 2
-
-/* Chunks per thread for rows of `cols` values, at most `most` (2 or CKC_MAX_CHUNKS). */
-static int
-chunks_for(int64_t cols, int most)
-{
-    const int64_t needed = (cols + CKC_ROW_SEGMENT(1) - 1) / CKC_ROW_SEGMENT(1);
-    return needed <= 1 ? 1 : (needed <= 2 ? 2 : most);
-}
-
-static constexpr int
-quant_max_chunks(ckc_float_kind kind)
-{
-    return kind == CKC_F16 ? CKC_F16_QUANT_MAX_CHUNKS : CKC_MAX_CHUNKS;
-}
-
-/* The row kernel instance for a row length: 1, 2 or the most chunks per thread. */
-template <typename Kernel>
-static Kernel
-by_chunks(int chunks, Kernel one, Kernel two, Kernel most)
-{
-    return chunks == 1 ? one : (chunks == 2 ? two : most);
-}
+#define CKC_ROW_BOUNDS __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
+#define CKC_ONE_ROW_BOUNDS __launch_bounds__(CKC_ROW_THREADS)
 
 /* ---- row-wise quantization (optionally activated and rotated) ---- */
 
@@ -80,8 +52,8 @@ ckc_store_codes(int8_t *row, int64_t start, int64_t limit, bool vec, const int8_
 /* `vec`: x's rows (and noise's, and the up halves for swiglu) allow vector loads;
  * `q_vec`: the code rows (q_stride apart) allow vector stores. */
 template <ckc_float_kind KIND, int CHUNKS, int ACT>
-__global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
-int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec, ckc_done_mark done)
+__device__ __forceinline__ void
+int8_rowwise_body(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
@@ -142,97 +114,18 @@ int8_rowwise_kernel(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, boo
     ckc_done_mark_arrive(done);
 }
 
-template <ckc_float_kind KIND, int ACT>
-static void
-launch_rowwise(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, int chunks, bool vec,
-               bool q_vec, const ckc_done_mark &done)
-{
-    const size_t smem = ckc_rotation_exchange_bytes(p->group);
-    if constexpr (ACT == CKC_ACT_NONE) {
-        const auto int8_rowwise = by_chunks(chunks, int8_rowwise_kernel<KIND, 1, ACT>,
-                                            int8_rowwise_kernel<KIND, 2, ACT>,
-                                            int8_rowwise_kernel<KIND, quant_max_chunks(KIND), ACT>);
-        CKC_LAUNCH(int8_rowwise, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), smem, stream, *p, *lay, vec, q_vec,
-                   done);
-    } else {
-        /* One chunk per thread only (see int8_rows.h). */
-        (void)chunks;
-        const auto int8_rowwise_act = int8_rowwise_kernel<KIND, 1, ACT>;
-        CKC_LAUNCH(int8_rowwise_act, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), smem, stream, *p, *lay, vec,
-                   q_vec, done);
-    }
-}
-
-/* Quantizes under the caller's device guard; chunk counts and activations as
- * in the comment of ckc_gpu_int8_quantize_rows (int8_rows.h).  `done`: the
- * op's completion mark when this is its last kernel. */
-static ckc_status
-quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
-              const ckc_done_mark &done, ckc_error *err)
-{
-    const int64_t elem = ckc_kind_size(p->kind);
-    const bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
-                     (ckc_act_width(lay->act) == 1 || (p->cols * elem) % 16 == 0) &&
-                     (p->noise == NULL || ckc_aligned16(p->noise, p->cols * elem));
-    const bool q_vec = ckc_aligned16(p->q, lay->q_stride);
-    const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols, quant_max_chunks(p->kind)) : 1;
-    if (const char *tile = ckc_tile_quantize_rows(p, lay, stream, done)) {
-        return ckc_gpu_launch_status(tile, err);
-    }
-    return ckc_with_kind(p->kind, [&](auto kind) {
-        constexpr ckc_float_kind KIND = decltype(kind)::value;
-        switch (lay->act) {
-        case CKC_ACT_GELU_TANH:
-            launch_rowwise<KIND, CKC_ACT_GELU_TANH>(p, lay, stream, chunks, vec, q_vec, done);
-            break;
-        case CKC_ACT_SWIGLU:
-            launch_rowwise<KIND, CKC_ACT_SWIGLU>(p, lay, stream, chunks, vec, q_vec, done);
-            break;
-        case CKC_ACT_SITU:
-            launch_rowwise<KIND, CKC_ACT_SITU>(p, lay, stream, chunks, vec, q_vec, done);
-            break;
-        case CKC_ACT_RMS_NORM:
-        case CKC_ACT_MODULATE:
-        case CKC_ACT_RMS_MODULATE: /* one instance for the three (lay->args.act) */
-            launch_rowwise<KIND, CKC_ACT_COLUMNWISE>(p, lay, stream, chunks, vec, q_vec, done);
-            break;
-        default:
-            launch_rowwise<KIND, CKC_ACT_NONE>(p, lay, stream, chunks, vec, q_vec, done);
-            break;
-        }
-        return ckc_gpu_launch_status("int8_rowwise_kernel", err);
-    });
-}
-
-ckc_status
-ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
-                           ckc_error *err)
-{
-    if (lay->q_stride < p->cols || lay->q_stride > (p->cols + CKC_CHUNK - 1) / CKC_CHUNK * CKC_CHUNK) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "row stride %lld of the codes is not in [%lld, roundup(%lld, 16)]",
-                        (long long)lay->q_stride, (long long)p->cols, (long long)p->cols);
-    }
-    return quantize_rows(p, lay, stream, CKC_NO_DONE_MARK, err); /* the first of int8_linear's kernels */
-}
-
-extern "C" ckc_status
-ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err)
-{
-    ckc_row_layout lay;
-    memset(&lay, 0, sizeof lay);
-    lay.x_stride = p->cols;
-    lay.q_stride = p->cols;
-    lay.act = CKC_ACT_NONE;
-    return ckc_on_device(exec, err,
-                         [&]() { return quantize_rows(p, &lay, exec->stream, ckc_exec_take_done_mark(exec), err); });
-}
+#define CKC_ROWWISE_INSTANCE(k, c, a)                                                                          \
+    CKC_KERNEL_INSTANCE(CKC_KNAME3(int8_rowwise_kernel, k, c, a), CKC_ROW_BOUNDS,                                \
+                        (ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec, ckc_done_mark done), \
+                        (int8_rowwise_body<(ckc_float_kind)k, c, a>(p, lay, vec, q_vec, done)))
+CKC_INT8_ROWWISE_KERNELS(CKC_ROWWISE_INSTANCE)
 
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
 
 /* `vec`, `out_vec`: x's and out's rows allow vector loads and stores. */
 template <ckc_float_kind KIND, int CHUNKS>
-__global__ void __launch_bounds__(CKC_ROW_THREADS, CKC_ROW_MIN_BLOCKS)
-hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_done_mark done)
+__device__ __forceinline__ void
+hadamard_rows_body(ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
@@ -253,35 +146,11 @@ hadamard_rows_kernel(ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_don
     ckc_done_mark_arrive(done);
 }
 
-template <ckc_float_kind KIND>
-static void
-launch_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, int chunks, bool vec, bool out_vec,
-                     const ckc_done_mark &done)
-{
-    const auto hadamard_rows = by_chunks(chunks, hadamard_rows_kernel<KIND, 1>, hadamard_rows_kernel<KIND, 2>,
-                                         hadamard_rows_kernel<KIND, CKC_MAX_CHUNKS>);
-    CKC_LAUNCH(hadamard_rows, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS), ckc_rotation_exchange_bytes(p->group),
-               stream, *p, vec, out_vec, done);
-}
-
-extern "C" ckc_status
-ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err)
-{
-    const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
-    const bool vec = ckc_aligned16(p->x, row_bytes);
-    const bool out_vec = ckc_aligned16(p->out, row_bytes);
-    return ckc_on_device(exec, err, [&]() {
-        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
-        if (const char *tile = ckc_tile_hadamard_rows(p, exec->stream, done)) {
-            return ckc_gpu_launch_status(tile, err);
-        }
-        return ckc_with_kind(p->kind, [&](auto kind) {
-            launch_hadamard_rows<decltype(kind)::value>(p, exec->stream, chunks_for(p->cols, CKC_MAX_CHUNKS), vec,
-                                                        out_vec, done);
-            return ckc_gpu_launch_status("hadamard_rows_kernel", err);
-        });
-    });
-}
+#define CKC_HADAMARD_INSTANCE(k, c)                                                                             \
+    CKC_KERNEL_INSTANCE(CKC_KNAME2(hadamard_rows_kernel, k, c), CKC_ROW_BOUNDS,                                   \
+                        (ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_done_mark done),                 \
+                        (hadamard_rows_body<(ckc_float_kind)k, c>(p, vec, out_vec, done)))
+CKC_HADAMARD_ROWS_KERNELS(CKC_HADAMARD_INSTANCE)
 
 /* ---- dequantization ---- */
 
@@ -311,13 +180,6 @@ ckc_load_codes(const int8_t *row, int64_t start, int64_t limit, bool vec, float 
     }
 }
 
-/* Which of ckc_int8_dequant_params' rows allow vector accesses. */
-typedef struct {
-    bool q;     /* the codes */
-    bool scale; /* a full (CKC_SCALE_FULL) scale */
-    bool out;
-} ckc_dequant_vec;
-
 /* q's offset of output element i (its row through the index), -1 for a row
  * whose index is out of range. */
 __device__ __forceinline__ int64_t
@@ -335,8 +197,8 @@ ckc_dequant_source(const ckc_int8_dequant_params &p, int64_t i)
  * stores, and one division per chunk to find its row; otherwise one element at
  * a time.  A row whose index is out of range is NaN. */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
-int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
+__device__ __forceinline__ void
+int8_dequant_body(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
 {
     const int64_t n = p.rows * p.cols;
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
@@ -373,10 +235,17 @@ int8_dequant_kernel(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
     ckc_done_mark_arrive(done);
 }
 
+#define CKC_DEQUANT_INSTANCE(k)                                                                                 \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(int8_dequant_kernel, k), CKC_ONE_ROW_BOUNDS,                                   \
+                        (ckc_int8_dequant_params p, bool chunks, ckc_done_mark done),                             \
+                        (int8_dequant_body<(ckc_float_kind)k>(p, chunks, done)))
+CKC_KIND_KERNELS(CKC_DEQUANT_INSTANCE)
+
+
 /* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
-int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_done_mark done)
+__device__ __forceinline__ void
+int8_dequant_rotated_body(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
@@ -411,52 +280,20 @@ int8_dequant_rotated_kernel(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_
     ckc_done_mark_arrive(done);
 }
 
-extern "C" ckc_status
-ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
-{
-    return ckc_on_device(exec, err, [&]() {
-        const ckc_done_mark done = ckc_exec_take_done_mark(exec);
-        if (const char *tile = ckc_tile_dequant(p, exec->stream, done)) {
-            return ckc_gpu_launch_status(tile, err);
-        }
-        if (p->group > 0) {
-            const ckc_dequant_vec vec = {ckc_aligned16(p->q, p->cols),
-                                         ckc_aligned16(p->scale, p->cols * (int64_t)sizeof(float)),
-                                         ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind))};
-            return ckc_with_kind(p->out_kind, [&](auto kind) {
-                void (*int8_dequant_rotated)(ckc_int8_dequant_params, ckc_dequant_vec, ckc_done_mark) =
-                    int8_dequant_rotated_kernel<decltype(kind)::value>;
-                CKC_LAUNCH(int8_dequant_rotated, dim3((unsigned)p->rows), dim3(CKC_ROW_THREADS),
-                           ckc_rotation_exchange_bytes(p->group), exec->stream, *p, vec, done);
-                return ckc_gpu_launch_status("int8_dequant_rotated_kernel", err);
-            });
-        }
-        const auto aligned16 = [](const void *x) { return (uintptr_t)x % 16 == 0; };
-        const bool chunks = aligned16(p->q) && aligned16(p->out) &&
-                            (p->scale_mode != CKC_SCALE_FULL || aligned16(p->scale)) &&
-                            ((p->scale_mode != CKC_SCALE_PER_ROW && p->index == NULL) || p->cols % CKC_CHUNK == 0);
-        const int64_t per_thread = chunks ? CKC_CHUNK : 1;
-        const int64_t threads = (p->rows * p->cols + per_thread - 1) / per_thread;
-        const int64_t blocks = (threads + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
-        return ckc_with_kind(p->out_kind, [&](auto kind) {
-            void (*int8_dequant)(ckc_int8_dequant_params, bool, ckc_done_mark) =
-                int8_dequant_kernel<decltype(kind)::value>;
-            CKC_LAUNCH(int8_dequant, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(CKC_ROW_THREADS), 0,
-                       exec->stream, *p, chunks, done);
-            return ckc_gpu_launch_status("int8_dequant_kernel", err);
-        });
-    });
-}
+#define CKC_DEQUANT_ROTATED_INSTANCE(k)                                                                         \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(int8_dequant_rotated_kernel, k), CKC_ONE_ROW_BOUNDS,                           \
+                        (ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_done_mark done),                     \
+                        (int8_dequant_rotated_body<(ckc_float_kind)k>(p, vec, done)))
+CKC_KIND_KERNELS(CKC_DEQUANT_ROTATED_INSTANCE)
 
 /* ---- tensor-wise quantization ---- */
 
-#define CKC_ELEMENTWISE_BLOCKS 4096 /* grid-stride loops: enough blocks to fill any GPU */
 
 /* absmax of x into *absmax_bits (pre-zeroed) as magnitude bits: integer atomicMax
  * orders IEEE magnitudes like the values, NaN above infinity. */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
-tensor_absmax_kernel(const void *x, int64_t n, uint32_t *absmax_bits)
+__device__ __forceinline__ void
+tensor_absmax_body(const void *x, int64_t n, uint32_t *absmax_bits)
 {
     __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
@@ -472,15 +309,12 @@ tensor_absmax_kernel(const void *x, int64_t n, uint32_t *absmax_bits)
 }
 
 /* The absmax bits in *scale become the float32 scale max(absmax / 127, 1e-30). */
-__global__ void
-tensor_scale_kernel(float *scale)
-{
-    *scale = ckc_int8_scale(ckc_f32_from_bits(*(const uint32_t *)scale));
-}
+CKC_KERNEL_INSTANCE(tensor_scale_kernel, , (float *scale),
+                    (*scale = ckc_int8_scale(ckc_f32_from_bits(*(const uint32_t *)scale))))
 
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_ROW_THREADS)
-tensor_quantize_kernel(ckc_int8_tensorwise_params p, ckc_done_mark done)
+__device__ __forceinline__ void
+tensor_quantize_body(ckc_int8_tensorwise_params p, ckc_done_mark done)
 {
     const float math_scale = ckc_int8_math_scale(*p.scale, KIND);
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
@@ -492,33 +326,11 @@ tensor_quantize_kernel(ckc_int8_tensorwise_params p, ckc_done_mark done)
     ckc_done_mark_arrive(done);
 }
 
-template <ckc_float_kind KIND>
-static ckc_status
-run_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
-{
-    const uintptr_t stream = exec->stream;
-    const int64_t needed = (p->numel + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
-    const dim3 grid((unsigned)(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS));
-    if (p->compute_scale) {
-        void (*tensor_absmax)(const void *, int64_t, uint32_t *) = tensor_absmax_kernel<KIND>;
-        CKC_TRY(ckc_gpu_memset_async(p->scale, 0, sizeof(float), stream, err));
-        CKC_LAUNCH(tensor_absmax, grid, dim3(CKC_ROW_THREADS), 0, stream, p->x, p->numel,
-                   (uint32_t *)p->scale);
-        CKC_TRY(ckc_gpu_launch_status("tensor_absmax_kernel", err));
-        CKC_LAUNCH(tensor_scale_kernel, dim3(1), dim3(1), 0, stream, p->scale);
-        CKC_TRY(ckc_gpu_launch_status("tensor_scale_kernel", err));
-    }
-    void (*tensor_quantize)(ckc_int8_tensorwise_params, ckc_done_mark) = tensor_quantize_kernel<KIND>;
-    CKC_LAUNCH(tensor_quantize, grid, dim3(CKC_ROW_THREADS), 0, stream, *p, ckc_exec_take_done_mark(exec));
-    return ckc_gpu_launch_status("tensor_quantize_kernel", err);
-}
-
-extern "C" ckc_status
-ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
-{
-    return ckc_on_device(exec, err, [&]() {
-        return ckc_with_kind(p->kind, [&](auto kind) {
-            return run_tensorwise<decltype(kind)::value>(p, exec, err);
-        });
-    });
-}
+#define CKC_TENSORWISE_INSTANCES(k)                                                                             \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(tensor_absmax_kernel, k), CKC_ONE_ROW_BOUNDS,                                  \
+                        (const void *x, int64_t n, uint32_t *absmax_bits),                                        \
+                        (tensor_absmax_body<(ckc_float_kind)k>(x, n, absmax_bits)))                               \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(tensor_quantize_kernel, k), CKC_ONE_ROW_BOUNDS,                                \
+                        (ckc_int8_tensorwise_params p, ckc_done_mark done),                                       \
+                        (tensor_quantize_body<(ckc_float_kind)k>(p, done)))
+CKC_KIND_KERNELS(CKC_TENSORWISE_INSTANCES)

@@ -6,34 +6,16 @@
  * every stage unrolls to straight-line code.  Rows of up to 32768 values are read
  * once and kept in registers; longer ones are read twice (absmax pass, then code
  * pass), 32768 columns at a time.  Results are bit for bit those of the general
- * kernels of kernels/int8.cu, which take every call these do not. */
+ * kernels of kernels/int8.cu, which take every call these do not.  Device code
+ * only: the launchers are csrc/gpu/launch_tile.c. */
 #include "done_mark.cuh"
 #include "tile.cuh"
-#include "tile_rows.h"
 
-#include "gpu/launch.h"
+#include "gpu/kernel_args.h"
+#include "gpu/kernel_list.h"
 #include "math/activation.h"
 #include "math/int8_quant.h"
 
-enum { CKC_TILE_CODES = 0, CKC_TILE_CODES_NOISE = 1, CKC_TILE_VALUES = 2 };
-
-/* Threads per block at most (and the kernel's launch bound) of an instance. */
-static constexpr int
-ckc_tile_threads(int mode, int act)
-{
-    return mode == CKC_TILE_CODES_NOISE || act != CKC_ACT_NONE ? CKC_TILE_WIDE_THREADS : CKC_TILE_MAX_THREADS;
-}
-
-typedef struct {
-    const void *x;
-    int64_t x_stride;  /* elements between rows (2 K for swiglu, whose up half starts at K) */
-    const void *noise; /* rows of `cols` values (CKC_TILE_CODES_NOISE) */
-    void *out;         /* codes, out_stride bytes apart, or values (cols apart) */
-    int64_t out_stride;
-    float *scale;      /* one per row (codes) */
-    int64_t rows;
-    int64_t cols;
-} ckc_tile_rows_args;
 
 /* A row's quantization scale: the float32 scale returned, the divisor eager uses
  * and, for bfloat16, its reciprocal where ckc_int8_bf16_reciprocal_exact proves
@@ -217,8 +199,8 @@ ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, uint32_
 }
 
 template <ckc_float_kind KIND, int G, int MODE, int ACT>
-__global__ void __launch_bounds__(ckc_tile_threads(MODE, ACT))
-ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
+__device__ __forceinline__ void
+ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
 {
     constexpr bool CODES = MODE != CKC_TILE_VALUES;
     __shared__ uint32_t row_max[CKC_TILE_MAX_ROWS];
@@ -286,102 +268,12 @@ ckc_tile_rows_kernel(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
     ckc_done_mark_arrive(done);
 }
 
-template <ckc_float_kind KIND, int G, int MODE, int ACT>
-static void
-launch_tile_rows(const ckc_tile_rows_args &a, const ckc_tile_geom &g, uintptr_t stream, ckc_done_mark done)
-{
-    void (*tile_rows)(ckc_tile_rows_args, ckc_tile_geom, ckc_done_mark) = ckc_tile_rows_kernel<KIND, G, MODE, ACT>;
-    const int64_t blocks = (a.rows + g.rows_per_block - 1) / g.rows_per_block;
-    CKC_LAUNCH(tile_rows, dim3((unsigned)blocks), dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0,
-               stream, a, g, done);
-}
-
-/* Calls launch(integral_constant<int, G>) for a tile group size; false for any other. */
-template <typename F>
-static bool
-with_tile_group(int64_t group, bool plain_too, F launch)
-{
-    switch (group) {
-    case 0:
-        if (!plain_too) {
-            return false;
-        }
-        launch(std::integral_constant<int, 0>());
-        return true;
-    case 64:
-        launch(std::integral_constant<int, 64>());
-        return true;
-    case 256:
-        launch(std::integral_constant<int, 256>());
-        return true;
-    case 1024:
-        launch(std::integral_constant<int, 1024>());
-        return true;
-    default:
-        return false;
-    }
-}
-
-const char *
-ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
-                       ckc_done_mark done)
-{
-    const int64_t esize = ckc_kind_size(p->kind);
-    const int mode = p->noise != NULL ? CKC_TILE_CODES_NOISE : CKC_TILE_CODES;
-    const ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, ckc_tile_threads(mode, lay->act));
-    if (g.segments == 0 || p->rows == 0 || lay->q_stride != p->cols || !ckc_aligned16(p->x, lay->x_stride * esize) ||
-        !ckc_aligned16(p->q, p->cols) || (p->noise != NULL && !ckc_aligned16(p->noise, p->cols * esize)) ||
-        (p->noise != NULL && lay->act != CKC_ACT_NONE) || (p->kind == CKC_F32 && lay->act != CKC_ACT_NONE) ||
-        (lay->act != CKC_ACT_NONE && lay->act != CKC_ACT_SWIGLU)) {
-        /* Activated float32 rows (no hot path: int8_linear's inputs are 16-bit) stay with the
-         * general kernels: their tile instances spilled around the division's and expf's
-         * slow-path calls on sm_75, sm_100 and sm_120 (tests/test_kernel_resources.py).  So do
-         * gelu_tanh rows (its 16-bit instances spilled 8 bytes around tanhf's slow path on
-         * sm_100) and the activations with per-column arguments or row factors (rms_norm,
-         * situ, the modulations): the tile instances know swiglu only. */
-        return NULL;
-    }
-    const ckc_tile_rows_args a = {p->x, lay->x_stride, p->noise, p->q, lay->q_stride, p->scale, p->rows, p->cols};
-    bool taken = false;
-    ckc_with_kind(p->kind, [&](auto kind) {
-        constexpr ckc_float_kind KIND = decltype(kind)::value;
-        taken = with_tile_group(p->group, true, [&](auto group) {
-            constexpr int G = decltype(group)::value;
-            if (p->noise != NULL) {
-                launch_tile_rows<KIND, G, CKC_TILE_CODES_NOISE, CKC_ACT_NONE>(a, g, stream, done);
-            } else if (lay->act == CKC_ACT_NONE) {
-                launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_NONE>(a, g, stream, done);
-            } else if constexpr (KIND != CKC_F32) { /* swiglu; no float32 instance (above) */
-                launch_tile_rows<KIND, G, CKC_TILE_CODES, CKC_ACT_SWIGLU>(a, g, stream, done);
-            }
-        });
-        return CKC_OK;
-    });
-    return taken ? "ckc_tile_rows_kernel" : NULL;
-}
-
-const char *
-ckc_tile_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, ckc_done_mark done)
-{
-    const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
-    const ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, ckc_tile_threads(CKC_TILE_VALUES, CKC_ACT_NONE));
-    if (g.segments == 0 || p->rows == 0 || !ckc_aligned16(p->x, row_bytes) || !ckc_aligned16(p->out, row_bytes)) {
-        return NULL;
-    }
-    const ckc_tile_rows_args a = {p->x, p->cols, NULL, p->out, p->cols, NULL, p->rows, p->cols};
-    bool taken = false;
-    ckc_with_kind(p->kind, [&](auto kind) {
-        constexpr ckc_float_kind KIND = decltype(kind)::value;
-        taken = with_tile_group(p->group, false, [&](auto group) {
-            constexpr int G = decltype(group)::value;
-            if constexpr (G > 0) { /* never called with G = 0 (a rotation) */
-                launch_tile_rows<KIND, G, CKC_TILE_VALUES, CKC_ACT_NONE>(a, g, stream, done);
-            }
-        });
-        return CKC_OK;
-    });
-    return taken ? "ckc_tile_rows_kernel" : NULL;
-}
+#define CKC_TILE_ROWS_INSTANCE(k, g, mode, act)                                                                 \
+    CKC_KERNEL_INSTANCE(CKC_KNAME4(ckc_tile_rows_kernel, k, g, mode, act),                                       \
+                        __launch_bounds__(CKC_TILE_THREADS(mode, act)),                                          \
+                        (ckc_tile_rows_args a, ckc_tile_geom geom, ckc_done_mark done),                          \
+                        (ckc_tile_rows_body<(ckc_float_kind)k, g, mode, act>(a, geom, done)))
+CKC_TILE_ROWS_KERNELS(CKC_TILE_ROWS_INSTANCE)
 
 /* ---- dequantization: out = round(q * scale) (* 1/sqrt(G), rotated), per-row or single scale ---- */
 
@@ -404,8 +296,8 @@ ckc_tile_codes_to_floats(const uint32_t w[CKC_TILE / 4], float v[CKC_TILE])
 }
 
 template <ckc_float_kind KIND, int G>
-__global__ void __launch_bounds__(CKC_TILE_MAX_THREADS)
-ckc_tile_dequant_kernel(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
+__device__ __forceinline__ void
+ckc_tile_dequant_body(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
 {
     const int j = (int)threadIdx.x;
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
@@ -443,27 +335,8 @@ ckc_tile_dequant_kernel(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mar
     ckc_done_mark_arrive(done);
 }
 
-const char *
-ckc_tile_dequant(const ckc_int8_dequant_params *p, uintptr_t stream, ckc_done_mark done)
-{
-    const ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, CKC_TILE_MAX_THREADS);
-    /* An index (dequantize_int8_embedding's gather) stays with the general kernel, which maps
-     * each output row to its q row (ckc_dequant_source_row). */
-    if (g.segments == 0 || p->rows == 0 || p->scale_mode == CKC_SCALE_FULL || p->index != NULL ||
-        !ckc_aligned16(p->q, p->cols) || !ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind))) {
-        return NULL;
-    }
-    bool taken = false;
-    ckc_with_kind(p->out_kind, [&](auto kind) {
-        constexpr ckc_float_kind KIND = decltype(kind)::value;
-        taken = with_tile_group(p->group, true, [&](auto group) {
-            void (*tile_dequant)(ckc_int8_dequant_params, ckc_tile_geom, ckc_done_mark) =
-                ckc_tile_dequant_kernel<KIND, decltype(group)::value>;
-            const int64_t blocks = (p->rows + g.rows_per_block - 1) / g.rows_per_block;
-            CKC_LAUNCH(tile_dequant, dim3((unsigned)blocks),
-                       dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, stream, *p, g, done);
-        });
-        return CKC_OK;
-    });
-    return taken ? "ckc_tile_dequant_kernel" : NULL;
-}
+#define CKC_TILE_DEQUANT_INSTANCE(k, g)                                                                         \
+    CKC_KERNEL_INSTANCE(CKC_KNAME2(ckc_tile_dequant_kernel, k, g), __launch_bounds__(CKC_TILE_MAX_THREADS),       \
+                        (ckc_int8_dequant_params p, ckc_tile_geom geom, ckc_done_mark done),                      \
+                        (ckc_tile_dequant_body<(ckc_float_kind)k, g>(p, geom, done)))
+CKC_TILE_DEQUANT_KERNELS(CKC_TILE_DEQUANT_INSTANCE)

@@ -6,19 +6,16 @@
  * (cuBLASLt IMMA, int32 out; a cached plan per shape) and one epilogue kernel
  * (kernels/math/linear.h: bias and residual fused), 8 outputs per thread and
  * step.  A single row (text encoders) takes a dp4a GEMV with the epilogue
- * fused instead of the GEMM. */
+ * fused instead of the GEMM.  Device code only: the launcher is
+ * csrc/gpu/launch_linear.c. */
 #include "done_mark.cuh"
 #include "elements.cuh"
-#include "int8_rows.h"
 
-#include "contract/linear_plan.h"
-#include "gpu/blas.h"
-#include "gpu/launch.h"
-#include "gpu/runtime.h"
+#include "gpu/kernel_args.h"
+#include "gpu/kernel_list.h"
 #include "math/linear.h"
 #include "math/rms.h"
 
-#define CKC_GEMV_WARPS 8
 
 /* 16 bytes, for one vector access where the alignment allows. */
 struct __align__(16) lin_bytes16 {
@@ -27,8 +24,8 @@ struct __align__(16) lin_bytes16 {
 
 /* out[j] = epilogue(q . w[j, :]): one warp per output, 16 codes per lane per step
  * (four dp4a), a scalar tail; `vec`: the codes and w's rows are 16-byte aligned. */
-__global__ void __launch_bounds__(CKC_GEMV_WARPS * 32)
-int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
+__device__ __forceinline__ void
+int8_gemv_body(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
 {
     const int lane = (int)threadIdx.x % 32;
     const int64_t j = (int64_t)blockIdx.x * CKC_GEMV_WARPS + threadIdx.x / 32;
@@ -59,6 +56,9 @@ int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
     ckc_done_mark_arrive(done);
 }
 
+CKC_KERNEL_INSTANCE(int8_gemv_kernel, __launch_bounds__(CKC_GEMV_WARPS * 32),
+                    (ckc_int8_linear_params p, bool vec, ckc_done_mark done), (int8_gemv_body(p, vec, done)))
+
 /* ---- the epilogue: out = round(float(acc) * (x_scale * w_scale) + round(bias)) ----
  *
  * Memory-bound: it reads the chunk's int32 accumulator (4 bytes per output)
@@ -77,20 +77,6 @@ int8_gemv_kernel(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
  * one vector) only, so the outer product would need a second rounding, and
  * the results would no longer be eager's bit for bit.  So it stays a kernel. */
 
-#define CKC_EPI_THREADS 256
-#define CKC_EPI_VEC 8
-#define CKC_EPI_MAX_BLOCKS 1024
-
-/* The walk over a chunk of VEC-output vectors, per_row of them in each row. */
-typedef struct {
-    uint32_t per_row;
-    uint32_t step_rows; /* CKC_EPI_THREADS * blocks = step_rows * per_row + step_cols */
-    uint32_t step_cols;
-    bool ws_vec;        /* the per-channel scales allow 16-byte loads */
-    bool bias_vec;      /* the bias allows 16-byte loads */
-    bool residual_vec;  /* the residual's rows allow 16-byte loads */
-    bool residual_scale_vec; /* the residual's per-channel scales allow 16-byte loads */
-} lin_epilogue_layout;
 
 /* VEC int32 accumulators from a (16-byte aligned when VEC = 8). */
 template <int VEC>
@@ -226,8 +212,8 @@ lin_epilogue_vector(const ckc_linear_epilogue_params &e, const lin_epilogue_layo
 
 /* The chunk's outputs from its int32 accumulator, VEC at a time. */
 template <int VEC>
-__global__ void __launch_bounds__(CKC_EPI_THREADS)
-linear_epilogue_kernel(ckc_linear_epilogue_params e, lin_epilogue_layout lay, ckc_done_mark done)
+__device__ __forceinline__ void
+linear_epilogue_body(ckc_linear_epilogue_params e, lin_epilogue_layout lay, ckc_done_mark done)
 {
     const uint32_t t = blockIdx.x * CKC_EPI_THREADS + threadIdx.x;
     int64_t r = t / lay.per_row;
@@ -244,64 +230,16 @@ linear_epilogue_kernel(ckc_linear_epilogue_params e, lin_epilogue_layout lay, ck
     ckc_done_mark_arrive(done);
 }
 
-/* Whether the chunk allows CKC_EPI_VEC outputs per step: n a multiple of it
- * (every row's outputs and accumulators then start 16-byte aligned, given
- * aligned bases and ldacc), and the per-channel vectors' alignment. */
-static bool
-lin_epilogue_vec(const ckc_linear_epilogue_params *e, lin_epilogue_layout *lay)
-{
-    lay->ws_vec = e->w_per_channel && (uintptr_t)e->w_scale % 16 == 0;
-    lay->bias_vec = e->terms.bias != NULL && (uintptr_t)e->terms.bias % 16 == 0;
-    lay->residual_vec = e->terms.residual != NULL && (uintptr_t)e->terms.residual % 16 == 0;
-    lay->residual_scale_vec = e->terms.residual != NULL && e->terms.residual_scale_per_channel &&
-                              (uintptr_t)e->terms.residual_scale % 16 == 0;
-    return e->n % CKC_EPI_VEC == 0 && e->ldacc % 4 == 0 && (uintptr_t)e->acc % 16 == 0 &&
-           (uintptr_t)e->out % 16 == 0;
-}
-
-/* The grid and the walk for `vec` outputs per step; false when the chunk is
- * too large for 32-bit column counts (never for real layers). */
-static bool
-lin_epilogue_grid(const ckc_linear_epilogue_params *e, int vec, lin_epilogue_layout *lay, unsigned *blocks)
-{
-    const int64_t per_row = e->n / vec;
-    const int64_t total = per_row * e->rows;
-    const int64_t want = (total + CKC_EPI_THREADS - 1) / CKC_EPI_THREADS;
-    int64_t step;
-    if (per_row < 1 || per_row > (int64_t)UINT32_MAX) {
-        return false;
-    }
-    *blocks = (unsigned)(want < CKC_EPI_MAX_BLOCKS ? (want > 0 ? want : 1) : CKC_EPI_MAX_BLOCKS);
-    step = (int64_t)*blocks * CKC_EPI_THREADS;
-    lay->per_row = (uint32_t)per_row;
-    lay->step_rows = (uint32_t)(step / per_row);
-    lay->step_cols = (uint32_t)(step % per_row);
-    return true;
-}
-
-static ckc_status
-linear_epilogue(const ckc_linear_epilogue_params *e, const ckc_exec *exec, ckc_done_mark done, ckc_error *err)
-{
-    lin_epilogue_layout lay;
-    unsigned blocks = 1;
-    const bool vec = lin_epilogue_vec(e, &lay);
-    if (!lin_epilogue_grid(e, vec ? CKC_EPI_VEC : 1, &lay, &blocks)) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': %lld output features are too many for the "
-                        "epilogue", (long long)e->n);
-    }
-    if (vec) {
-        CKC_LAUNCH(linear_epilogue_kernel<8>, dim3(blocks), dim3(CKC_EPI_THREADS), 0, exec->stream, *e,
-                   lay, done);
-    } else {
-        CKC_LAUNCH(linear_epilogue_kernel<1>, dim3(blocks), dim3(CKC_EPI_THREADS), 0, exec->stream, *e, lay, done);
-    }
-    return ckc_gpu_launch_status("linear_epilogue_kernel", err);
-}
+#define CKC_EPILOGUE_INSTANCE(vec)                                                                              \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(linear_epilogue_kernel, vec), __launch_bounds__(CKC_EPI_THREADS),              \
+                        (ckc_linear_epilogue_params e, lin_epilogue_layout lay, ckc_done_mark done),              \
+                        (linear_epilogue_body<vec>(e, lay, done)))
+CKC_EPILOGUE_KERNELS(CKC_EPILOGUE_INSTANCE)
 
 /* rms_norm's row factor of each row (math/rms.h): one warp per row, its lanes
  * the cascade's streams, lane 0 the ending. */
-__global__ void __launch_bounds__(32)
-rms_factor_kernel(const void *x, ckc_float_kind kind, int64_t x_stride, int64_t k, float eps, float *factor)
+__device__ __forceinline__ void
+rms_factor_body(const void *x, ckc_float_kind kind, int64_t x_stride, int64_t k, float eps, float *factor)
 {
     __shared__ float streams[CKC_RMS_STREAMS];
     const int t = (int)threadIdx.x;
@@ -317,46 +255,6 @@ rms_factor_kernel(const void *x, ckc_float_kind kind, int64_t x_stride, int64_t 
     }
 }
 
-/* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
-static ckc_status
-linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, ckc_exec *exec,
-             ckc_error *err)
-{
-    const ckc_row_layout lay = {p->x_stride, p->ldq, p->act, ckc_linear_act_args(p)};
-    const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
-    if (ckc_act_needs_row_factor(p->act)) {
-        CKC_LAUNCH(rms_factor_kernel, dim3((unsigned)rows), dim3(32), 0, exec->stream, q.x, p->kind, p->x_stride, p->k,
-                   p->act_args.eps, p->row_factor);
-        CKC_TRY(ckc_gpu_launch_status("rms_factor_kernel", err));
-    }
-    CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
-    if (p->acc == NULL) {
-        /* The codes' base is checked too, not assumed from the scratch carving. */
-        const bool vec = (uintptr_t)p->w % 16 == 0 && p->ldw % 16 == 0 && (uintptr_t)p->q % 16 == 0;
-        const int64_t blocks = (p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS;
-        CKC_LAUNCH(int8_gemv_kernel, dim3((unsigned)blocks), dim3(CKC_GEMV_WARPS * 32), 0, exec->stream, *p, vec,
-                   last ? ckc_exec_take_done_mark(exec) : CKC_NO_DONE_MARK);
-        return ckc_gpu_launch_status("int8_gemv_kernel", err);
-    }
-    /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
-     * of CKC_GEMM_ROWS, whatever the buffer holds there, never read back) times the
-     * weight's first ldacc rows of ldq values (zeros past n and k when padded). */
-    const ckc_int8_gemm_params g =
-        ckc_linear_gemm_params(p, (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS, p->ldacc, p->ldq);
-    CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
-    const ckc_linear_epilogue_params e = ckc_linear_epilogue_for(p, r0, rows);
-    return linear_epilogue(&e, exec, last ? ckc_exec_take_done_mark(exec) : CKC_NO_DONE_MARK, err);
-}
-
-extern "C" ckc_status
-ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err)
-{
-    return ckc_on_device(exec, err, [&]() {
-        /* Chunks reuse the scratch buffers: the stream orders their uses. */
-        for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk_rows) {
-            const int64_t rows = ckc_linear_chunk_rows(p, r0);
-            CKC_TRY(linear_chunk(p, r0, rows, r0 + rows >= p->rows, exec, err));
-        }
-        return CKC_OK;
-    });
-}
+CKC_KERNEL_INSTANCE(rms_factor_kernel, __launch_bounds__(32),
+                    (const void *x, ckc_float_kind kind, int64_t x_stride, int64_t k, float eps, float *factor),
+                    (rms_factor_body(x, kind, x_stride, k, eps, factor)))

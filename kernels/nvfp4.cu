@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* GPU kernels of the NVFP4 family and their launchers.  One thread per block of
+/* GPU kernels of the NVFP4 family (launchers: csrc/gpu/launch_nvfp4.c).  One thread per block of
  * 16 values: it reads them (zeros past the input for pad_16x), writes its e4m3
  * scale at the swizzled offset and 8 bytes of packed codes.  The quantizer's
  * grid also covers the padding of the swizzled scale buffer (rows up to 128,
@@ -17,12 +17,12 @@
  * codes and scales. */
 #include "done_mark.cuh"
 #include "elements.cuh"
-#include "gpu/launch.h"
+#include "gpu/kernel_args.h"
+#include "gpu/kernel_list.h"
 #include "math/nvfp4.h"
 #include "row_tile.cuh"
 #include "tile.cuh"
 
-#define CKC_NVFP4_THREADS 128
 
 /* A block's 8 bytes of packed codes: one 8-byte access where the launcher found
  * the code rows 8-byte aligned (`vec`), else byte by byte. */
@@ -63,13 +63,6 @@ ckc_load_packed(const uint8_t *in, bool vec, uint8_t bytes[CKC_NVFP4_BLOCK / 2])
     }
 }
 
-/* Whether rows of packed codes (cols / 2 bytes each) allow ckc_store_packed's and
- * ckc_load_packed's 8-byte accesses. */
-static bool
-packed_rows_aligned(const uint8_t *qx, int64_t cols)
-{
-    return ckc_rows_aligned(qx, cols / 2, CKC_NVFP4_BLOCK / 2);
-}
 
 /* The work of the thread that stands for entry (r, c) of the swizzled scale
  * buffer's logical [scale rows][buffer_cols] view: a block of 16 values where that
@@ -120,8 +113,8 @@ nvfp4_quant_entry(const ckc_nvfp4_quant_params &p, float pts, int64_t r, int64_t
  * shuffles nothing.  The grid holds exactly the buffer's entries (a multiple of
  * 128 rows), but every thread still checks it is inside the buffer. */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done)
+__device__ __forceinline__ void
+nvfp4_quant_body(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done)
 {
     const float pts = *p.per_tensor_scale;
     const int64_t buffer_cols = ckc_nvfp4_scale_cols(p.out_cols / CKC_NVFP4_BLOCK);
@@ -131,6 +124,7 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark
     ckc_done_mark_arrive(done);
 }
 
+
 /* The row layout (kernels/tile.cuh's geometry, one 16-value block per thread):
  * threadIdx.x is the entry's column, threadIdx.y its row in the block, so no
  * thread divides, and rows of buffer_cols entries fill whole warps.  The per-tensor
@@ -138,8 +132,8 @@ nvfp4_quant_kernel(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark
  * 384 threads (rows of 3072) per SM keep the bytes in flight the model asks for;
  * the completion mark's replay stamp had pushed it to 64 (two blocks). */
 template <ckc_float_kind KIND>
-__global__ void CKC_MAX_REGISTERS(56)
-nvfp4_quant_rows_kernel(ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done)
+__device__ __forceinline__ void
+nvfp4_quant_rows_body(ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done)
 {
     const float pts = *p.per_tensor_scale;
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
@@ -147,49 +141,19 @@ nvfp4_quant_rows_kernel(ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, boo
     ckc_done_mark_arrive(done);
 }
 
-/* The grid of CKC_NVFP4_THREADS-thread blocks for `threads` threads. */
-static dim3
-grid_for(int64_t threads)
-{
-    return dim3((unsigned)((threads + CKC_NVFP4_THREADS - 1) / CKC_NVFP4_THREADS));
-}
-
-extern "C" ckc_status
-ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err)
-{
-    const bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
-    const bool q_vec = packed_rows_aligned(p->qx, p->out_cols);
-    /* One thread per entry of the whole scale buffer. */
-    const int64_t scale_rows = ckc_nvfp4_scale_rows(p->out_rows);
-    const int64_t buffer_cols = ckc_nvfp4_scale_cols(p->out_cols / CKC_NVFP4_BLOCK);
-    const int64_t threads = scale_rows * buffer_cols;
-    const ckc_tile_geom g = ckc_tile_geometry_chunks(buffer_cols, scale_rows, CKC_TILE_MAX_THREADS);
-    return ckc_on_device(exec, err, [&]() {
-        if (g.segments == 1) {
-            return ckc_with_kind(p->kind, [&](auto kind) {
-                void (*nvfp4_quant_rows)(ckc_nvfp4_quant_params, ckc_tile_geom, bool, bool, ckc_done_mark) =
-                    nvfp4_quant_rows_kernel<decltype(kind)::value>;
-                const int64_t blocks = (scale_rows + g.rows_per_block - 1) / g.rows_per_block;
-                CKC_LAUNCH(nvfp4_quant_rows, dim3((unsigned)blocks),
-                           dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, exec->stream, *p, g, vec,
-                           q_vec, ckc_exec_take_done_mark(exec));
-                return ckc_gpu_launch_status("nvfp4_quant_rows_kernel", err);
-            });
-        }
-        return ckc_with_kind(p->kind, [&](auto kind) {
-            void (*nvfp4_quant)(ckc_nvfp4_quant_params, bool, bool, ckc_done_mark) =
-                nvfp4_quant_kernel<decltype(kind)::value>;
-            CKC_LAUNCH(nvfp4_quant, grid_for(threads), dim3(CKC_NVFP4_THREADS), 0, exec->stream, *p, vec, q_vec,
-                       ckc_exec_take_done_mark(exec));
-            return ckc_gpu_launch_status("nvfp4_quant_kernel", err);
-        });
-    });
-}
+#define CKC_NVFP4_QUANT_INSTANCES(k)                                                                            \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_quant_kernel, k), __launch_bounds__(CKC_NVFP4_THREADS),                  \
+                        (ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done),                     \
+                        (nvfp4_quant_body<(ckc_float_kind)k>(p, vec, q_vec, done)))                               \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_quant_rows_kernel, k), CKC_MAX_REGISTERS(56),                            \
+                        (ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done),    \
+                        (nvfp4_quant_rows_body<(ckc_float_kind)k>(p, g, vec, q_vec, done)))
+CKC_KIND_KERNELS(CKC_NVFP4_QUANT_INSTANCES)
 
 /* `q_vec`: the code rows allow 8-byte loads; `out_vec`: out's rows allow vector stores. */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_NVFP4_THREADS)
-nvfp4_dequant_kernel(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_done_mark done)
+__device__ __forceinline__ void
+nvfp4_dequant_body(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_done_mark done)
 {
     const int64_t scale_cols = p.cols / CKC_NVFP4_BLOCK;
     const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + threadIdx.x;
@@ -225,7 +189,6 @@ ckc_nvfp4_value(uint32_t code)
     return ckc_f32_from_bits(mag | (code & 0x8u) << 28);
 }
 
-#define CKC_NVFP4_ROW_BLOCKS 4 /* 16-value blocks per thread in the row-layout dequantizer */
 
 /* Four consecutive blocks of a row per thread (kernels/tile.cuh's geometry over
  * cols / 64 threads per row): two 16-byte code loads, their four scales (adjacent
@@ -235,8 +198,8 @@ ckc_nvfp4_value(uint32_t code)
  * only when its block's total scale is not finite (e2m1 values are finite, and
  * 0 * inf is a NaN). */
 template <ckc_float_kind KIND>
-__global__ void __launch_bounds__(CKC_TILE_MAX_THREADS)
-nvfp4_dequant_rows_kernel(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
+__device__ __forceinline__ void
+nvfp4_dequant_rows_body(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
 {
     const float pts_in = *p.per_tensor_scale;
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
@@ -272,33 +235,11 @@ nvfp4_dequant_rows_kernel(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_
     ckc_done_mark_arrive(done);
 }
 
-extern "C" ckc_status
-ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
-{
-    const bool q_vec = packed_rows_aligned(p->qx, p->cols);
-    const bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
-    const int64_t per_thread = CKC_NVFP4_ROW_BLOCKS * CKC_NVFP4_BLOCK;
-    const ckc_tile_geom g = ckc_tile_geometry_chunks(p->cols / per_thread, p->rows, CKC_TILE_MAX_THREADS);
-    const bool rows = p->cols % per_thread == 0 && g.segments == 1 && ckc_rows_aligned(p->qx, p->cols / 2, 16) &&
-                      out_vec && (uintptr_t)p->scales % 4 == 0;
-    return ckc_on_device(exec, err, [&]() {
-        if (rows && p->rows > 0) {
-            return ckc_with_kind(p->out_kind, [&](auto kind) {
-                void (*nvfp4_dequant_rows)(ckc_nvfp4_dequant_params, ckc_tile_geom, ckc_done_mark) =
-                    nvfp4_dequant_rows_kernel<decltype(kind)::value>;
-                const int64_t blocks = (p->rows + g.rows_per_block - 1) / g.rows_per_block;
-                CKC_LAUNCH(nvfp4_dequant_rows, dim3((unsigned)blocks),
-                           dim3((unsigned)g.threads_per_row, (unsigned)g.rows_per_block), 0, exec->stream, *p, g,
-                           ckc_exec_take_done_mark(exec));
-                return ckc_gpu_launch_status("nvfp4_dequant_rows_kernel", err);
-            });
-        }
-        return ckc_with_kind(p->out_kind, [&](auto kind) {
-            void (*nvfp4_dequant)(ckc_nvfp4_dequant_params, bool, bool, ckc_done_mark) =
-                nvfp4_dequant_kernel<decltype(kind)::value>;
-            CKC_LAUNCH(nvfp4_dequant, grid_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), dim3(CKC_NVFP4_THREADS), 0,
-                       exec->stream, *p, q_vec, out_vec, ckc_exec_take_done_mark(exec));
-            return ckc_gpu_launch_status("nvfp4_dequant_kernel", err);
-        });
-    });
-}
+#define CKC_NVFP4_DEQUANT_INSTANCES(k)                                                                          \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_dequant_kernel, k), __launch_bounds__(CKC_NVFP4_THREADS),                \
+                        (ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_done_mark done),               \
+                        (nvfp4_dequant_body<(ckc_float_kind)k>(p, q_vec, out_vec, done)))                         \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_dequant_rows_kernel, k), __launch_bounds__(CKC_TILE_MAX_THREADS),        \
+                        (ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_mark done),                        \
+                        (nvfp4_dequant_rows_body<(ckc_float_kind)k>(p, g, done)))
+CKC_KIND_KERNELS(CKC_NVFP4_DEQUANT_INSTANCES)

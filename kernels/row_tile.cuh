@@ -26,9 +26,7 @@
 #include "math/float_bits.h"
 #include "math/hadamard.h"
 
-#define CKC_ROW_THREADS 256
-#define CKC_CHUNK 16
-#define CKC_ROW_SEGMENT(chunks) ((int64_t)CKC_ROW_THREADS * CKC_CHUNK * (chunks))
+#include "gpu/kernel_args.h" /* CKC_ROW_THREADS, CKC_CHUNK, ckc_aligned16 */
 
 /* 16 and 8 bytes, for one vector load or store where alignment allows. */
 struct __align__(16) ckc_bytes16 {
@@ -38,21 +36,6 @@ struct __align__(16) ckc_bytes16 {
 struct __align__(8) ckc_bytes8 {
     uint32_t w[2];
 };
-
-/* Whether rows starting at p, row_bytes apart, all start on a multiple of `bytes`. */
-static inline bool
-ckc_rows_aligned(const void *p, int64_t row_bytes, int64_t bytes)
-{
-    return ((uintptr_t)p % (uintptr_t)bytes) == 0 && row_bytes % bytes == 0;
-}
-
-/* Whether rows starting at p, row_bytes apart, allow ckc_load_chunk's and
- * ckc_store_chunk's vector accesses. */
-static inline bool
-ckc_aligned16(const void *p, int64_t row_bytes)
-{
-    return ckc_rows_aligned(p, row_bytes, 16);
-}
 
 /* Loads 16 consecutive elements (those past `limit` read as 0).  `vec`: the
  * caller checked that the row base is 16-byte aligned and rows are whole. */
@@ -200,14 +183,6 @@ ckc_rotate_shared_stage(float v[CKC_CHUNK], int t, int o, float *exchange)
         v[e] = ckc_quartet_output(v[e], exchange[e * CKC_ROW_THREADS + (t ^ (2 * o))], d);
     }
     __syncthreads();
-}
-
-/* Bytes of dynamic shared memory a row kernel rotating by `group` needs for
- * `exchange`: only a group spanning more than one warp (G = 1024) uses it. */
-static inline size_t
-ckc_rotation_exchange_bytes(int64_t group)
-{
-    return group / CKC_CHUNK > 32 ? sizeof(float) * CKC_ROW_THREADS * CKC_CHUNK : 0;
 }
 
 /* Rotates one chunk group-wise; values already scaled by 1/sqrt(group).  Every

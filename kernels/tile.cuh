@@ -32,69 +32,11 @@
 #include "math/hadamard.h"
 #include "row_tile.cuh"
 
-#define CKC_TILE 32              /* values per thread */
-#define CKC_TILE_MAX_THREADS 1024 /* per block: rows of up to 32 * 1024 values in one pass */
-#define CKC_TILE_MAX_ROWS 32     /* rows per block */
-/* Instances that hold a second row of raw words (the noise of stochastic rounding,
- * swiglu's up half) or evaluate an activation take blocks of at most 512 threads,
- * which lets them use 128 registers where the others fit 64 (65536 per SM / 1024
- * threads). */
-#define CKC_TILE_WIDE_THREADS 512
-
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define CKC_TILE_HW_CVT 1
 #else
 #define CKC_TILE_HW_CVT 0
 #endif
-
-/* How a launch lays rows on blocks (computed by ckc_tile_geometry on the host). */
-typedef struct {
-    int threads_per_row; /* T = K / 32, or 1024 for longer rows (then `segments` > 1) */
-    int rows_per_block;  /* R */
-    int segment_lanes;   /* W: the largest power of two (<= 32) dividing T: W-lane runs of a warp share a row */
-    int segments;        /* passes of 32 * T columns over a row: 1 keeps the row in registers */
-    uint32_t zero;       /* 0, which the compiler cannot see (ckc_tile_together) */
-} ckc_tile_geom;
-
-/* The geometry for rows of `chunks` threads' work each, or segments = 0 when no
- * whole number of warps fits a block.  `rows`: rows of the tensor, so that a
- * small M gets small blocks. */
-static inline ckc_tile_geom
-ckc_tile_geometry_chunks(int64_t chunks, int64_t rows, int max_threads)
-{
-    ckc_tile_geom g = {0, 0, 0, 0, 0};
-    if (chunks <= 0) {
-        return g;
-    }
-    const int t = chunks > max_threads ? max_threads : (int)chunks;
-    int w = 1;
-    while (w < 32 && t % (2 * w) == 0) {
-        w *= 2;
-    }
-    const int least = 32 / w; /* rows per whole number of warps */
-    if ((int64_t)t * least > max_threads) {
-        return g;
-    }
-    int r = least;
-    /* Up to 512 threads per block (two blocks per SM at 64 registers), never more rows than the tensor has. */
-    while (r + least <= CKC_TILE_MAX_ROWS && (int64_t)(r + least) * t <= 512 && r < rows) {
-        r += least;
-    }
-    g.threads_per_row = t;
-    g.rows_per_block = r;
-    g.segment_lanes = w;
-    g.segments = (int)((chunks + t - 1) / t);
-    return g;
-}
-
-/* The geometry for rows of `cols` values, 32 per thread (segments = 0: cols is not
- * a multiple of 32, or no whole number of warps fits a block). */
-static inline ckc_tile_geom
-ckc_tile_geometry(int64_t cols, int64_t rows, int max_threads)
-{
-    const ckc_tile_geom none = {0, 0, 0, 0, 0};
-    return cols % CKC_TILE != 0 ? none : ckc_tile_geometry_chunks(cols / CKC_TILE, rows, max_threads);
-}
 
 /* A thread's raw words: 32 values of 16 bits (16 words) or of 32 bits (32 words). */
 template <ckc_float_kind KIND>

@@ -81,10 +81,10 @@ def resource_usage(source: Path) -> list[dict]:
     rows, current = [], None
     text = "\n".join((obj.parent / "ptxas.txt").read_text() for obj in compile_kernels(source).values())
     for line in text.splitlines():
-        entry = re.search(r"Compiling entry function '_Z(\d+)(\w+)' for '(sm_\d+)'", line)
+        entry = re.search(r"Compiling entry function '(\w+)' for '(sm_\d+)'", line)
         if entry:
-            name = entry.group(2)[: int(entry.group(1))]
-            current = {"kernel": name, "arch": entry.group(3), "mangled": "_Z" + entry.group(1) + entry.group(2)}
+            name, _ = gpu_model.template_args(entry.group(1))
+            current = {"kernel": name, "arch": entry.group(2), "mangled": entry.group(1)}
             rows.append(current)
         elif current is not None and "spill stores" in line:
             current["spills"] = [int(v) for v in re.findall(r"(\d+) bytes spill", line)]
@@ -137,9 +137,9 @@ def machine_code(source: Path) -> dict[tuple[str, str], list[str]]:
     return functions
 
 
-def kernel_name(mangled: str) -> str:
-    m = re.match(r"_Z(\d+)(\w+)", mangled)
-    return m.group(2)[: int(m.group(1))]
+def kernel_name(symbol: str) -> str:
+    """The template's name of a kernel instance's symbol (gpu_model.template_args)."""
+    return gpu_model.template_args(symbol)[0]
 
 
 def memory_accesses(source: Path) -> dict[tuple[str, str], Counter]:
@@ -188,17 +188,16 @@ def test_row_kernels_issue_a_segments_loads_before_rotating():
     to cover DRAM latency at the row kernels' occupancy (kernels/row_tile.cuh,
     ckc_rotated_segment).  In every instance of the two row kernels, the 16-byte loads of all
     its chunks come before the first warp shuffle."""
-    pattern = re.compile(r"_Z\d+(int8_rowwise_kernel|hadamard_rows_kernel)IL14ckc_float_kind(\d)ELi(\d)E")
     seen = 0
-    for (mangled, arch), lines in machine_code(ROOT / "kernels" / "int8.cu").items():
-        m = pattern.match(mangled)
-        if m is None:
+    for (symbol, arch), lines in machine_code(ROOT / "kernels" / "int8.cu").items():
+        name, args = gpu_model.template_args(symbol)
+        if name not in ("int8_rowwise_kernel", "hadamard_rows_kernel"):
             continue
-        kind, chunks = int(m.group(2)), int(m.group(3))
+        kind, chunks = args[0], args[1]
         wanted = chunks * (4 if kind == 0 else 2)  # 16 floats: four 16-byte loads; 16-bit values: two
         first_shuffle = next(i for i, line in enumerate(lines) if "SHFL" in line)
         early = sum("LDG.E.128" in line for line in lines[:first_shuffle])
-        assert early >= wanted, f"{m.group(1)} (kind {kind}, {chunks} chunks) on {arch}: {early} of {wanted} loads " \
+        assert early >= wanted, f"{name} (kind {kind}, {chunks} chunks) on {arch}: {early} of {wanted} loads " \
                                 "before the first shuffle"
         seen += 1
     assert seen >= 2 * 3 * 3 * len(checked_archs()), f"only {seen} row kernel instances found"

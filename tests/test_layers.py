@@ -56,7 +56,9 @@ GATES = {
     ("ops", "cpu"): {"csrc/cpu/cpu.h"},
     ("ops", "gpu"): {"csrc/gpu/gpu.h"},
     ("diag", "gpu"): {"csrc/gpu/runtime.h"},
-    ("kernels", "gpu"): {"csrc/gpu/runtime.h", "csrc/gpu/blas.h", "csrc/gpu/launch.h"},
+    # What kernels and their C launchers agree on (argument structs, block shapes, the
+    # instance lists); the kernels hold device code only and call nothing of the gpu layer.
+    ("kernels", "gpu"): {"csrc/gpu/kernel_args.h", "csrc/gpu/kernel_list.h"},
 }
 
 C_SUFFIXES = {".c", ".h", ".cu", ".cuh", ".cpp"}

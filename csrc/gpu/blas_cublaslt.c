@@ -29,10 +29,9 @@
 #include <dlfcn.h>
 #endif
 
-#include <cuda_runtime_api.h>
-
 #include "blas.h"
 #include "blas_plan.h"
+#include "cuda_driver.h"
 #include "gpu.h"
 #include "platform/threads.h"
 
@@ -106,7 +105,7 @@ enum {
     X(cublasLtMatmulAlgoConfigGetAttribute, lt_status, (const lt_algo *, int, void *, size_t, size_t *))    \
     X(cublasLtMatmul, lt_status,                                                                              \
       (lt_handle, lt_desc, const void *, const void *, lt_layout, const void *, lt_layout, const void *,     \
-       const void *, lt_layout, void *, lt_layout, const lt_algo *, void *, size_t, cudaStream_t))
+       const void *, lt_layout, void *, lt_layout, const lt_algo *, void *, size_t, CUstream))
 
 #define LT_FIELD(name, ret, params) ret(*name) params;
 static struct {
@@ -316,15 +315,20 @@ lt_status_name(lt_status s)
 static void *
 lt_alloc(size_t bytes, ckc_error *err)
 {
-    void *p = NULL;
-    const cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError(); /* else the next launch check blames this on a kernel */
-        CKC_FAIL(err, CKC_ERR_RUNTIME, "cuBLASLt workspace: cudaMalloc of %zu bytes failed: %s: %s", bytes,
-                 cudaGetErrorName(e), cudaGetErrorString(e));
+    const ckc_cuda_api *d = ckc_cuda_driver(err);
+    CUdeviceptr p = 0;
+    CUresult e;
+    if (d == NULL) {
         return NULL;
     }
-    return p;
+    e = d->cuMemAlloc(&p, bytes);
+    if (e != CKC_CU_SUCCESS) {
+        char text[300];
+        ckc_cuda_error_text(e, text, sizeof text);
+        CKC_FAIL(err, CKC_ERR_RUNTIME, "cuBLASLt workspace: cuMemAlloc of %zu bytes failed: %s", bytes, text);
+        return NULL;
+    }
+    return (void *)(uintptr_t)p;
 }
 
 /* Whether work queued on stream is being captured into a CUDA graph (no
@@ -334,12 +338,12 @@ lt_alloc(size_t bytes, ckc_error *err)
 static int
 lt_capturing(uintptr_t stream)
 {
-    enum cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing((cudaStream_t)stream, &s) != cudaSuccess) {
-        (void)cudaGetLastError();
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    int s = CKC_CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d == NULL || d->cuStreamIsCapturing((CUstream)stream, &s) != CKC_CU_SUCCESS) {
         return 1;
     }
-    return s != cudaStreamCaptureStatusNone;
+    return s != CKC_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static ckc_status
@@ -347,7 +351,12 @@ lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes,
 {
     const int device = exec->device_index;
     int major = 0;
-    cudaError_t e;
+    CUdevice dev = 0;
+    CUresult e;
+    const ckc_cuda_api *d = ckc_cuda_driver(err);
+    if (d == NULL) {
+        return err->status;
+    }
     if (device < 0 || device >= CKC_MAX_GPUS) {
         return CKC_FAIL(err, CKC_ERR_RUNTIME, "device index %d is beyond %d", device, CKC_MAX_GPUS);
     }
@@ -363,11 +372,14 @@ lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes,
     }
     *handle = lt_handles[device];
     ckc_mutex_unlock(&lt_lock);
-    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cudaDeviceGetAttribute failed: %s: %s", cudaGetErrorName(e),
-                        cudaGetErrorString(e));
+    e = d->cuDeviceGet(&dev, device);
+    if (e == CKC_CU_SUCCESS) {
+        e = d->cuDeviceGetAttribute(&major, CKC_CU_DEVICE_ATTRIBUTE_CC_MAJOR, dev);
+    }
+    if (e != CKC_CU_SUCCESS) {
+        char text[300];
+        ckc_cuda_error_text(e, text, sizeof text);
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cuDeviceGetAttribute failed: %s", text);
     }
     /* comfy_kitchen's sizes: 32 MiB from Hopper on (the FP4 GEMM wants it), else 4 MiB. */
     return ckc_blas_workspace(device, exec->stream, lt_capturing(exec->stream), (size_t)(major >= 9 ? 32 : 4) << 20,
@@ -520,7 +532,7 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
         pl = (lt_plan *)ckc_blas_plan(entry);
     }
     s = lt.cublasLtMatmul(handle, pl->desc, &alpha, p->b, pl->a, p->a, pl->b, &beta, p->c, pl->c, p->c, pl->c,
-                          &pl->algo, ws, ws_bytes, (cudaStream_t)exec->stream);
+                          &pl->algo, ws, ws_bytes, (CUstream)exec->stream);
     if (entry != NULL) {
         ckc_blas_release(entry);
     } else {
@@ -630,7 +642,7 @@ ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_er
     }
     if (status == CKC_OK) {
         s = lt.cublasLtMatmul(handle, pl.desc, p->alpha_beta, p->b, pl.a, p->a, pl.b, p->alpha_beta + 1, p->out, pl.c,
-                              p->out, pl.c, &pl.algo, ws, ws_bytes, (cudaStream_t)exec->stream);
+                              p->out, pl.c, &pl.algo, ws, ws_bytes, (CUstream)exec->stream);
     }
     if (pl.c != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.c);
     if (pl.b != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.b);

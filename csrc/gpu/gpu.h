@@ -51,6 +51,12 @@ void ckc_blas_set_search_dirs(const char *dirs);
  * (gpu/runtime_*.c). */
 ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
 
+#if !defined(CKC_EMULATED)
+/* 0 when the CUDA driver is usable, else 1 with why it is not in why[cap]
+ * (gpu/cuda_driver.c: opened on the first call). */
+int ckc_gpu_driver_problem(char *why, size_t cap);
+#endif
+
 #if defined(CKC_EMULATED)
 #include "emu/emu_api.h" /* fault injection: ckc_emu_inject, ckc_emu_refuse_host_mapping, ckc_emu_reset */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The one seam between the GPU launchers (kernels/<family>.cu) and a device runtime.
- * Two implementations: runtime_cuda.c (the CUDA runtime, for real GPUs) and
+ * Two implementations: runtime_cuda.c (the CUDA driver, for real GPUs) and
  * runtime_emu.c (the emulated device of the tests).  Nothing else calls a
  * device runtime. */
 #ifndef CKC_GPU_RUNTIME_H
@@ -16,6 +16,41 @@
 extern "C" {
 #endif
 
+/* ---- kernels and their launches ------------------------------------------
+ * A kernel of the fatbins (kernels/<family>.cu, one extern "C" symbol per
+ * template instance: gpu/kernel_list.h), as the launchers (gpu/launch_*.c) hold
+ * it.  On a GPU the driver loads its fatbin into the device's context and finds
+ * the symbol on the first launch there; on the emulated device `emu` runs the
+ * same kernel source compiled for the CPU. */
+#define CKC_KERNEL_DEVICES 64
+
+typedef int (*ckc_emu_thunk)(const char *log, const unsigned grid[3], const unsigned block[3], size_t smem,
+                             uintptr_t stream, void **args);
+
+typedef struct {
+    const char *symbol;  /* its name in the fatbin, e.g. "int8_rowwise_kernel__1_2_0" */
+    const char *family;  /* the template's name, in messages: "int8_rowwise_kernel" */
+    const char *log;     /* its name in the launch log and fault reports: "int8_rowwise" */
+    const char *module;  /* the fatbin holding it: its .cu file's stem, "int8" */
+    int args[4];         /* template arguments (unused ones 0) */
+    ckc_emu_thunk emu;   /* the emulated device's runner; NULL in GPU builds */
+    void *volatile function[CKC_KERNEL_DEVICES]; /* the driver's handle per device, once found */
+} ckc_kernel;
+
+typedef struct {
+    unsigned grid[3];
+    unsigned block[3];
+    size_t smem;        /* dynamic shared memory, bytes */
+    uintptr_t stream;
+} ckc_launch_cfg;
+
+/* Launches k on the current device with args (a pointer to each argument, in
+ * the kernel's order), notes it in the launch log, and returns its status:
+ * fails naming the kernel when the launch was refused (or, on the emulated
+ * device, when the kernel faulted), when the device holds an earlier sticky
+ * fault, or when the fatbin has no code for this GPU. */
+ckc_status ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *cfg, void **args, ckc_error *err);
+
 /* Status of the launch just made: fails, naming the op and the kernel, when the
  * launch was rejected (or, on the emulated device, when the kernel faulted). */
 ckc_status ckc_gpu_launch_status(const char *kernel, ckc_error *err);
@@ -26,7 +61,8 @@ ckc_status ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stre
 /* Makes `device` current for the calling thread; ckc_gpu_device_leave restores
  * the previous one (calls on several GPUs each run on their tensors' device). */
 typedef struct {
-    int previous;
+    void *previous; /* the caller's context (CUDA) */
+    void *entered;  /* the device's */
 } ckc_gpu_device_guard;
 
 ckc_status ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err);
@@ -53,7 +89,7 @@ typedef struct {
 
 void ckc_gpu_launch_log(ckc_gpu_launch_info *info);
 
-/* Notes a launch for the launch log (CKC_LAUNCH calls it under nvcc). */
+/* Notes a launch for the launch log (ckc_gpu_launch calls it). */
 void ckc_gpu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                          unsigned bz);
 

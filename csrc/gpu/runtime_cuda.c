@@ -8,11 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-
-#include "gpu/launch.h"
 #include "platform/mapped_file.h"
 #include "platform/threads.h"
+#include "cuda_driver.h"
+#include "fatbins.h"
 #include "gpu.h"
 #include "runtime.h"
 
@@ -22,103 +21,229 @@
 #define CKC_THREAD_LOCAL _Thread_local
 #endif
 
+#define CKC_MAX_DEVICES 64
+
+/* The driver, or fail naming why there is none (gpu/cuda_driver.c). */
+#define CKC_DRIVER(d, err)                                                                                       \
+    const ckc_cuda_api *d = ckc_cuda_driver(err);                                                                \
+    if (d == NULL) {                                                                                             \
+        return (err)->status;                                                                                    \
+    }
+
 /* Errors that leave the context unusable: every later call returns them.  They
  * come from work that ran before (asynchronously), not from the call that
  * returns them. */
 static int
-is_sticky(cudaError_t e)
+is_sticky(CUresult e)
 {
     switch (e) {
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchFailure:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorAssert:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-    case cudaErrorUnknown:
+    case CKC_CU_ERROR_ILLEGAL_ADDRESS:
+    case CKC_CU_ERROR_LAUNCH_FAILED:
+    case CKC_CU_ERROR_HARDWARE_STACK_ERROR:
+    case CKC_CU_ERROR_ILLEGAL_INSTRUCTION:
+    case CKC_CU_ERROR_MISALIGNED_ADDRESS:
+    case CKC_CU_ERROR_INVALID_ADDRESS_SPACE:
+    case CKC_CU_ERROR_INVALID_PC:
+    case CKC_CU_ERROR_ASSERT:
+    case CKC_CU_ERROR_LAUNCH_TIMEOUT:
+    case CKC_CU_ERROR_ECC_UNCORRECTABLE:
+    case CKC_CU_ERROR_UNKNOWN:
         return 1;
     default:
         return 0;
     }
 }
 
-/* Also takes a non-sticky error off the runtime's last-error slot, where the next
- * launch check would otherwise blame it on a later op. */
-static void
-set_device_error(ckc_error *err, cudaError_t e)
-{
-    (void)cudaGetLastError();
-    snprintf(err->device_error, sizeof err->device_error, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-/* A failed runtime call: a sticky error is the device's (an earlier fault, blamed
- * through the flight record: CKC_ERR_DEVICE); any other is this call's. */
+/* A failed driver call: a sticky error is the device's (an earlier fault, blamed
+ * through the flight record: CKC_ERR_DEVICE); any other is this call's (`other`). */
 static ckc_status
-cuda_failed(ckc_error *err, cudaError_t e, const char *call, const char *file, int line, const char *func)
+cuda_failed(ckc_error *err, CUresult e, ckc_status other, const char *call, const char *file, int line,
+            const char *func)
 {
-    ckc_error_set(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_RUNTIME, file, line, func, "%s failed: %s: %s", call,
-                  cudaGetErrorName(e), cudaGetErrorString(e));
-    set_device_error(err, e);
+    char text[300];
+    ckc_cuda_error_text(e, text, sizeof text);
+    ckc_error_set(err, is_sticky(e) ? CKC_ERR_DEVICE : other, file, line, func, "%s failed: %s", call, text);
+    ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
     return err->status;
 }
 
-#define CKC_CUDA_TRY(err, call)                                                                   \
-    do {                                                                                          \
-        const cudaError_t ckc_cuda_ = (call);                                                     \
-        if (ckc_cuda_ != cudaSuccess) {                                                           \
-            return cuda_failed((err), ckc_cuda_, #call, __FILE__, __LINE__, __func__);            \
-        }                                                                                         \
+#define CKC_CUDA_TRY(err, call)                                                                                  \
+    do {                                                                                                         \
+        const CUresult ckc_cuda_ = (call);                                                                       \
+        if (ckc_cuda_ != CKC_CU_SUCCESS) {                                                                       \
+            return cuda_failed((err), ckc_cuda_, CKC_ERR_RUNTIME, #call, __FILE__, __LINE__, __func__);          \
+        }                                                                                                        \
     } while (0)
 
+/* The driver's status of the last launch on this thread: cuLaunchKernel answers
+ * at once, so ckc_gpu_launch reports it itself; this is what remains for a
+ * caller asking afterwards (CKC_CU_SUCCESS). */
 ckc_status
 ckc_gpu_launch_status(const char *kernel, ckc_error *err)
 {
-    const cudaError_t e = cudaGetLastError();
-    const ckc_status status = is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH;
-    if (e == cudaSuccess) {
-        return CKC_OK;
-    }
-    CKC_FAIL(err, status, "launch of %s failed: %s: %s", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
-    set_device_error(err, e);
-    return status;
+    (void)kernel;
+    (void)err;
+    return CKC_OK;
 }
 
 ckc_status
 ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_error *err)
 {
-    CKC_CUDA_TRY(err, cudaMemsetAsync(p, value, bytes, (cudaStream_t)stream));
+    CKC_DRIVER(d, err);
+    CKC_CUDA_TRY(err, d->cuMemsetD8Async((CUdeviceptr)(uintptr_t)p, (unsigned char)value, bytes, (CUstream)stream));
     return CKC_OK;
 }
 
 ckc_status
 ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
 {
-    CKC_CUDA_TRY(err, cudaDriverGetVersion(driver));
-    CKC_CUDA_TRY(err, cudaRuntimeGetVersion(runtime));
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    (void)err;
+    *driver = d != NULL ? d->version : 0; /* no usable driver: 0, and cuda_driver() says why */
+    *runtime = ckc_kernels_cuda_version;
     return CKC_OK;
 }
 
+/* Primary contexts retained once per device, never released (torch's too). */
+static ckc_mutex contexts_lock = CKC_MUTEX_INIT;
+static CUcontext contexts[CKC_MAX_DEVICES];
+
+static ckc_status
+primary_context(const ckc_cuda_api *d, int device, CUcontext *ctx, ckc_error *err)
+{
+    CUresult e = CKC_CU_SUCCESS;
+    if (device < 0 || device >= CKC_MAX_DEVICES) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "device index %d is beyond %d", device, CKC_MAX_DEVICES);
+    }
+    ckc_mutex_lock(&contexts_lock);
+    if (contexts[device] == NULL) {
+        CUdevice dev = 0;
+        e = d->cuDeviceGet(&dev, device);
+        if (e == CKC_CU_SUCCESS) {
+            e = d->cuDevicePrimaryCtxRetain(&contexts[device], dev);
+        }
+    }
+    *ctx = contexts[device];
+    ckc_mutex_unlock(&contexts_lock);
+    if (e != CKC_CU_SUCCESS) {
+        return cuda_failed(err, e, CKC_ERR_RUNTIME, "cuDevicePrimaryCtxRetain", __FILE__, __LINE__, __func__);
+    }
+    return CKC_OK;
+}
+
+/* The device's primary context made current (torch's, which its streams
+ * belong to); the caller's context is restored on leaving. */
 ckc_status
 ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err)
 {
-    CKC_CUDA_TRY(err, cudaGetDevice(&guard->previous));
-    if (guard->previous != device) {
-        CKC_CUDA_TRY(err, cudaSetDevice(device));
+    CUcontext current = NULL;
+    CUcontext wanted = NULL;
+    CKC_DRIVER(d, err);
+    CKC_CUDA_TRY(err, d->cuCtxGetCurrent(&current));
+    CKC_TRY(primary_context(d, device, &wanted, err));
+    guard->previous = current;
+    if (current != wanted) {
+        CKC_CUDA_TRY(err, d->cuCtxSetCurrent(wanted));
     }
+    guard->entered = wanted;
     return CKC_OK;
 }
 
 void
 ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
 {
-    int current = guard->previous;
-    if (cudaGetDevice(&current) == cudaSuccess && current != guard->previous) {
-        (void)cudaSetDevice(guard->previous);
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    if (d != NULL && guard->previous != guard->entered) {
+        (void)d->cuCtxSetCurrent((CUcontext)guard->previous);
     }
+}
+
+/* ---- kernels: the fatbins loaded per device, functions found per device ---- */
+
+static ckc_mutex modules_lock = CKC_MUTEX_INIT;
+static CUmodule modules[CKC_MAX_DEVICES][CKC_FATBIN_MAX];
+
+/* The fatbin named `module` loaded into the current context (device `device`). */
+static ckc_status
+load_module(const ckc_cuda_api *d, int device, const char *module, CUmodule *out, ckc_error *err)
+{
+    int index = -1;
+    CUresult e = CKC_CU_SUCCESS;
+    for (int i = 0; i < ckc_fatbin_count; i++) {
+        if (strcmp(ckc_fatbins[i].name, module) == 0) {
+            index = i;
+        }
+    }
+    if (index < 0) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "this build has no fatbin '%s'", module);
+    }
+    ckc_mutex_lock(&modules_lock);
+    if (modules[device][index] == NULL) {
+        e = d->cuModuleLoadData(&modules[device][index], ckc_fatbins[index].data);
+    }
+    *out = modules[device][index];
+    ckc_mutex_unlock(&modules_lock);
+    if (e != CKC_CU_SUCCESS) {
+        char text[300];
+        int major = 0, minor = 0;
+        ckc_cuda_error_text(e, text, sizeof text);
+        (void)d->cuDeviceGetAttribute(&major, CKC_CU_DEVICE_ATTRIBUTE_CC_MAJOR, device);
+        (void)d->cuDeviceGetAttribute(&minor, CKC_CU_DEVICE_ATTRIBUTE_CC_MINOR, device);
+        CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_RUNTIME,
+                 "the kernels of this build (%s.cu, built for compute capability %s) cannot be loaded on device %d "
+                 "(compute capability %d.%d, CUDA driver %d.%d): cuModuleLoadData: %s", module, ckc_kernels_archs,
+                 device, major, minor, d->version / 1000, d->version % 1000 / 10, text);
+        ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
+        return err->status;
+    }
+    return CKC_OK;
+}
+
+static ckc_status
+find_function(const ckc_cuda_api *d, ckc_kernel *k, CUfunction *f, ckc_error *err)
+{
+    CUdevice device = 0;
+    CUmodule module = NULL;
+    CKC_CUDA_TRY(err, d->cuCtxGetDevice(&device));
+    if (device < 0 || device >= CKC_KERNEL_DEVICES) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "device %d is beyond %d", (int)device, CKC_KERNEL_DEVICES);
+    }
+    *f = (CUfunction)ckc_atomic_load_ptr(&k->function[device]);
+    if (*f != NULL) {
+        return CKC_OK;
+    }
+    CKC_TRY(load_module(d, device, k->module, &module, err));
+    {
+        const CUresult e = d->cuModuleGetFunction(f, module, k->symbol);
+        if (e != CKC_CU_SUCCESS) {
+            char text[300];
+            ckc_cuda_error_text(e, text, sizeof text);
+            return CKC_FAIL(err, CKC_ERR_RUNTIME, "kernel %s is not in this build's %s fatbin: %s", k->symbol,
+                            k->module, text);
+        }
+    }
+    ckc_atomic_store_ptr(&k->function[device], (void *)*f);
+    return CKC_OK;
+}
+
+ckc_status
+ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *c, void **args, ckc_error *err)
+{
+    CUfunction f = NULL;
+    CUresult e;
+    CKC_DRIVER(d, err);
+    CKC_TRY(find_function(d, k, &f, err));
+    ckc_gpu_note_launch(k->log, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2]);
+    e = d->cuLaunchKernel(f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2],
+                          (unsigned)c->smem, (CUstream)c->stream, args, NULL);
+    if (e != CKC_CU_SUCCESS) {
+        char text[300];
+        ckc_cuda_error_text(e, text, sizeof text);
+        CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "launch of %s failed: %s", k->family, text);
+        ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
+        return err->status;
+    }
+    return CKC_OK;
 }
 
 /* ---- what the fault checks need ---- */
@@ -156,12 +281,14 @@ ckc_gpu_launch_log(ckc_gpu_launch_info *info)
 ckc_status
 ckc_gpu_event_record_new(uintptr_t stream, ckc_gpu_event *event, ckc_error *err)
 {
-    cudaEvent_t e;
-    CKC_CUDA_TRY(err, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    const cudaError_t recorded = cudaEventRecord(e, (cudaStream_t)stream);
-    if (recorded != cudaSuccess) {
-        (void)cudaEventDestroy(e);
-        return cuda_failed(err, recorded, "cudaEventRecord", __FILE__, __LINE__, __func__);
+    CUevent e = NULL;
+    CUresult recorded;
+    CKC_DRIVER(d, err);
+    CKC_CUDA_TRY(err, d->cuEventCreate(&e, CKC_CU_EVENT_DISABLE_TIMING));
+    recorded = d->cuEventRecord(e, (CUstream)stream);
+    if (recorded != CKC_CU_SUCCESS) {
+        (void)d->cuEventDestroy(e);
+        return cuda_failed(err, recorded, CKC_ERR_RUNTIME, "cuEventRecord", __FILE__, __LINE__, __func__);
     }
     *event = (ckc_gpu_event)e;
     return CKC_OK;
@@ -170,44 +297,50 @@ ckc_gpu_event_record_new(uintptr_t stream, ckc_gpu_event *event, ckc_error *err)
 void
 ckc_gpu_event_destroy(ckc_gpu_event event)
 {
-    (void)cudaEventDestroy((cudaEvent_t)event);
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    if (d != NULL) {
+        (void)d->cuEventDestroy((CUevent)event);
+    }
 }
 
 static int
-query_result(cudaError_t e, const char *call, ckc_error *err)
+query_result(CUresult e, const char *call, ckc_error *err)
 {
-    if (e == cudaSuccess) {
+    char text[300];
+    if (e == CKC_CU_SUCCESS) {
         return 1;
     }
-    if (e == cudaErrorNotReady) {
+    if (e == CKC_CU_ERROR_NOT_READY) {
         return 0;
     }
-    CKC_FAIL(err, CKC_ERR_DEVICE, "%s reports a fault: %s: %s", call, cudaGetErrorName(e), cudaGetErrorString(e));
-    set_device_error(err, e);
+    ckc_cuda_error_text(e, text, sizeof text);
+    CKC_FAIL(err, CKC_ERR_DEVICE, "%s reports a fault: %s", call, text);
+    ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
     return -1;
 }
 
 int
 ckc_gpu_event_query(ckc_gpu_event event, ckc_error *err)
 {
-    return query_result(cudaEventQuery((cudaEvent_t)event), "cudaEventQuery", err);
+    const ckc_cuda_api *d = ckc_cuda_driver(err);
+    return d == NULL ? -1 : query_result(d->cuEventQuery((CUevent)event), "cuEventQuery", err);
 }
 
 int
 ckc_gpu_stream_query(uintptr_t stream, ckc_error *err)
 {
-    return query_result(cudaStreamQuery((cudaStream_t)stream), "cudaStreamQuery", err);
+    const ckc_cuda_api *d = ckc_cuda_driver(err);
+    return d == NULL ? -1 : query_result(d->cuStreamQuery((CUstream)stream), "cuStreamQuery", err);
 }
 
 ckc_status
 ckc_gpu_copy_h2d_async(void *dst, const void *src, size_t bytes, uintptr_t stream, ckc_error *err)
 {
-    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream);
-    if (e != cudaSuccess) {
-        CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_LAUNCH, "cudaMemcpyAsync failed: %s: %s",
-                 cudaGetErrorName(e), cudaGetErrorString(e));
-        set_device_error(err, e);
-        return err->status;
+    CUresult e;
+    CKC_DRIVER(d, err);
+    e = d->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, (CUstream)stream);
+    if (e != CKC_CU_SUCCESS) {
+        return cuda_failed(err, e, CKC_ERR_LAUNCH, "cuMemcpyHtoDAsync", __FILE__, __LINE__, __func__);
     }
     return CKC_OK;
 }
@@ -215,24 +348,26 @@ ckc_gpu_copy_h2d_async(void *dst, const void *src, size_t bytes, uintptr_t strea
 const char *
 ckc_gpu_host_memory(const void *p, size_t bytes)
 {
-    struct cudaPointerAttributes attributes;
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    unsigned int memory_type = 0;
     unsigned int flags;
     int file;
-    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-        (void)cudaGetLastError();
+    CUresult e;
+    if (d == NULL) {
         return "unknown";
     }
-    if (attributes.type == cudaMemoryTypeHost) {
-        /* cudaHostGetFlags knows only cudaHostAlloc'd memory: registered memory fails it. */
-        if (cudaHostGetFlags(&flags, (void *)p) == cudaSuccess) {
-            return "pinned";
+    e = d->cuPointerGetAttribute(&memory_type, CKC_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p);
+    if (e == CKC_CU_SUCCESS) {
+        if (memory_type != CKC_CU_MEMORYTYPE_HOST) {
+            return "unknown"; /* device or managed memory as a "host" source */
         }
-        (void)cudaGetLastError();
-        return "registered";
+        /* cuMemHostGetFlags knows only cuMemHostAlloc'd memory: registered memory fails it. */
+        return d->cuMemHostGetFlags(&flags, (void *)p) == CKC_CU_SUCCESS ? "pinned" : "registered";
     }
-    if (attributes.type != cudaMemoryTypeUnregistered) {
-        return "unknown"; /* device or managed memory as a "host" source */
+    if (e != CKC_CU_ERROR_INVALID_VALUE) {
+        return "unknown";
     }
+    /* Memory the driver does not know: pageable host memory. */
     file = ckc_host_range_is_file_mapped(p, bytes);
     return file > 0 ? "file-mapped" : (file == 0 ? "pageable" : "unknown");
 }
@@ -294,10 +429,12 @@ ckc_gpu_map_host(void *base, size_t bytes)
         ckc_mutex_lock(&ranges_lock);
         h = find_range(base, bytes);
         if (h == NULL) {
-            const cudaError_t e =
-                cudaHostRegister(base, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-            (void)cudaGetLastError(); /* a refusal is an answer, not an error for the next launch check */
-            h = add_range(base, bytes, e == cudaSuccess);
+            const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+            /* a refusal is an answer (the flight record then mirrors pinned words) */
+            const int mapped = d != NULL && d->cuMemHostRegister(base, bytes, CKC_CU_MEMHOST_DEVICEMAP |
+                                                                                 CKC_CU_MEMHOST_PORTABLE) ==
+                                                CKC_CU_SUCCESS;
+            h = add_range(base, bytes, mapped);
         }
         ckc_mutex_unlock(&ranges_lock);
     }
@@ -308,13 +445,13 @@ void *
 ckc_gpu_alloc_mapped_host(size_t bytes)
 {
     void *p = NULL;
-    if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
-        (void)cudaGetLastError();
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    if (d == NULL || d->cuMemHostAlloc(&p, bytes, CKC_CU_MEMHOST_DEVICEMAP | CKC_CU_MEMHOST_PORTABLE) != CKC_CU_SUCCESS) {
         return NULL;
     }
     ckc_mutex_lock(&ranges_lock);
     if (add_range(p, bytes, 1) == NULL) {
-        (void)cudaFreeHost(p);
+        (void)d->cuMemFreeHost(p);
         p = NULL;
     }
     ckc_mutex_unlock(&ranges_lock);
@@ -325,20 +462,22 @@ ckc_gpu_alloc_mapped_host(size_t bytes)
 static char *
 device_view(host_range *h, int device)
 {
-    void *d = NULL;
+    void *view = NULL;
     if (device < 0 || device >= CKC_MAX_DEVICES) {
         return NULL;
     }
-    d = ckc_atomic_load_ptr(&h->device_base[device]);
-    if (d == NULL) {
+    view = ckc_atomic_load_ptr(&h->device_base[device]);
+    if (view == NULL) {
         /* The current device is `device` (marks.c entered it). */
-        if (cudaHostGetDevicePointer(&d, h->base, 0) != cudaSuccess) {
-            (void)cudaGetLastError();
+        const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+        CUdeviceptr p = 0;
+        if (d == NULL || d->cuMemHostGetDevicePointer(&p, h->base, 0) != CKC_CU_SUCCESS) {
             return NULL;
         }
-        ckc_atomic_store_ptr(&h->device_base[device], d);
+        view = (void *)(uintptr_t)p;
+        ckc_atomic_store_ptr(&h->device_base[device], view);
     }
-    return d;
+    return view;
 }
 
 uint64_t *
@@ -377,17 +516,18 @@ ckc_gpu_mark_arrivals(int device, size_t count)
     ckc_mutex_lock(&ranges_lock);
     a = (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]);
     if (a == NULL) {
-        void *p = NULL;
-        /* Zeroed once and waited for: cudaMemset runs on the legacy stream, which
-         * does not order a non-blocking stream's kernels (torch's side streams). */
-        if (cudaMalloc(&p, count * sizeof *a) == cudaSuccess && cudaMemset(p, 0, count * sizeof *a) == cudaSuccess &&
-            cudaStreamSynchronize(0) == cudaSuccess) {
-            a = p;
-            ckc_atomic_store_ptr(&arrivals[device], a);
-        } else {
-            (void)cudaGetLastError(); /* marks fall back to separate kernels; not an error of the next launch */
-            if (p != NULL) {
-                (void)cudaFree(p);
+        const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+        CUdeviceptr p = 0;
+        /* Zeroed once and waited for: cuMemsetD8 runs on the legacy stream, which
+         * does not order a non-blocking stream's kernels (torch's side streams).
+         * When it fails, marks fall back to separate kernels. */
+        if (d != NULL && d->cuMemAlloc(&p, count * sizeof *a) == CKC_CU_SUCCESS) {
+            if (d->cuMemsetD8(p, 0, count * sizeof *a) == CKC_CU_SUCCESS &&
+                d->cuStreamSynchronize(NULL) == CKC_CU_SUCCESS) {
+                a = (uint32_t *)(uintptr_t)p;
+                ckc_atomic_store_ptr(&arrivals[device], a);
+            } else {
+                (void)d->cuMemFree(p);
             }
         }
     }
@@ -411,20 +551,18 @@ ckc_gpu_host_mapped(const void *base, size_t bytes)
 int
 ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
 {
-    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    int status = CKC_CU_STREAM_CAPTURE_STATUS_NONE;
     unsigned long long id = 0;
-#if CUDART_VERSION >= 13000
-    const cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL);
-#else
-    const cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL);
-#endif
     *capture_id = 0;
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError(); /* an answer, not an error of the next launch check */
-        return 1;
+    if (d == NULL) {
+        return 0; /* no driver: no capture either */
+    }
+    if (d->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL, NULL) != CKC_CU_SUCCESS) {
+        return 1; /* the driver fails the question only when a capture forbids it */
     }
     *capture_id = (uint64_t)id;
-    return status != cudaStreamCaptureStatusNone;
+    return status != CKC_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 #endif /* CKC_WITH_CUDA */

@@ -167,6 +167,19 @@ cuda_versions(PyObject *self, PyObject *args)
     return Py_BuildValue("(ii)", driver, runtime);
 }
 
+/* For `doctor` and the selftest: None when the CUDA driver is usable, else why not. */
+static PyObject *
+cuda_driver(PyObject *self, PyObject *args)
+{
+    char why[600];
+    (void)self;
+    (void)args;
+    if (!ckc_devices_cuda_driver_problem(why, sizeof why)) {
+        Py_RETURN_NONE;
+    }
+    return PyUnicode_FromString(why);
+}
+
 static PyMethodDef module_functions[] = {
     {"cpu_isa", cpu_isa, METH_NOARGS, "cpu_isa()\n--\n\nInstruction set of the CPU kernels in use."},
     {"cpu_isas", cpu_isas, METH_NOARGS,
@@ -175,7 +188,11 @@ static PyMethodDef module_functions[] = {
      "set_cpu_isa(isa)\n--\n\nUse the CPU kernels built for isa (one of cpu_isas())."},
     {"cuda_versions", cuda_versions, METH_NOARGS,
      "cuda_versions()\n--\n\n(driver, runtime) CUDA versions as 1000*major + 10*minor (driver 0: none "
-     "installed), or None in a build without CUDA."},
+     "installed or usable), or None in a build without CUDA; runtime: the CUDA of the nvcc that built the "
+     "kernels."},
+    {"cuda_driver", cuda_driver, METH_NOARGS,
+     "cuda_driver()\n--\n\nNone when the CUDA driver can run this build's kernels (or the build has none), "
+     "else why it cannot (no driver, a driver too old, no GPU)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The module's facade to the devices (ops/devices.h). */
+#include <stdio.h>
+
 #include "cpu/cpu.h"
 #include "devices.h"
 #include "gpu/gpu.h"
@@ -75,6 +77,17 @@ ckc_devices_cuda_versions(int *driver, int *runtime, ckc_error *err)
     (void)err;
     *driver = *runtime = 0;
     return CKC_OK;
+#endif
+}
+
+int
+ckc_devices_cuda_driver_problem(char *why, size_t cap)
+{
+#if defined(CKC_WITH_GPU) && !defined(CKC_EMULATED)
+    return ckc_gpu_driver_problem(why, cap);
+#else
+    snprintf(why, cap, "%s", "this build has no CUDA kernels");
+    return 0;
 #endif
 }
 

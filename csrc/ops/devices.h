@@ -35,6 +35,11 @@ void ckc_devices_set_blas_search_dirs(const char *dirs);
  * installed; both 0 on the emulated device and without a GPU runtime). */
 ckc_status ckc_devices_cuda_versions(int *driver, int *runtime, ckc_error *err);
 
+/* Why the GPU cannot be used: 0 when the CUDA driver is usable (or the build has
+ * no CUDA kernels: why[] says which), else 1 with the reason (no driver library,
+ * a driver too old for the kernels, cuInit failing) in why[cap]. */
+int ckc_devices_cuda_driver_problem(char *why, size_t cap);
+
 /* The GEMM seam's counters, and a reset of its plan cache (capacity 1 ..
  * CKC_BLAS_CACHE_MAX slots from now on; 0: keep). */
 void ckc_devices_blas_stats(ckc_blas_stats *s);

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The search of a kernel table by template arguments (see kernel.h). */
+#if defined(CKC_WITH_GPU)
+
+#include "kernel.h"
+
+ckc_kernel *
+ckc_kernel_find(ckc_kernel *table, size_t n, int a0, int a1, int a2, int a3, ckc_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const int *a = table[i].args;
+        if (a[0] == a0 && a[1] == a1 && a[2] == a2 && a[3] == a3) {
+            return &table[i];
+        }
+    }
+    CKC_FAIL(err, CKC_ERR_RUNTIME, "no instance of %s<%d, %d, %d, %d> in this build's kernels",
+             n > 0 ? table[0].family : "?", a0, a1, a2, a3);
+    return NULL;
+}
+
+#endif /* CKC_WITH_GPU */

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Every kernel the fatbins hold, written once: each family's instances as an
+ * X-macro list of template arguments (plain integers: element kinds as
+ * ckc_float_kind's values, activations as ckc_act's, tile modes as
+ * CKC_TILE_*).  Both sides expand the same list:
+ *   kernels/<family>.cu   one extern "C" __global__ kernel per entry
+ *                         (CKC_KERNEL_INSTANCE, kernels/cuda_dialect.h), named
+ *                         by CKC_KNAME: `family__a_b_c`, a name the driver's
+ *                         cuModuleGetFunction finds and the performance model
+ *                         (benchmarks/gpu_model.py) reads the arguments from;
+ *   gpu/launch_*.c        a table of ckc_kernel descriptors, searched by
+ *                         template arguments (ckc_kernel_find).
+ * An instance missing from a list is missing on both sides: the launcher's
+ * search fails with the family and arguments named, never a wrong kernel. */
+#ifndef CKC_GPU_KERNEL_LIST_H
+#define CKC_GPU_KERNEL_LIST_H
+
+#define CKC_KPASTE_(a, b) a##b
+#define CKC_KPASTE(a, b) CKC_KPASTE_(a, b)
+#define CKC_KSTR_(x) #x
+#define CKC_KSTR(x) CKC_KSTR_(x)
+/* family__a, family__a_b, family__a_b_c, family__a_b_c_d */
+#define CKC_KNAME1(f, a) CKC_KPASTE(CKC_KPASTE(f, __), a)
+#define CKC_KNAME2(f, a, b) CKC_KPASTE(CKC_KPASTE(CKC_KNAME1(f, a), _), b)
+#define CKC_KNAME3(f, a, b, c) CKC_KPASTE(CKC_KPASTE(CKC_KNAME2(f, a, b), _), c)
+#define CKC_KNAME4(f, a, b, c, d) CKC_KPASTE(CKC_KPASTE(CKC_KNAME3(f, a, b, c), _), d)
+
+/* ---- kernels/int8.cu ---- */
+
+/* int8_rowwise_kernel<KIND, CHUNKS, ACT>: plain rows by 1, 2 or the most chunks
+ * (4; float16 2), activated rows by one chunk (act 7: the column-wise ones). */
+#define CKC_INT8_ROWWISE_KERNELS(X)                                                                             \
+    X(0, 1, 0) X(0, 2, 0) X(0, 4, 0) X(0, 1, 1) X(0, 1, 2) X(0, 1, 4) X(0, 1, 7)                                 \
+    X(1, 1, 0) X(1, 2, 0) X(1, 1, 1) X(1, 1, 2) X(1, 1, 4) X(1, 1, 7)                                            \
+    X(2, 1, 0) X(2, 2, 0) X(2, 4, 0) X(2, 1, 1) X(2, 1, 2) X(2, 1, 4) X(2, 1, 7)
+/* hadamard_rows_kernel<KIND, CHUNKS> */
+#define CKC_HADAMARD_ROWS_KERNELS(X) X(0, 1) X(0, 2) X(0, 4) X(1, 1) X(1, 2) X(1, 4) X(2, 1) X(2, 2) X(2, 4)
+/* By element kind alone: int8_dequant_kernel, int8_dequant_rotated_kernel,
+ * tensor_absmax_kernel, tensor_quantize_kernel, and the four NVFP4 kernels. */
+#define CKC_KIND_KERNELS(X) X(0) X(1) X(2)
+
+/* ---- kernels/int8_tile.cu ---- */
+
+/* ckc_tile_rows_kernel<KIND, G, MODE, ACT>: codes (nearest, noise; swiglu for
+ * 16-bit rows) for G = 0, 64, 256, 1024, and rotated values (mode 2) for G > 0. */
+#define CKC_TILE_ROWS_KERNELS_G(X, k, g) X(k, g, 0, 0) X(k, g, 1, 0)
+#define CKC_TILE_ROWS_KERNELS_KIND(X, k)                                                                        \
+    CKC_TILE_ROWS_KERNELS_G(X, k, 0) CKC_TILE_ROWS_KERNELS_G(X, k, 64) CKC_TILE_ROWS_KERNELS_G(X, k, 256)          \
+    CKC_TILE_ROWS_KERNELS_G(X, k, 1024) X(k, 64, 2, 0) X(k, 256, 2, 0) X(k, 1024, 2, 0)
+#define CKC_TILE_ROWS_SWIGLU(X, k) X(k, 0, 0, 2) X(k, 64, 0, 2) X(k, 256, 0, 2) X(k, 1024, 0, 2)
+#define CKC_TILE_ROWS_KERNELS(X)                                                                                \
+    CKC_TILE_ROWS_KERNELS_KIND(X, 0) CKC_TILE_ROWS_KERNELS_KIND(X, 1) CKC_TILE_ROWS_KERNELS_KIND(X, 2)             \
+    CKC_TILE_ROWS_SWIGLU(X, 1) CKC_TILE_ROWS_SWIGLU(X, 2)
+/* ckc_tile_dequant_kernel<KIND, G> */
+#define CKC_TILE_DEQUANT_KERNELS(X)                                                                             \
+    X(0, 0) X(0, 64) X(0, 256) X(0, 1024) X(1, 0) X(1, 64) X(1, 256) X(1, 1024) X(2, 0) X(2, 64) X(2, 256)        \
+    X(2, 1024)
+
+/* ---- kernels/linear.cu ---- */
+
+/* linear_epilogue_kernel<VEC> */
+#define CKC_EPILOGUE_KERNELS(X) X(1) X(8)
+
+#endif /* CKC_GPU_KERNEL_LIST_H */

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Launchers of the flight record's kernels (kernels/flight.cu): the runtime
+ * seam's (runtime.h), queued by the diagnostics. */
+#if defined(CKC_WITH_GPU)
+
+#include "kernel.h"
+
+CKC_EMU_THUNK_DECL(flight_mark_kernel)
+CKC_EMU_THUNK_DECL(replay_begin_kernel)
+
+static ckc_kernel flight_mark[] = {
+    CKC_KERNEL_ENTRY(flight_mark_kernel, "flight_mark_kernel", "flight", flight_mark_kernel, 0, 0, 0, 0)};
+static ckc_kernel replay_begin[] = {
+    CKC_KERNEL_ENTRY(replay_begin_kernel, "replay_begin_kernel", "flight", replay_begin_kernel, 0, 0, 0, 0)};
+
+ckc_status
+ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err)
+{
+    const ckc_launch_cfg c = ckc_launch_1d(1, 1, 0, stream);
+    ckc_done_mark mark = *m;
+    void *args[] = {&mark};
+    return ckc_gpu_launch(&flight_mark[0], &c, args, err);
+}
+
+ckc_status
+ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number_word, uint64_t capture,
+                     uintptr_t stream, ckc_error *err)
+{
+    const ckc_launch_cfg c = ckc_launch_1d(1, 1, 0, stream);
+    void *args[] = {&counter, &capture_word, &number_word, &capture};
+    return ckc_gpu_launch(&replay_begin[0], &c, args, err);
+}
+
+#endif /* CKC_WITH_GPU */

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* int8_linear's launcher (kernels: kernels/linear.cu and the row quantizer of
+ * kernels/int8.cu): per chunk of rows, rms_norm's row factors where asked, the
+ * row quantizer with the activation fused into its load, then the int8 GEMM of
+ * the BLAS seam and the epilogue kernel; a single row takes the dp4a GEMV with
+ * the epilogue fused instead. */
+#if defined(CKC_WITH_GPU)
+
+#include "blas.h"
+#include "contract/linear_plan.h"
+#include "kernel.h"
+#include "launch.h"
+#include "launchers.h"
+
+#define EPILOGUE_DECL(v) CKC_EMU_THUNK_DECL(CKC_KNAME1(linear_epilogue_kernel, v))
+#define EPILOGUE_ENTRY(v)                                                                                        \
+    CKC_KERNEL_ENTRY(linear_epilogue_kernel, "linear_epilogue_kernel", "linear",                                 \
+                     CKC_KNAME1(linear_epilogue_kernel, v), v, 0, 0, 0)
+CKC_EPILOGUE_KERNELS(EPILOGUE_DECL)
+CKC_EMU_THUNK_DECL(rms_factor_kernel)
+CKC_EMU_THUNK_DECL(int8_gemv_kernel)
+static ckc_kernel epilogue[] = {CKC_EPILOGUE_KERNELS(EPILOGUE_ENTRY)};
+static ckc_kernel rms_factor[] = {
+    CKC_KERNEL_ENTRY(rms_factor_kernel, "rms_factor_kernel", "linear", rms_factor_kernel, 0, 0, 0, 0)};
+static ckc_kernel gemv[] = {
+    CKC_KERNEL_ENTRY(int8_gemv_kernel, "int8_gemv_kernel", "linear", int8_gemv_kernel, 0, 0, 0, 0)};
+
+/* Whether the chunk allows CKC_EPI_VEC outputs per step: n a multiple of it
+ * (every row's outputs and accumulators then start 16-byte aligned, given
+ * aligned bases and ldacc), and the per-channel vectors' alignment. */
+static bool
+lin_epilogue_vec(const ckc_linear_epilogue_params *e, lin_epilogue_layout *lay)
+{
+    lay->ws_vec = e->w_per_channel && (uintptr_t)e->w_scale % 16 == 0;
+    lay->bias_vec = e->terms.bias != NULL && (uintptr_t)e->terms.bias % 16 == 0;
+    lay->residual_vec = e->terms.residual != NULL && (uintptr_t)e->terms.residual % 16 == 0;
+    lay->residual_scale_vec = e->terms.residual != NULL && e->terms.residual_scale_per_channel &&
+                              (uintptr_t)e->terms.residual_scale % 16 == 0;
+    return e->n % CKC_EPI_VEC == 0 && e->ldacc % 4 == 0 && (uintptr_t)e->acc % 16 == 0 &&
+           (uintptr_t)e->out % 16 == 0;
+}
+
+/* The grid and the walk for `vec` outputs per step; false when the chunk is
+ * too large for 32-bit column counts (never for real layers). */
+static bool
+lin_epilogue_grid(const ckc_linear_epilogue_params *e, int vec, lin_epilogue_layout *lay, unsigned *blocks)
+{
+    const int64_t per_row = e->n / vec;
+    const int64_t total = per_row * e->rows;
+    const int64_t want = (total + CKC_EPI_THREADS - 1) / CKC_EPI_THREADS;
+    int64_t step;
+    if (per_row < 1 || per_row > (int64_t)UINT32_MAX) {
+        return false;
+    }
+    *blocks = (unsigned)(want < CKC_EPI_MAX_BLOCKS ? (want > 0 ? want : 1) : CKC_EPI_MAX_BLOCKS);
+    step = (int64_t)*blocks * CKC_EPI_THREADS;
+    lay->per_row = (uint32_t)per_row;
+    lay->step_rows = (uint32_t)(step / per_row);
+    lay->step_cols = (uint32_t)(step % per_row);
+    return true;
+}
+
+static ckc_status
+linear_epilogue(const ckc_linear_epilogue_params *e, const ckc_exec *exec, ckc_done_mark done, ckc_error *err)
+{
+    ckc_linear_epilogue_params params = *e;
+    lin_epilogue_layout lay;
+    unsigned blocks = 1;
+    const bool vec = lin_epilogue_vec(e, &lay);
+    ckc_kernel *k;
+    if (!lin_epilogue_grid(e, vec ? CKC_EPI_VEC : 1, &lay, &blocks)) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': %lld output features are too many for the "
+                        "epilogue", (long long)e->n);
+    }
+    k = ckc_kernel_find(epilogue, CKC_KERNEL_COUNT(epilogue), vec ? CKC_EPI_VEC : 1, 0, 0, 0, err);
+    if (k == NULL) {
+        return err->status;
+    } else {
+        const ckc_launch_cfg c = ckc_launch_1d(blocks, CKC_EPI_THREADS, 0, exec->stream);
+        void *args[] = {&params, &lay, &done};
+        return ckc_gpu_launch(k, &c, args, err);
+    }
+}
+
+/* rms_norm's row factor of each row (math/rms.h): one warp per row. */
+static ckc_status
+row_factors(const ckc_int8_linear_params *p, const ckc_int8_rowwise_params *q, int64_t rows, const ckc_exec *exec,
+            ckc_error *err)
+{
+    const void *x = q->x;
+    ckc_float_kind kind = p->kind;
+    int64_t x_stride = p->x_stride;
+    int64_t k = p->k;
+    float eps = p->act_args.eps;
+    float *factor = p->row_factor;
+    const ckc_launch_cfg c = ckc_launch_1d(rows, 32, 0, exec->stream);
+    void *args[] = {&x, &kind, &x_stride, &k, &eps, &factor};
+    return ckc_gpu_launch(&rms_factor[0], &c, args, err);
+}
+
+/* The one-row GEMV with the epilogue fused.  The codes' base is checked too,
+ * not assumed from the scratch carving. */
+static ckc_status
+linear_gemv(const ckc_int8_linear_params *p, ckc_done_mark done, const ckc_exec *exec, ckc_error *err)
+{
+    ckc_int8_linear_params params = *p;
+    bool vec = (uintptr_t)p->w % 16 == 0 && p->ldw % 16 == 0 && (uintptr_t)p->q % 16 == 0;
+    const ckc_launch_cfg c =
+        ckc_launch_1d((p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS, CKC_GEMV_WARPS * 32, 0, exec->stream);
+    void *args[] = {&params, &vec, &done};
+    return ckc_gpu_launch(&gemv[0], &c, args, err);
+}
+
+/* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
+static ckc_status
+linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, ckc_exec *exec, ckc_error *err)
+{
+    const ckc_done_mark none = {NULL, 0, NULL, NULL};
+    const ckc_row_layout lay = {p->x_stride, p->ldq, p->act, ckc_linear_act_args(p)};
+    const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
+    ckc_int8_gemm_params g;
+    ckc_linear_epilogue_params e;
+    if (ckc_act_needs_row_factor(p->act)) {
+        CKC_TRY(row_factors(p, &q, rows, exec, err));
+    }
+    CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
+    if (p->acc == NULL) {
+        return linear_gemv(p, last ? ckc_exec_take_done_mark(exec) : none, exec, err);
+    }
+    /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
+     * of CKC_GEMM_ROWS, whatever the buffer holds there, never read back) times the
+     * weight's first ldacc rows of ldq values (zeros past n and k when padded). */
+    g = ckc_linear_gemm_params(p, (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS, p->ldacc, p->ldq);
+    CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
+    e = ckc_linear_epilogue_for(p, r0, rows);
+    return linear_epilogue(&e, exec, last ? ckc_exec_take_done_mark(exec) : none, err);
+}
+
+static ckc_status
+linear_chunks(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err)
+{
+    /* Chunks reuse the scratch buffers: the stream orders their uses. */
+    for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk_rows) {
+        const int64_t rows = ckc_linear_chunk_rows(p, r0);
+        CKC_TRY(linear_chunk(p, r0, rows, r0 + rows >= p->rows, exec, err));
+    }
+    return CKC_OK;
+}
+
+ckc_status
+ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err)
+{
+    CKC_ON_DEVICE(exec, err, linear_chunks(p, exec, err));
+}
+
+#endif /* CKC_WITH_GPU */
