@@ -81,6 +81,15 @@ def embedded_source(folder: Path, data: str, symbol: str) -> Path:
     return path
 
 
+def compile_flags(view: setup_view.SetupView, ext, python_include_dir: Path | None = None) -> list[str]:
+    """setup.py's GCC flags, the portability warnings, the extension's macros and
+    include folders (and Python's headers, for the module layer)."""
+    flags = setup_view.gcc_c_flags(view) + PORTABILITY
+    flags += [f"-D{k}={v}" for k, v in ext.define_macros]
+    flags += [f"-I{ROOT / d}" for d in ext.include_dirs]
+    return flags + (["-isystem", str(python_include_dir)] if python_include_dir else [])
+
+
 def build(device: str, build_dir: Path, workers: int) -> tuple[Path, Path]:
     """Compiles and links _C.pyd; returns it and the folder of its objects."""
     tc = Toolchain(build_dir)
@@ -90,9 +99,7 @@ def build(device: str, build_dir: Path, workers: int) -> tuple[Path, Path]:
     objects_dir = build_dir / "objects"
     shutil.rmtree(objects_dir, ignore_errors=True)
     objects_dir.mkdir(parents=True)
-    flags = setup_view.gcc_c_flags(view) + PORTABILITY
-    flags += [f"-D{k}={v}" for k, v in ext.define_macros]
-    flags += [f"-I{ROOT / d}" for d in ext.include_dirs] + ["-isystem", str(include)]
+    flags = compile_flags(view, ext, include)
     units = [(s, []) for s in sources] + [(s, f["unix"]) for s, f in view.isa_sources.items()]
     jobs = [(tc.compile_cmd(s, object_path(objects_dir, s), flags + isa), s) for s, isa in units]
     jobs += [(tc.compile_cmd(str(embedded_source(build_dir, data, symbol)), objects_dir / f"{symbol}.o", []),

@@ -14,11 +14,14 @@ import os
 import platform
 import runpy
 import sys
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# as_target swaps process-wide state (sys.platform, sys.modules, os.environ): one at a time.
+_TARGET_LOCK = threading.RLock()
 
 
 class Extension:
@@ -53,7 +56,14 @@ class SetupView:
 def as_target(env: dict[str, str] | None = None, win32: bool = True):
     """sys.platform = "win32", an AMD64 machine (unless win32=False: this machine as it
     is), stand-ins for setuptools and the given environment variables, all put back on
-    exit."""
+    exit.  Threads reading setup.py at once take turns."""
+    with _TARGET_LOCK:
+        with _swapped(env, win32) as setuptools:
+            yield setuptools
+
+
+@contextlib.contextmanager
+def _swapped(env: dict[str, str] | None, win32: bool):
     stand_ins = {name: types.ModuleType(name) for name in
                  ("setuptools", "setuptools.command", "setuptools.command.build_ext")}
     stand_ins["setuptools"].Extension = Extension
