@@ -109,7 +109,8 @@ def compare(native: Path, exe: Path, wine: Wine) -> list[str]:
                                 + "\n".join(diff) + ("\n" + noise_free(r.stderr) if r.returncode else ""))
     cases = reference.stdout.count("\n") - 1
     if not failures:
-        print(f"kernel_test: {cases} cases x ISAs {', '.join(isas)}: native and Wine print the same digests")
+        print(f"kernel_test: {cases} cases x ISAs {', '.join(isas)}: native and Wine print the same digests"
+              f" (Wine: {len(wine.starts)} runs, {sum(wine.starts) / len(wine.starts):.2f} s each)")
     return failures
 
 
