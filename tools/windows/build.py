@@ -48,8 +48,11 @@ EMBEDDED: list[tuple[str, str]] = []
 def python_include(folder: Path) -> Path:
     """This Python's headers with the Windows pyconfig.h in place of its own (Python.h
     includes it by a quoted name, which finds the copy next to it first)."""
+    headers = Path(sysconfig.get_path("include"))
+    if not (headers / "Python.h").exists():
+        raise SystemExit(f"build: no Python.h in {headers} (apt-get install python3-dev)")
     shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(sysconfig.get_path("include"), folder)
+    shutil.copytree(headers, folder)
     shutil.copyfile(HERE / "pyconfig.h", folder / "pyconfig.h")
     return folder
 

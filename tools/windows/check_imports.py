@@ -62,14 +62,15 @@ def check_module(path: Path, label: str) -> list[str]:
                 for d in dlls if not any(a.fullmatch(d) for a in ALLOWED)]
     if not dlls:
         problems.append(f"{label}: no import table found (not a PE file?)")
-    init = init_function(path)
-    if init not in exports:
+    init = init_function(path) if path.suffix.lower() == ".pyd" else None  # a plain .dll has no init function
+    if init and init not in exports:
         problems.append(f"{label}: does not export {init} (exports: {', '.join(exports) or 'nothing'})")
     if not problems:
         crt = [d for d in dlls if d.lower().startswith("api-ms-win-crt-")]
         others = sorted({d for d in dlls if d not in crt}, key=str.lower)
         print(f"check_imports: {label}: imports {', '.join(others)} and {len(crt)} api-ms-win-crt-*.dll"
-              f" ({', '.join(d[len('api-ms-win-crt-'):-len('-l1-1-0.dll')] for d in crt)}); exports {init}")
+              f" ({', '.join(d[len('api-ms-win-crt-'):-len('-l1-1-0.dll')] for d in crt)})"
+              + (f"; exports {init}" if init else ""))
     return problems
 
 
