@@ -12,7 +12,7 @@ warnings as errors) plus -Wpedantic -Wvla.  The toolchain is mingw-w64 GCC on th
 made from the symbols its objects use (tools/windows/python_imports.py) and everything
 else statically.  Writes <outdir>/comfy_kitchen_c-<version>-cp310-abi3-win_amd64.whl;
 the objects, the .def, the import library and _C.pyd stay in the build folder
-(objects/<source>.o: tools/windows/check.py links its test program from them).
+(objects/<source>.o: tools/windows/kernel_test.py links its test program from them).
 
 The CPU build ("none" device) is what is built today.  Another device's sources come
 from setup.py by --device; a data file to embed in the module is one line of EMBEDDED."""
