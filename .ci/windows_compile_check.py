@@ -18,23 +18,24 @@ folders, read from setup.py run as if on win32 -- once without and once with CUD
 Both run with -std=c11 -Wall -Wextra -Werror -Wpedantic -Wvla: -Wpedantic rejects GNU
 extensions to C11 (statement expressions, empty initializers, zero-length arrays...) and
 -Wvla variable-length arrays, none of which MSVC's C compiler accepts.  Python.h comes
-from this machine's Python with .ci/windows/pyconfig.h in place of its pyconfig.h.
+from this machine's Python with tools/windows/pyconfig.h in place of its pyconfig.h.
 
 Not covered: linking and running; MSVC's own diagnostics (/W4 differs from -Wall -Wextra:
 e.g. C4244/C4267 narrowing conversions); the host code of kernels/*.cu as MSVC sees it
 behind nvcc; the GPU kernels on the emulated device (_C_emu is not built on Windows)."""
 import os
-import runpy
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "windows"))
+import setup_view  # noqa: E402  (the Windows tools' reading of setup.py)
+
 WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-Wvla"]
 # MSVC's own keywords (__forceinline, __declspec, __int64) are extensions to -Wpedantic.
 ALLOWED = {"clang-msvc": ["-Wno-language-extension-token"]}
@@ -48,43 +49,11 @@ MSVC_MISSING_HEADERS = ["unistd.h", "pthread.h", "sched.h", "semaphore.h", "dlfc
 PRELUDE = "#include <_mingw.h>\n#undef __forceinline\n#define __MINGW_IMPORT extern __declspec(dllimport)\n"
 
 
-class Extension:
-    """Stands in for setuptools.Extension: the checks need only what setup.py passes it."""
-
-    def __init__(self, name, sources, **fields):
-        self.name, self.sources = name, sources
-        self.__dict__.update(fields)
-
-
 def windows_extensions(with_cuda: bool):
-    """setup.py's extension modules and ISA sources as a win32 build would see them.
-    setup.py runs against stand-ins for setuptools (not needed here, and its import
-    would read this platform's build configuration) with sys.platform = "win32"."""
-    captured = {}
-    stand_ins = {name: types.ModuleType(name) for name in
-                 ("setuptools", "setuptools.command", "setuptools.command.build_ext")}
-    stand_ins["setuptools"].Extension = Extension
-    stand_ins["setuptools"].setup = lambda **kw: captured.update(kw)
-    stand_ins["setuptools.command.build_ext"].build_ext = object
-    saved_modules = {name: sys.modules.get(name) for name in stand_ins}
-    saved_platform, saved_no_cuda = sys.platform, os.environ.get("COMFY_KITCHEN_C_NO_CUDA")
-    sys.modules.update(stand_ins)
-    sys.platform = "win32"
-    os.environ["COMFY_KITCHEN_C_NO_CUDA"] = "0" if with_cuda else "1"
-    try:
-        namespace = runpy.run_path(str(ROOT / "setup.py"))
-    finally:
-        sys.platform = saved_platform
-        for name, module in saved_modules.items():
-            if module is None:
-                sys.modules.pop(name)
-            else:
-                sys.modules[name] = module
-        if saved_no_cuda is None:
-            os.environ.pop("COMFY_KITCHEN_C_NO_CUDA")
-        else:
-            os.environ["COMFY_KITCHEN_C_NO_CUDA"] = saved_no_cuda
-    return captured["ext_modules"], namespace["ISA_SOURCES"]
+    """setup.py's extension modules and ISA sources as a win32 build would see them
+    (tools/windows/setup_view.py: setup.py run against stand-ins for setuptools)."""
+    build = setup_view.windows_build(with_cuda)
+    return build.ext_modules, build.isa_sources
 
 
 def python_include(scratch: Path) -> Path:
@@ -92,7 +61,7 @@ def python_include(scratch: Path) -> Path:
     quoted name, which finds the copy next to it first)."""
     folder = scratch / "python_include"
     shutil.copytree(sysconfig.get_path("include"), folder)
-    shutil.copyfile(ROOT / ".ci" / "windows" / "pyconfig.h", folder / "pyconfig.h")
+    shutil.copyfile(ROOT / "tools" / "windows" / "pyconfig.h", folder / "pyconfig.h")
     return folder
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SPDX = "SPDX-License-Identifier: Apache-2.0"
 SOURCE_SUFFIXES = {".c", ".h", ".cu", ".cuh", ".cpp", ".py"}
-FOLDERS = ("csrc/", "kernels/", "comfy_kitchen_c/", "tests/", "benchmarks/", ".ci/")
+FOLDERS = ("csrc/", "kernels/", "comfy_kitchen_c/", "tests/", "benchmarks/", ".ci/", "tools/")
 
 
 def source_files() -> list[str]:

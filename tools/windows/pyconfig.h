@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What CPython's Windows build (the python.org installers' PC/pyconfig.h) tells
  * the headers of the limited API, for compiling the extension's C for Windows
- * on Linux: .ci/windows_compile_check.py puts this file in place of the host
- * Python's pyconfig.h in a copy of its include folder.  x64 only: LLP64 (long
- * is 32 bits), Python in a DLL, no POSIX headers. */
+ * on Linux: .ci/windows_compile_check.py and tools/windows/build.py put this
+ * file in place of the host Python's pyconfig.h in a copy of its include
+ * folder.  x64 only: LLP64 (long is 32 bits), Python in a DLL, no POSIX
+ * headers. */
 #ifndef Py_CONFIG_H
 #define Py_CONFIG_H
 
