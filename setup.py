@@ -19,12 +19,15 @@ build/objects/ and recompiled only when their source or a header changed.
 
 Environment: COMFY_KITCHEN_C_WERROR=1 turns warnings into errors (CI does);
 COMFY_KITCHEN_C_NO_CUDA=1 builds without CUDA kernels; COMFY_KITCHEN_C_CUDA_ARCHS="80;90"
-narrows the GPU architectures (default: CUDA_ARCHS below);
+names the GPU architectures ("all": CUDA_ARCHS below; by default all of them for a wheel or
+a plain install, this machine's GPU (or the newest alone) for in-place and editable builds);
 COMFY_KITCHEN_C_SANITIZE=address (or address,undefined; any -fsanitize= list) builds
 the host code (C, and the GPU kernels on the emulated device) with the sanitizers, for CI
 (UndefinedBehaviorSanitizer without recovery: its first report aborts);
 COMFY_KITCHEN_C_EMU_RACES=1 builds _C_emu with its shared-memory race detector;
-COMFY_KITCHEN_C_EMULATED=1 / 0 builds the emulated device whatever the build / for none."""
+COMFY_KITCHEN_C_EMULATED=1 / 0 builds the emulated device whatever the build / for none;
+COMFY_KITCHEN_C_FATBIN_CACHE=<folder> keeps compiled fatbins there by content, for other builds
+of the same kernels (CI: the wheels reuse the editable install's)."""
 import hashlib
 import os
 import platform
@@ -91,8 +94,42 @@ def find_nvcc() -> str | None:
     return next((c for c in candidates if c and os.path.isfile(c)), None)
 
 
+# Whether this is a development build (in-place or editable: BuildExt.finalize_options sets it),
+# whose GPU kernels are built for this machine's GPU only (arch_list).
+DEVELOPMENT = False
+
+
+def local_gpu_archs() -> list[str]:
+    """The compute capabilities of this machine's GPUs ("90"), as nvidia-smi reports them;
+    none without a GPU or a driver."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted({line.strip().replace(".", "") for line in out.splitlines() if re.fullmatch(r"\d+\.\d", line.strip())},
+                  key=int)
+
+
+def arch_list() -> list[str]:
+    """The architectures to build ("75", ...): COMFY_KITCHEN_C_CUDA_ARCHS ("all": CUDA_ARCHS);
+    else, for a wheel or a plain install, all of CUDA_ARCHS; for a development build, this
+    machine's GPUs, or the newest of CUDA_ARCHS without one (so that the driver path is
+    built and linked at a seventh of the seven-architecture compile)."""
+    setting = os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", "").strip()
+    if setting and setting != "all":
+        return [a.strip() for a in setting.split(";") if a.strip()]
+    every = CUDA_ARCHS.split(";")
+    if setting == "all" or not DEVELOPMENT:
+        return every
+    return local_gpu_archs() or every[-1:]
+
+
 def gencode_flags() -> list[str]:
-    archs = [a.strip() for a in os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", CUDA_ARCHS).split(";") if a.strip()]
+    archs = arch_list()
     flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
     return flags + [f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
 
@@ -102,8 +139,7 @@ NVCC = find_nvcc()
 
 def cuda_archs() -> list[str]:
     """The architectures built, as compute capabilities ("7.5", "8.0", ...)."""
-    archs = [a.strip() for a in os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", CUDA_ARCHS).split(";") if a.strip()]
-    return [f"{a[:-1]}.{a[-1]}" for a in archs]
+    return [f"{a[:-1]}.{a[-1]}" for a in arch_list()]
 
 
 def nvcc_version() -> int:
@@ -140,6 +176,64 @@ def write_fatbins_c(path: str, fatbins: list[str], cuda_version: int, archs: lis
         return False
     Path(path).write_text(text)
     return True
+
+
+def nvcc_command(source: str, fatbin: str, include_dirs: list[str], ccbin: str | None = None) -> list[str]:
+    """One .cu file for every architecture, device code only.  No FMA contraction and
+    IEEE division (nvcc's defaults but --fmad): the kernels round exactly like the CPU
+    path.  Compressed, without line tables: 0.5 MiB per architecture for int8.cu
+    instead of 2.1 (the machine-code checks compile their own, benchmarks/gpu_model.py)."""
+    werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
+    return [NVCC, "-std=c++17", "-O3", "--fmad=false", "--fatbin", source, "-o", fatbin, "-Xfatbin", "-compress-all",
+            *[f"-I{d}" for d in include_dirs], *gencode_flags(), *(["-ccbin", ccbin] if ccbin else []),
+            *(["-Werror", "all-warnings"] if werror else [])]
+
+
+def fatbin_key(source: str, cmd: list[str]) -> str:
+    """What a fatbin depends on: its source, every header a kernel may include, nvcc's
+    version and its command (output path left out)."""
+    h = hashlib.sha256()
+    for path in [ROOT / source] + sorted(p for folder in ("csrc", "kernels") for p in (ROOT / folder).rglob("*")
+                                         if p.suffix in (".h", ".cuh")):
+        h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    h.update(repr([c for c in cmd[1:] if not c.endswith(".fatbin")]).encode())
+    h.update(subprocess.run([NVCC, "--version"], capture_output=True, text=True, check=True).stdout.encode())
+    return h.hexdigest()[:16]
+
+
+def compile_fatbin(source: str, fatbin: str, cmd: list[str]) -> None:
+    """Runs nvcc, or takes the fatbin from COMFY_KITCHEN_C_FATBIN_CACHE (a folder) where an
+    earlier build of the same sources, headers and command left it: CI's builds (the
+    editable install, the Linux and Windows wheels) compile the seven architectures once."""
+    cache = os.environ.get("COMFY_KITCHEN_C_FATBIN_CACHE")
+    cached = Path(cache) / f"{Path(source).stem}-{fatbin_key(source, cmd)}.fatbin" if cache else None
+    if cached is not None and cached.exists():
+        print(f"{source}: fatbin from {cached}")
+        shutil.copyfile(cached, fatbin)
+        return
+    print(" ".join(cmd))
+    subprocess.check_call(cmd, cwd=ROOT)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(fatbin, str(cached) + ".part")
+        os.replace(str(cached) + ".part", cached)
+
+
+def build_fatbins(folder: str, include_dirs: list[str], headers_mtime: float, force: bool = False,
+                  ccbin: str | None = None) -> tuple[str, bool]:
+    """Every kernels/*.cu compiled to a fatbin in folder (stale ones only), and the C file
+    that holds them as data (folder/fatbins.c, csrc/gpu/fatbins.h); and whether it changed.
+    Device code is the same for every host OS: tools/windows/build.py calls this too."""
+    fatbins, changed = [], False
+    for source in gpu_kernel_sources():
+        fatbin = os.path.join(folder, Path(source).stem + ".fatbin")
+        if force or is_stale(fatbin, source, headers_mtime):
+            compile_fatbin(source, fatbin, nvcc_command(source, fatbin, include_dirs, ccbin))
+            changed = True
+        fatbins.append(fatbin)
+    generated = os.path.join(folder, "fatbins.c")
+    changed = write_fatbins_c(generated, fatbins, nvcc_version(), cuda_archs()) or changed
+    return generated, changed
 
 
 def gpu_kernel_sources():
@@ -196,8 +290,10 @@ class BuildExt(build_ext):
     KEEP_CONFIGURATIONS = 4  # per extension; older object folders are removed
 
     def finalize_options(self):
+        global DEVELOPMENT
         super().finalize_options()
-        if not emulated_device_wanted(bool(self.inplace or getattr(self, "editable_mode", False))):
+        DEVELOPMENT = bool(self.inplace or getattr(self, "editable_mode", False))
+        if not emulated_device_wanted(DEVELOPMENT):
             self.extensions = [e for e in self.extensions if not e.name.endswith("_C_emu")]
 
     def build_extensions(self):
@@ -299,19 +395,15 @@ class BuildExt(build_ext):
         return objects, rebuilt
 
     def fatbins_source(self, ext) -> tuple[str, bool]:
-        """Every kernels/*.cu compiled to a fatbin (stale ones only), and the C file that
-        holds them as data (fatbins.c in the object folder, csrc/gpu/fatbins.h); and
-        whether it changed."""
-        fatbins, changed = [], False
-        for source in gpu_kernel_sources():
-            fatbin = os.path.join(self.build_temp, Path(source).stem + ".fatbin")
-            if self.force or is_stale(fatbin, source, self.headers_mtime):
-                self._nvcc(source, fatbin, ext)
-                changed = True
-            fatbins.append(fatbin)
-        generated = os.path.join(self.build_temp, "fatbins.c")
-        changed = write_fatbins_c(generated, fatbins, nvcc_version(), cuda_archs()) or changed
-        return generated, changed
+        """The fatbins and the C file holding them (build_fatbins), in the object folder."""
+        ccbin = None
+        if self.msvc:
+            # nvcc preprocesses with the host compiler: the cl.exe that compiles the C files
+            # (nvcc finds none itself unless run from a Visual Studio developer prompt).
+            if not self.compiler.initialized:
+                self.compiler.initialize()
+            ccbin = self.compiler.cc
+        return build_fatbins(self.build_temp, ext.include_dirs, self.headers_mtime, self.force, ccbin)
 
     def emulated_device_groups(self, cxx) -> list:
         """_C_emu's C++ sources with their flags.  With COMFY_KITCHEN_C_EMU_RACES=1, the
@@ -328,29 +420,15 @@ class BuildExt(build_ext):
         instrument = ["-fsanitize=thread", "-Wno-tsan", "--param=tsan-instrument-func-entry-exit=0"]
         return [(kernels, flags + instrument, cxx), (runtime, flags, cxx)]
 
-    def _nvcc(self, source, fatbin, ext):
-        """One .cu file for every architecture, device code only.  No FMA contraction and
-        IEEE division (nvcc's defaults but --fmad): the kernels round exactly like the CPU
-        path.  Compressed, without line tables: 0.5 MiB per architecture for int8.cu
-        instead of 2.1 (the machine-code checks compile their own, benchmarks/gpu_model.py)."""
-        werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
-        host = []
-        if self.msvc:
-            # nvcc preprocesses with the host compiler: the cl.exe that compiles the C files
-            # (nvcc finds none itself unless run from a Visual Studio developer prompt).
-            if not self.compiler.initialized:
-                self.compiler.initialize()
-            host = ["-ccbin", self.compiler.cc]
-        cmd = [NVCC, "-std=c++17", "-O3", "--fmad=false", "--fatbin", source, "-o", fatbin, "-Xfatbin", "-compress-all",
-               *[f"-I{d}" for d in ext.include_dirs], *gencode_flags(), *host,
-               *(["-Werror", "all-warnings"] if werror else [])]
-        print(" ".join(cmd))
-        subprocess.check_call(cmd)
 
 def extension(name: str, device: str, macros: list):
     x86 = [("CKC_HAVE_X86_ISAS", "1")] if is_x86_64() else []
     return Extension(name, sources=c_sources(device), include_dirs=["csrc", "kernels"],
                      define_macros=[("Py_LIMITED_API", LIMITED_API)] + x86 + macros, py_limited_api=True)
+
+
+# What the "cuda" device's C is compiled with (tools/windows/build.py cross-builds it too).
+CUDA_MACROS = [("CKC_WITH_GPU", "1"), ("CKC_WITH_CUDA", "1")]
 
 
 def cuda_extension():
@@ -359,7 +437,7 @@ def cuda_extension():
     keeps it apart)."""
     if not NVCC:
         return extension("comfy_kitchen_c._C", "none", [])
-    ext = extension("comfy_kitchen_c._C", "cuda", [("CKC_WITH_GPU", "1"), ("CKC_WITH_CUDA", "1")])
+    ext = extension("comfy_kitchen_c._C", "cuda", CUDA_MACROS)
     ext.libraries = [] if sys.platform == "win32" else ["dl", "pthread"]
     return ext
 

@@ -21,7 +21,9 @@
 #ifndef CKC_CUDA_DIALECT_H
 #define CKC_CUDA_DIALECT_H
 
-#include "gpu/kernel_list.h" /* CKC_KPASTE */
+/* The emulated runner's name of a kernel: ckc_emu_thunk_<kernel> (gpu/kernel.h names it alike). */
+#define CKC_DIALECT_PASTE_(a, b) a##b
+#define CKC_DIALECT_PASTE(a, b) CKC_DIALECT_PASTE_(a, b)
 
 /* CKC_UNROLL before a loop over a thread's register array (v[e], v[c][e]) unrolls it
  * fully, so that every index is a compile-time constant: a loop nvcc leaves rolled
@@ -95,7 +97,7 @@ ckc_emu_run(void (*kernel)(A...), const char *log, const unsigned *grid, const u
 
 #define CKC_KERNEL_INSTANCE(name, bounds, params, call)                                                         \
     extern "C" void name params { call; }                                                                       \
-    extern "C" int CKC_KPASTE(ckc_emu_thunk_, name)(const char *log, const unsigned *grid, const unsigned *block, \
+    extern "C" int CKC_DIALECT_PASTE(ckc_emu_thunk_, name)(const char *log, const unsigned *grid, const unsigned *block, \
                                                     size_t smem, uintptr_t stream, void **args)                 \
     {                                                                                                           \
         return ckc_emu_run(name, log, grid, block, smem, stream, args);                                          \

@@ -66,9 +66,11 @@ def test_json_report_without_a_record(tmp_path):
     assert doc["recommendations"] and all(isinstance(line, str) for line in doc["recommendations"])
     assert env["variables"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == str(tmp_path)
     assert set(env["cuda"]) == {"driver", "nvidia_driver", "runtime_torch", "runtime_extension",
-                                "extension_has_cuda", "error"}
+                                "extension_has_cuda", "error", "driver_problem"}
     if env["cuda"]["extension_has_cuda"]:
         assert env["cuda"]["runtime_extension"] is not None
+        # the reason the kernels cannot run exactly when no usable driver answered
+        assert (env["cuda"]["driver_problem"] is None) == (env["cuda"]["driver"] is not None)
     assert env["torch"]["version"] == torch.__version__
     assert env["comfy_kitchen_c"]["version"] == comfy_kitchen_c.__version__
     assert env["cpu_isa"]["in_use"] == comfy_kitchen_c._C.cpu_isa()

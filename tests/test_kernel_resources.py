@@ -66,7 +66,8 @@ def build_archs() -> list[str]:
 
 def checked_archs() -> list[str]:
     """The targets to check: the build's own (COMFY_KITCHEN_C_CUDA_ARCHS), else all of setup.py's."""
-    own = [a.strip() for a in os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", "").split(";") if a.strip()]
+    own = [a.strip() for a in os.environ.get("COMFY_KITCHEN_C_CUDA_ARCHS", "").split(";") if a.strip() != "all"
+           and a.strip()]
     return own or build_archs()
 
 

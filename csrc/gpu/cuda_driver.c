@@ -27,7 +27,7 @@ static char driver_why[600];         /* why there is none, when driver_tried and
 
 /* Binds one pointer by the symbol's exported (versioned) name; false when absent. */
 static int
-bind(void *lib, const char *symbol, void *slot, size_t slot_bytes)
+bind_symbol(void *lib, const char *symbol, void *slot, size_t slot_bytes)
 {
     void *f = ckc_library_symbol(lib, symbol);
     if (f == NULL) {
@@ -39,7 +39,7 @@ bind(void *lib, const char *symbol, void *slot, size_t slot_bytes)
 
 #define BIND(lib, field, symbol)                                                                                  \
     do {                                                                                                          \
-        if (!bind((lib), (symbol), &api.field, sizeof api.field)) {                                              \
+        if (!bind_symbol((lib), (symbol), &api.field, sizeof api.field)) {                                              \
             snprintf(driver_why, sizeof driver_why, "the CUDA driver %s has no %s: it is older than CUDA %s, "    \
                      "which this build needs", name, (symbol), CKC_CUDA_DRIVER_MIN_TEXT);                         \
             return 0;                                                                                             \

@@ -51,9 +51,6 @@ typedef struct {
  * fault, or when the fatbin has no code for this GPU. */
 ckc_status ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *cfg, void **args, ckc_error *err);
 
-/* Status of the launch just made: fails, naming the op and the kernel, when the
- * launch was rejected (or, on the emulated device, when the kernel faulted). */
-ckc_status ckc_gpu_launch_status(const char *kernel, ckc_error *err);
 
 /* Fills bytes of device memory with value, in stream order. */
 ckc_status ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_error *err);
@@ -70,7 +67,7 @@ void ckc_gpu_device_leave(const ckc_gpu_device_guard *guard);
 
 /* ---- What the fault checks need (csrc/diag) -------------------------------
  * Failures that the device reports fill err->device_error with the runtime's
- * error name and text.  ckc_gpu_launch_status classifies a failed launch:
+ * error name and text.  ckc_gpu_launch classifies a failed launch:
  * CKC_ERR_LAUNCH (this launch was refused), CKC_ERR_KERNEL (this launch's
  * kernel faulted; only the emulated device knows at launch), CKC_ERR_DEVICE
  * (the device holds an earlier asynchronous, sticky fault). */

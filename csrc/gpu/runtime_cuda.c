@@ -75,17 +75,6 @@ cuda_failed(ckc_error *err, CUresult e, ckc_status other, const char *call, cons
         }                                                                                                        \
     } while (0)
 
-/* The driver's status of the last launch on this thread: cuLaunchKernel answers
- * at once, so ckc_gpu_launch reports it itself; this is what remains for a
- * caller asking afterwards (CKC_CU_SUCCESS). */
-ckc_status
-ckc_gpu_launch_status(const char *kernel, ckc_error *err)
-{
-    (void)kernel;
-    (void)err;
-    return CKC_OK;
-}
-
 ckc_status
 ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_error *err)
 {

@@ -14,8 +14,9 @@
 #include "gpu.h"
 #include "runtime.h"
 
-ckc_status
-ckc_gpu_launch_status(const char *kernel, ckc_error *err)
+/* The status of the launch just made: what the emulator recorded for it. */
+static ckc_status
+launch_status(const char *kernel, ckc_error *err)
 {
     char message[400];
     const int code = ckc_emu_last_error(message, sizeof message);
@@ -42,7 +43,7 @@ ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *cfg, void **args, ckc_error 
     /* The runner notes the launch (under the log name) and runs it, as CUDA
      * would in stream order; a fault it recorded is read back as on a GPU. */
     (void)k->emu(k->log, cfg->grid, cfg->block, cfg->smem, cfg->stream, args);
-    return ckc_gpu_launch_status(k->family, err);
+    return launch_status(k->family, err);
 }
 
 ckc_status

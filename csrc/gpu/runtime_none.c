@@ -14,13 +14,6 @@ no_gpu(ckc_error *err)
 }
 
 ckc_status
-ckc_gpu_launch_status(const char *kernel, ckc_error *err)
-{
-    (void)kernel;
-    return no_gpu(err);
-}
-
-ckc_status
 ckc_gpu_memset_async(void *p, int value, size_t bytes, uintptr_t stream, ckc_error *err)
 {
     (void)p;

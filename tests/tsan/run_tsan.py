@@ -20,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_LAYER = "csrc/module/"
-OTHER_DEVICES = {"csrc/gpu/runtime_cuda.c", "csrc/gpu/runtime_none.c", "csrc/gpu/blas_cublaslt.c"}
+OTHER_DEVICES = {"csrc/gpu/runtime_cuda.c", "csrc/gpu/runtime_none.c", "csrc/gpu/blas_cublaslt.c",
+                 "csrc/gpu/cuda_driver.c"}
 ISA_FLAGS = {"csrc/cpu/kernels_avx2.c": ["-mavx2"],
              "csrc/cpu/kernels_avx512.c": ["-mavx2", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq"]}
 COMMON = ["-fsanitize=thread", "-g", "-O1", "-fno-omit-frame-pointer", "-Icsrc", "-Ikernels", "-DCKC_EMULATED=1",

@@ -14,8 +14,11 @@ else statically.  Writes <outdir>/comfy_kitchen_c-<version>-cp310-abi3-win_amd64
 the objects, the .def, the import library and _C.pyd stay in the build folder
 (objects/<source>.o: tools/windows/kernel_test.py links its test program from them).
 
-The CPU build ("none" device) is what is built today.  Another device's sources come
-from setup.py by --device; a data file to embed in the module is one line of EMBEDDED."""
+--device none builds the CPU kernels only; --device cuda (check.py's choice where nvcc is
+found) adds the GPU kernels: their fatbins compiled by this machine's nvcc (device code,
+the same for every OS) and the C that launches them through the CUDA driver, which _C.pyd
+opens at run time (nvcuda.dll) and does not import.  A data file to embed in the module is
+one line of EMBEDDED."""
 from __future__ import annotations
 
 import argparse
@@ -93,11 +96,33 @@ def compile_flags(view: setup_view.SetupView, ext, python_include_dir: Path | No
     return flags + (["-isystem", str(python_include_dir)] if python_include_dir else [])
 
 
+def fatbins_source(build_dir: Path, include_dirs: list[str]) -> Path:
+    """The GPU kernels as C data (fatbins.c): nvcc on this machine compiles kernels/*.cu
+    to fatbins, device code only, the same bytes whatever OS hosts them (setup.py's
+    build_fatbins, run as this machine's build: nvcc is a Linux program here)."""
+    native = setup_view.windows_build(with_cuda=True, win32=False)
+    ns = native.namespace
+    if ns["NVCC"] is None:
+        raise SystemExit("build: --device cuda needs nvcc (CUDA_HOME, PATH or /usr/local/cuda) for the fatbins")
+    folder = build_dir / "fatbins"
+    folder.mkdir(parents=True, exist_ok=True)
+    with setup_view.as_target(win32=False):
+        generated, _ = ns["build_fatbins"](str(folder), include_dirs, ns["newest_header_mtime"]())
+    return Path(generated)
+
+
 def build(device: str, build_dir: Path, workers: int) -> tuple[Path, Path]:
-    """Compiles and links _C.pyd; returns it and the folder of its objects."""
+    """Compiles and links _C.pyd; returns it and the folder of its objects.  Device
+    "cuda": the GPU kernels as fatbins and the C that launches them through the CUDA
+    driver (nvcuda.dll, opened at run time: nothing more to link)."""
     tc = Toolchain(build_dir)
     view = setup_view.windows_build(with_cuda=device != "none")
     ext, sources = setup_view.extension_sources(view, EXTENSION, device)
+    if device == "cuda":
+        # setup.py run as win32 finds no nvcc.exe here, so its _C has the CPU device's macros
+        ext.define_macros = [m for m in ext.define_macros if m not in view.namespace["CUDA_MACROS"]] + \
+            view.namespace["CUDA_MACROS"]
+        sources = sources + [str(fatbins_source(build_dir, ext.include_dirs))]
     include = python_include(build_dir / "python_include")
     objects_dir = build_dir / "objects"
     shutil.rmtree(objects_dir, ignore_errors=True)

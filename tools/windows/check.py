@@ -5,7 +5,10 @@ windows_wheel step; docs/windows.md).
 
     python3 tools/windows/check.py [--no-clone] [--keep DIR]
 
-  build    tools/windows/build.py: _C.pyd cross-compiled (warnings as errors), the wheel
+  build    tools/windows/build.py: _C.pyd cross-compiled (warnings as errors), the wheel;
+           with the GPU kernels (--device cuda) where nvcc is found: every architecture
+           of setup.py's list (CI takes their fatbins from the editable install's,
+           COMFY_KITCHEN_C_FATBIN_CACHE)
   wheel    tools/windows/check_wheel.py: WHEEL, METADATA, RECORD, contents; pip installs it
   imports  tools/windows/check_imports.py: only KERNEL32, python3 and api-ms-win-crt-* DLLs;
            PyInit__C exported
@@ -14,6 +17,9 @@ windows_wheel step; docs/windows.md).
            give the native build's digests, every ISA this CPU has
   load     tools/windows/load_test.py: _C.pyd loads under Wine beside a stub python3.dll
            (and not without one), PyInit__C found
+  driver   tools/windows/driver_test.py (GPU build): the CUDA driver's loader of _C.pyd,
+           under Wine without an NVIDIA driver, looks for nvcuda.dll, fails cleanly and
+           says why
 
 The clone is of HEAD (committed work only, as CI sees it); --no-clone checks this
 working tree instead.  Everything is written under a temporary folder (or --keep DIR,
@@ -53,7 +59,9 @@ def run(work: Path, clone: bool) -> list:
         src = ROOT
     tools, build_dir, dist = src / "tools" / "windows", work / "build", work / "dist"
     py = sys.executable
-    step("build", times, [py, str(tools / "build.py"), "--outdir", str(dist), "--build-dir", str(build_dir)], src)
+    device = "cuda" if shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists() else "none"
+    step("build", times, [py, str(tools / "build.py"), "--outdir", str(dist), "--build-dir", str(build_dir),
+                          "--device", device], src)
     wheels = sorted(dist.glob("*.whl"))
     if len(wheels) != 1:
         raise SystemExit(f"windows_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}")
@@ -66,6 +74,8 @@ def run(work: Path, clone: bool) -> list:
         shared = ["--build-dir", str(build_dir), "--wine-dir", str(work)]
         step("kernels", times, [py, str(tools / "kernel_test.py"), *shared], src)
         step("load", times, [py, str(tools / "load_test.py"), *shared], src)
+        if device == "cuda":
+            step("driver", times, [py, str(tools / "driver_test.py"), *shared], src)
     finally:
         wine.stop()
     print(f"wheel: {wheels[0].name}, {wheels[0].stat().st_size / 1024:.0f} KiB;"

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The CUDA driver's no-driver path of the cross-built _C.pyd, run under Wine.
+
+    python3 tools/windows/driver_test.py [--build-dir build/windows]   (after build.py --device cuda)
+
+tests/windows/driver_test.c is linked with the very objects of the driver's loader that
+build.py linked into _C.pyd (csrc/gpu/cuda_driver.c, the Windows library and thread
+code of csrc/platform, the errors of csrc/contract).  Under Wine there is no NVIDIA
+driver: the loader must search nvcuda.dll, fail cleanly and name it in its reason (or,
+where Wine offers an nvcuda.dll of its own, fail at cuInit or at a missing entry point
+and say so)."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import build  # noqa: E402
+import setup_view  # noqa: E402
+from toolchain import Toolchain  # noqa: E402
+from wine import Wine, noise_free  # noqa: E402
+
+ROOT = setup_view.ROOT
+PROGRAM = "tests/windows/driver_test.c"
+# The loader and what it stands on, by object name (build.object_path).
+PARTS = ("csrc_gpu_cuda_driver.c", "csrc_platform_library_win32.c", "csrc_platform_threads_win32.c",
+         "csrc_contract_status.c")
+# What a reason may say: the library searched, or how the driver Wine offers failed.
+REASONS = ("nvcuda.dll", "cuInit", "has no cu", "supports CUDA")
+
+
+def program(build_dir: Path) -> Path:
+    objects = [build_dir / "objects" / f"{part}.o" for part in PARTS]
+    missing = [o.name for o in objects if not o.exists()]
+    if missing:
+        raise SystemExit(f"driver_test: {', '.join(missing)} not built: run tools/windows/build.py --device cuda")
+    tc = Toolchain(build_dir)
+    view = setup_view.windows_build(with_cuda=True)
+    ext, _ = setup_view.extension_sources(view, build.EXTENSION, "cuda")
+    ext.define_macros = ext.define_macros + view.namespace["CUDA_MACROS"]
+    out = build_dir / "driver_test"
+    out.mkdir(exist_ok=True)
+    obj, exe = out / "driver_test.o", out / "driver_test.exe"
+    for cmd, what in ((tc.compile_cmd(PROGRAM, obj, build.compile_flags(view, ext)), f"compiling {PROGRAM}"),
+                      (tc.link_cmd([*objects, obj], exe, dll=False), "linking driver_test.exe")):
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if r.returncode != 0 or r.stderr.strip():
+            raise SystemExit(f"driver_test: {what} failed:\n{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return exe
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", type=Path, default=ROOT / "build" / "windows")
+    p.add_argument("--wine-dir", type=Path, help="reuse the Wine prefix in this folder (default: a new one)")
+    args = p.parse_args(argv)
+    exe = program(args.build_dir.resolve())
+    with tempfile.TemporaryDirectory() as tmp:
+        wine = Wine((args.wine_dir or Path(tmp)).resolve())
+        try:
+            r = wine.run(exe)
+        finally:
+            wine.stop()
+    line = r.stdout.strip()
+    if r.returncode != 0 or not line.startswith("driver: unavailable: ") or not any(w in line for w in REASONS):
+        print(f"driver_test: exit {r.returncode}: {line}\n{noise_free(r.stderr)}", file=sys.stderr)
+        return 1
+    print(f"driver_test: under Wine, {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
