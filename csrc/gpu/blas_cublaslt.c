@@ -33,6 +33,7 @@
 #include "blas_plan.h"
 #include "cuda_driver.h"
 #include "gpu.h"
+#include "platform/library.h"
 #include "platform/threads.h"
 
 /* ---- cuBLASLt declarations (cublasLt.h, cublas_api.h, library_types.h) ---- */
@@ -152,17 +153,6 @@ lt_open(const char *path)
 {
     return (void *)LoadLibraryExA(path, NULL, 0);
 }
-static void *
-lt_symbol(void *lib, const char *name)
-{
-    /* ISO C has no cast from a function pointer (FARPROC) to void * (MSVC /W4: C4152):
-     * copy its bytes, as LT_BIND stores dlsym's answer into a function pointer. */
-    const FARPROC f = GetProcAddress((HMODULE)lib, name);
-    void *p;
-    _Static_assert(sizeof f == sizeof p, "a function pointer fits a void *");
-    memcpy(&p, &f, sizeof p);
-    return p;
-}
 #else
 #define LT_PATH_SEP ':'
 #define LT_DIR_SEP "/"
@@ -178,11 +168,6 @@ static void *
 lt_open(const char *path)
 {
     return dlopen(path, RTLD_NOW | RTLD_LOCAL);
-}
-static void *
-lt_symbol(void *lib, const char *name)
-{
-    return dlsym(lib, name);
 }
 #endif
 
@@ -266,7 +251,7 @@ lt_load(ckc_error *err)
                      "(pip package nvidia-cublas) or the CUDA toolkit", searched);
         } else {
 #define LT_BIND(name, ret, params)                                                                                   \
-    if (lt_load_error[0] == '\0' && (*(void **)&lt.name = lt_symbol(lib, #name)) == NULL) {                   \
+    if (lt_load_error[0] == '\0' && (*(void **)&lt.name = ckc_library_symbol(lib, #name)) == NULL) {                   \
         snprintf(lt_load_error, sizeof lt_load_error, "cuBLASLt has no symbol %s (version too old?)", #name); \
     }
             LT_FUNCTIONS(LT_BIND)

@@ -29,6 +29,22 @@ tile_group(int64_t group, int plain_too)
     return (group == 0 && plain_too) || group == 64 || group == 256 || group == 1024;
 }
 
+static ckc_tile_rows_args
+rows_args(const void *x, int64_t x_stride, const void *noise, void *out, int64_t out_stride, float *scale,
+          int64_t rows, int64_t cols)
+{
+    ckc_tile_rows_args a;
+    a.x = x;
+    a.x_stride = x_stride;
+    a.noise = noise;
+    a.out = out;
+    a.out_stride = out_stride;
+    a.scale = scale;
+    a.rows = rows;
+    a.cols = cols;
+    return a;
+}
+
 /* Launches a tile_rows instance over a.rows rows laid by g. */
 static ckc_status
 launch_tile_rows(ckc_float_kind kind, int64_t group, int mode, int act, ckc_tile_rows_args a, ckc_tile_geom g,
@@ -61,14 +77,7 @@ ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *l
          * situ, the modulations): the tile instances know swiglu only. */
         return 0;
     }
-    a.x = p->x;
-    a.x_stride = lay->x_stride;
-    a.noise = p->noise;
-    a.out = p->q;
-    a.out_stride = lay->q_stride;
-    a.scale = p->scale;
-    a.rows = p->rows;
-    a.cols = p->cols;
+    a = rows_args(p->x, lay->x_stride, p->noise, p->q, lay->q_stride, p->scale, p->rows, p->cols);
     *status = launch_tile_rows(p->kind, p->group, mode, lay->act, a, g, stream, done, err);
     return 1;
 }
@@ -85,14 +94,7 @@ ckc_tile_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, ckc_
         !tile_group(p->group, 0)) {
         return 0;
     }
-    a.x = p->x;
-    a.x_stride = p->cols;
-    a.noise = NULL;
-    a.out = p->out;
-    a.out_stride = p->cols;
-    a.scale = NULL;
-    a.rows = p->rows;
-    a.cols = p->cols;
+    a = rows_args(p->x, p->cols, NULL, p->out, p->cols, NULL, p->rows, p->cols);
     *status = launch_tile_rows(p->kind, p->group, CKC_TILE_VALUES, CKC_ACT_NONE, a, g, stream, done, err);
     return 1;
 }
