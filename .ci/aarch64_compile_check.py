@@ -114,7 +114,8 @@ def main() -> int:
               "(Debian: apt-get install libc6-dev-arm64-cross)", file=sys.stderr)
         return 2
     ext = arm_extension()
-    if any(s.endswith(("_avx2.c", "_avx512.c")) for s in ext.sources) or ("CKC_HAVE_X86_ISAS", "1") in ext.define_macros:
+    x86 = [s for s in ext.sources if s.endswith(("_avx2.c", "_avx512.c"))]
+    if x86 or ("CKC_HAVE_X86_ISAS", "1") in ext.define_macros:
         print("aarch64_compile_check: setup.py gave the ARM build x86 sources or macros", file=sys.stderr)
         return 1
     defines = [f"-D{k}={v}" for k, v in ext.define_macros]

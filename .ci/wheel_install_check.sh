@@ -42,4 +42,5 @@ print(f"beside torch {torch.__version__} (CUDA {torch.version.cuda}) from {os.pa
       f"comfy-kitchen {version('comfy-kitchen')}")
 PY
 # The verdicts only (the table is long): the count, any FAIL, and what was not checked and why.
-"${clean[@]}" "$work/venv/bin/python" -m comfy_kitchen_c selftest --no-timing | grep -E '^([0-9]+ checks:|FAIL|not checked)'
+"${clean[@]}" "$work/venv/bin/python" -m comfy_kitchen_c selftest --no-timing \
+    | grep -E '^([0-9]+ checks:|FAIL|not checked)'

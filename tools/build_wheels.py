@@ -108,8 +108,8 @@ def main() -> int:
 
         start = time.monotonic()
         wheel, tag = linux_wheel.build(src, outdir, tools_bin, archs, work)
-        cuda = ("CPU only (--no-cuda)" if archs is None else "CUDA kernels" if "nvcc" in (work / "linux.log").read_text()
-                else "CPU only: no nvcc found")
+        nvcc_ran = "nvcc" in (work / "linux.log").read_text()
+        cuda = "CPU only (--no-cuda)" if archs is None else "CUDA kernels" if nvcc_ran else "CPU only: no nvcc found"
         report("linux", [wheel], time.monotonic() - start,
                f"  ({cuda}; auditwheel show: consistent with {tag})")
 
