@@ -65,7 +65,9 @@ def windows_wheels(src: Path, outdir: Path, archs: str | None, work: Path) -> li
         env["COMFY_KITCHEN_C_CUDA_ARCHS"] = archs
     staging = work / "windows-dist"
     staging.mkdir()
-    subprocess.run([sys.executable, script, "--outdir", staging], cwd=src, env=env, check=True)
+    result = subprocess.run([sys.executable, script, "--outdir", staging], cwd=src, env=env)
+    if result.returncode != 0:
+        sys.exit(f"build_wheels: tools/windows/build.py failed (exit {result.returncode}); its output is above")
     wheels = []
     for wheel in sorted(staging.glob("*.whl")):
         wheels.append(Path(shutil.move(str(wheel), outdir / wheel.name)))
@@ -99,6 +101,7 @@ def main() -> int:
     outdir.mkdir(parents=True, exist_ok=True)
 
     work = Path(tempfile.mkdtemp(prefix="ckc-wheels-"))
+    began = time.monotonic()
     try:
         start = time.monotonic()
         src, commit = clone_head(work)
@@ -122,6 +125,7 @@ def main() -> int:
                 print("windows  SKIPPED: tools/windows/build.py is not in this commit (no Windows wheel built)")
             else:
                 report("windows", built, time.monotonic() - start)
+        print(f"build_wheels: done in {time.monotonic() - began:.0f} s; wheels in {outdir}")
     finally:
         if args.keep:
             print(f"build_wheels: scratch folder kept: {work}")
