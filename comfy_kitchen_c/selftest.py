@@ -22,6 +22,7 @@ against the composition it is defined as: our ``rotate_int8_convrot_weight``
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from dataclasses import dataclass
 from functools import cached_property
@@ -365,6 +366,25 @@ def _eager_runs_fp4_gemm(d: Inputs) -> bool:
         and d.dtype != torch.float32
 
 
+def _eager_takes(op: str, count: int | None = None) -> Callable[[Inputs], bool]:
+    """Whether the installed comfy-kitchen has op (taking count positional arguments, when given).
+    The fused int8 linears (rms_norm, residual, modulated) came after comfy-kitchen 0.2.31, the
+    oldest supported: there they are not checked rather than failed."""
+    def runs(d: Inputs) -> bool:
+        fn = getattr(d.eager, op, None)
+        if fn is None or count is None:
+            return fn is not None
+        try:
+            inspect.signature(fn).bind(*range(count))
+        except (TypeError, ValueError):  # ValueError: no signature to read
+            return False
+        return True
+    return runs
+
+
+NEWER_EAGER = "the installed comfy-kitchen's eager backend lacks this op or these arguments (newer releases have them)"
+
+
 def _vector(d: Inputs, seed: int, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
     """A row of COLS values in the dtype (a norm weight, a modulation scale)."""
     return (synthetic(1, COLS, seed=seed).reshape(-1) * scale + offset).to(d.device, d.dtype)
@@ -394,11 +414,14 @@ CASES += [
     _linear_case("convrot 256", True, None, linear),
     _linear_case("gelu_tanh", False, "gelu_tanh", linear),
     Case("int8_linear", "rms_norm", lambda d: (d.x, *_int8_weight(d), None, torch.bfloat16, False, 256, "rms_norm",
-                                               _vector(d, SEED + 3, 0.5, 1.0), 1e-6), exact),
-    Case("int8_linear", "residual", _residual_args, exact),
-    Case("int8_linear_modulated", "", lambda d: (d.x, _modulation(d), *_int8_weight(d)), exact),
+                                               _vector(d, SEED + 3, 0.5, 1.0), 1e-6), exact,
+         runs=_eager_takes("int8_linear", 10), not_run=NEWER_EAGER),
+    Case("int8_linear", "residual", _residual_args, exact, runs=_eager_takes("int8_linear", 12), not_run=NEWER_EAGER),
+    Case("int8_linear_modulated", "", lambda d: (d.x, _modulation(d), *_int8_weight(d)), exact,
+         runs=_eager_takes("int8_linear_modulated"), not_run=NEWER_EAGER),
     Case("int8_linear_rms_modulated", "", lambda d: (d.x, _vector(d, SEED + 3, 0.5, 1.0), 1e-6,
-                                                     _modulation(d), *_int8_weight(d)), exact),
+                                                     _modulation(d), *_int8_weight(d)), exact,
+         runs=_eager_takes("int8_linear_rms_modulated"), not_run=NEWER_EAGER),
     Case("dequantize_int8_embedding", "", lambda d: _embedding_args(d, 0), exact),
     Case("dequantize_int8_embedding", "group 256", lambda d: _embedding_args(d, 256), rotated_dequant),
     Case("scaled_mm_nvfp4", "", _fp4_operands, fp4_gemm, runs=_eager_runs_fp4_gemm,
