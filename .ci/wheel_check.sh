@@ -4,9 +4,8 @@
 #
 # The wheel ComfyUI users install, built as a release builds it: tools/build_wheels.py --ci (a clean clone of
 # HEAD; the manylinux wheel with zig's clang for glibc 2.28, auditwheel repair, and `auditwheel show` checked to
-# report manylinux 2.28 or older; one GPU architecture, COMFY_KITCHEN_C_CUDA_ARCHS=120: the editable install
-# earlier in .ci/run compiles all seven with warnings as errors, and docs/wheels.md gives the release command,
-# which builds all seven).  Then: abi3, no _C_emu, and .ci/wheel_install_check.sh installs it into a fresh
+# report manylinux 2.28 or older; all seven GPU architectures, as a release: their fatbins come from the editable
+# install earlier in .ci/run through COMFY_KITCHEN_C_FATBIN_CACHE, so nvcc runs once per CI run).  Then: abi3, no _C_emu, and .ci/wheel_install_check.sh installs it into a fresh
 # virtual environment where no compiler can be found and runs the selftest beside today's torch and
 # comfy_kitchen (the system's site-packages).  The wheel stays in OUTDIR for .ci/run's next steps (the old
 # torch check).
@@ -16,7 +15,7 @@ outdir="$(realpath -m "${1:-build/wheel_check}")"
 rm -rf "$outdir"
 start=$SECONDS
 # Warnings are errors, as in the editable install: here they are clang's (zig's) on the C, which gcc's miss.
-COMFY_KITCHEN_C_WERROR=1 python3 tools/build_wheels.py --ci --skip-windows --outdir "$outdir"
+COMFY_KITCHEN_C_WERROR=1 python3 tools/build_wheels.py --skip-windows --outdir "$outdir"
 wheel="$(ls "$outdir"/*.whl)"
 echo "wheel: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB, built in $((SECONDS - start)) s"
 case "$(basename "$wheel")" in

@@ -65,7 +65,9 @@ def windows_wheels(src: Path, outdir: Path, archs: str | None, work: Path) -> li
         env["COMFY_KITCHEN_C_CUDA_ARCHS"] = archs
     staging = work / "windows-dist"
     staging.mkdir()
-    result = subprocess.run([sys.executable, script, "--outdir", staging], cwd=src, env=env)
+    # the GPU kernels with the CPU ones, as in the Linux wheel (fatbins from this machine's nvcc)
+    device = ["--device", "cuda"] if archs is not None else []
+    result = subprocess.run([sys.executable, script, "--outdir", staging, *device], cwd=src, env=env)
     if result.returncode != 0:
         sys.exit(f"build_wheels: tools/windows/build.py failed (exit {result.returncode}); its output is above")
     wheels = []

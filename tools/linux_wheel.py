@@ -12,10 +12,11 @@ version that glibc 2.28 has, with no manylinux container.  zig comes from PyPI
 (`ziglang`), like the other tools, in the tools environment tools/build_wheels.py makes.
 
 Only the C compiler and the linker change, through distutils' own CC and LDSHARED, so
-setup.py is untouched: nvcc still compiles kernels/*.cu with its usual host compiler, and
-zig's linker links those objects and the static CUDA runtime (C++ support from zig's own
-static libc++abi: the extension needs no libstdc++.so).  Setting LDSHARED also drops the
--L/-rpath of the building Python's lib folder that its LDSHARED carries."""
+setup.py is untouched: nvcc still compiles kernels/*.cu, to fatbins (device code only), and
+zig compiles every host source, the fatbins' C file included, and links them: the extension
+is plain C that opens the CUDA driver at run time, and needs only the C library.  Setting
+LDSHARED also drops the -L/-rpath of the building Python's lib folder that its LDSHARED
+carries."""
 import os
 import platform
 import re
