@@ -191,12 +191,13 @@ def nvcc_command(source: str, fatbin: str, include_dirs: list[str], ccbin: str |
 
 def fatbin_key(source: str, cmd: list[str]) -> str:
     """What a fatbin depends on: its source, every header a kernel may include, nvcc's
-    version and its command (output path left out)."""
+    version and its command (the output path and -Werror left out)."""
     h = hashlib.sha256()
     for path in [ROOT / source] + sorted(p for folder in ("csrc", "kernels") for p in (ROOT / folder).rglob("*")
                                          if p.suffix in (".h", ".cuh")):
         h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    h.update(repr([c for c in cmd[1:] if not c.endswith(".fatbin")]).encode())
+    # warnings as errors changes no byte of a fatbin that compiles
+    h.update(repr([c for c in cmd[1:] if not c.endswith(".fatbin") and c not in ("-Werror", "all-warnings")]).encode())
     h.update(subprocess.run([NVCC, "--version"], capture_output=True, text=True, check=True).stdout.encode())
     return h.hexdigest()[:16]
 

@@ -113,8 +113,9 @@ def main() -> int:
 
         start = time.monotonic()
         wheel, tag = linux_wheel.build(src, outdir, tools_bin, archs, work)
-        nvcc_ran = "nvcc" in (work / "linux.log").read_text()
-        cuda = "CPU only (--no-cuda)" if archs is None else "CUDA kernels" if nvcc_ran else "CPU only: no nvcc found"
+        # setup.py prints each nvcc command ("--fatbin") or the cached fatbin it took ("fatbin from")
+        fatbins = "fatbin" in (work / "linux.log").read_text()
+        cuda = "CPU only (--no-cuda)" if archs is None else "CUDA kernels" if fatbins else "CPU only: no nvcc found"
         report("linux", [wheel], time.monotonic() - start,
                f"  ({cuda}; auditwheel show: consistent with {tag})")
 
