@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +22,7 @@ sys.path.insert(0, str(HERE))
 import build  # noqa: E402
 import setup_view  # noqa: E402
 from toolchain import Toolchain  # noqa: E402
-from wine import Wine, noise_free  # noqa: E402
+from wine import noise_free, session  # noqa: E402
 
 ROOT = setup_view.ROOT
 PROGRAM = "tests/windows/driver_test.c"
@@ -60,12 +59,8 @@ def main(argv=None) -> int:
     p.add_argument("--wine-dir", type=Path, help="reuse the Wine prefix in this folder (default: a new one)")
     args = p.parse_args(argv)
     exe = program(args.build_dir.resolve())
-    with tempfile.TemporaryDirectory() as tmp:
-        wine = Wine((args.wine_dir or Path(tmp)).resolve())
-        try:
-            r = wine.run(exe)
-        finally:
-            wine.stop()
+    with session(args.wine_dir) as (wine, _):
+        r = wine.run(exe)
     line = r.stdout.strip()
     if r.returncode != 0 or not line.startswith("driver: unavailable: ") or not any(w in line for w in REASONS):
         print(f"driver_test: exit {r.returncode}: {line}\n{noise_free(r.stderr)}", file=sys.stderr)

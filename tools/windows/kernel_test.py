@@ -20,7 +20,6 @@ import argparse
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +27,7 @@ sys.path.insert(0, str(HERE))
 import build  # noqa: E402
 import setup_view  # noqa: E402
 from toolchain import Toolchain  # noqa: E402
-from wine import Wine, noise_free  # noqa: E402
+from wine import Wine, noise_free, session  # noqa: E402
 
 ROOT = setup_view.ROOT
 PROGRAM = "tests/windows/cpu_kernels_test.c"
@@ -123,12 +122,8 @@ def main(argv=None) -> int:
     build_dir = args.build_dir.resolve()
     # One after the other: reading setup.py swaps process-wide state (sys.platform).
     exe, native = windows_program(build_dir), native_program(build_dir, args.jobs)
-    with tempfile.TemporaryDirectory() as tmp:
-        wine = Wine((args.wine_dir or Path(tmp)).resolve())
-        try:
-            failures = compare(native, exe, wine)
-        finally:
-            wine.stop()
+    with session(args.wine_dir) as (wine, _):
+        failures = compare(native, exe, wine)
     for f in failures:
         print(f"kernel_test: {f}", file=sys.stderr)
     return 1 if failures else 0

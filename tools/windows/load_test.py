@@ -17,7 +17,6 @@ import argparse
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -25,7 +24,7 @@ sys.path.insert(0, str(HERE))
 import python_imports  # noqa: E402
 import setup_view  # noqa: E402
 from toolchain import Toolchain  # noqa: E402
-from wine import Wine, noise_free  # noqa: E402
+from wine import Wine, noise_free, session  # noqa: E402
 
 ROOT = setup_view.ROOT
 LOADER = "tests/windows/load_pyd.c"
@@ -106,12 +105,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     build_dir = args.build_dir.resolve()
     stub, loader = programs(build_dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        wine = Wine((args.wine_dir or Path(tmp)).resolve())
-        try:
-            failures = run(build_dir / "_C.pyd", stub, loader, wine, Path(tmp))
-        finally:
-            wine.stop()
+    with session(args.wine_dir) as (wine, scratch):
+        failures = run(build_dir / "_C.pyd", stub, loader, wine, scratch)
     for f in failures:
         print(f"load_test: {f}", file=sys.stderr)
     return 1 if failures else 0

@@ -7,6 +7,7 @@ Debian's wine64 package installs /usr/lib/wine/wine64 (the `wine` package adds t
 (seconds); later starts reuse the prefix and its running wineserver."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -68,6 +69,18 @@ class Wine:
         if self.server:
             subprocess.run([self.server, "-k"], env=self.env, capture_output=True)
             subprocess.run([self.server, "-w"], env=self.env, capture_output=True)
+
+
+@contextlib.contextmanager
+def session(folder: Path | None):
+    """A Wine for one check: its prefix in folder (a reused one) or in a temporary folder,
+    the wineserver stopped on leaving; yields (wine, a scratch folder)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wine = Wine((folder or Path(tmp)).resolve())
+        try:
+            yield wine, Path(tmp)
+        finally:
+            wine.stop()
 
 
 def noise_free(stderr: str, lines: int = 15) -> str:
