@@ -424,8 +424,10 @@ class BuildExt(build_ext):
 
 def extension(name: str, device: str, macros: list):
     x86 = [("CKC_HAVE_X86_ISAS", "1")] if is_x86_64() else []
+    # libm: the kernels' tanhf and expf, not left to whatever the interpreter happened to load
     return Extension(name, sources=c_sources(device), include_dirs=["csrc", "kernels"],
-                     define_macros=[("Py_LIMITED_API", LIMITED_API)] + x86 + macros, py_limited_api=True)
+                     define_macros=[("Py_LIMITED_API", LIMITED_API)] + x86 + macros, py_limited_api=True,
+                     libraries=[] if sys.platform == "win32" else ["m"])
 
 
 # What the "cuda" device's C is compiled with (tools/windows/build.py cross-builds it too).
@@ -439,7 +441,7 @@ def cuda_extension():
     if not NVCC:
         return extension("comfy_kitchen_c._C", "none", [])
     ext = extension("comfy_kitchen_c._C", "cuda", CUDA_MACROS)
-    ext.libraries = [] if sys.platform == "win32" else ["dl", "pthread"]
+    ext.libraries += [] if sys.platform == "win32" else ["dl", "pthread"]
     return ext
 
 def emulated_extension():

@@ -100,7 +100,7 @@ open_driver(const char **name)
             return lib;
         }
         used = strlen(driver_why);
-        snprintf(driver_why + used, sizeof driver_why - used, " %s: %s;", *name, reason);
+        snprintf(driver_why + used, sizeof driver_why - used, "%s %s: %s", i > 0 ? ";" : "", *name, reason);
     }
     return NULL;
 }
