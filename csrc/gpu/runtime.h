@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The one seam between the GPU launchers (kernels/<family>.cu) and a device runtime.
+/* The one seam between the GPU launchers (gpu/launch_*.c) and a device runtime.
  * Two implementations: runtime_cuda.c (the CUDA driver, for real GPUs) and
  * runtime_emu.c (the emulated device of the tests).  Nothing else calls a
  * device runtime. */

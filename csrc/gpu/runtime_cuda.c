@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The GPU runtime seam on the CUDA runtime (linked statically: its own error
- * state, so every check happens here, in the module that launched).  Each
- * failing call raises with the call, file and line, the CUDA error's name and
- * text. */
+/* The GPU runtime seam on the CUDA driver API (gpu/cuda_driver.c opens it at
+ * run time): torch's primary context per device, the kernels' fatbins loaded
+ * into it at the first launch there, launches on torch's stream.  The driver
+ * answers each call at once (a launch's status included; there is no last-error
+ * slot to clear): each failing call fails with the call, file and line, the
+ * CUDA error's name and text, and a sticky error is the device's (an earlier
+ * fault). */
 #if defined(CKC_WITH_CUDA)
 
 #include <stdio.h>
