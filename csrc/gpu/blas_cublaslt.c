@@ -317,18 +317,12 @@ lt_alloc(size_t bytes, ckc_error *err)
 }
 
 /* Whether work queued on stream is being captured into a CUDA graph (no
- * allocation allowed).  A failed query counts as a capture: it fails only
- * when a capture forbids the question (the legacy stream during another
- * thread's global capture). */
+ * allocation allowed): the driver's one capture query (cuda_driver.c). */
 static int
 lt_capturing(uintptr_t stream)
 {
-    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
-    int s = CKC_CU_STREAM_CAPTURE_STATUS_NONE;
-    if (d == NULL || d->cuStreamIsCapturing((CUstream)stream, &s) != CKC_CU_SUCCESS) {
-        return 1;
-    }
-    return s != CKC_CU_STREAM_CAPTURE_STATUS_NONE;
+    uint64_t capture_id;
+    return ckc_cuda_stream_capturing(stream, &capture_id);
 }
 
 static ckc_status

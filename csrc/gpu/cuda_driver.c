@@ -148,6 +148,23 @@ ckc_cuda_driver(ckc_error *err)
 }
 
 int
+ckc_cuda_stream_capturing(uintptr_t stream, uint64_t *capture_id)
+{
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    int status = CKC_CU_STREAM_CAPTURE_STATUS_NONE;
+    unsigned long long id = 0;
+    *capture_id = 0;
+    if (d == NULL) {
+        return 0;
+    }
+    if (d->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL, NULL) != CKC_CU_SUCCESS) {
+        return 1;
+    }
+    *capture_id = (uint64_t)id;
+    return status != CKC_CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+int
 ckc_gpu_driver_problem(char *why, size_t cap)
 {
     ckc_error err;

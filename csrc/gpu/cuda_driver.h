@@ -118,6 +118,12 @@ typedef struct {
  * the library to open instead of the OS's (tests load stand-ins with it). */
 const ckc_cuda_api *ckc_cuda_driver(ckc_error *err);
 
+/* Whether work queued on stream is being captured into a CUDA graph: 1 with the
+ * capture's id (0 when the driver cannot say), else 0.  A failed query counts as
+ * a capture: the driver fails it only when a capture forbids the question.  No
+ * driver: 0. */
+int ckc_cuda_stream_capturing(uintptr_t stream, uint64_t *capture_id);
+
 /* The driver's name and text for e, "NAME: text" into buf. */
 void ckc_cuda_error_text(CUresult e, char *buf, size_t cap);
 

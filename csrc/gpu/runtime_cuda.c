@@ -543,18 +543,7 @@ ckc_gpu_host_mapped(const void *base, size_t bytes)
 int
 ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
 {
-    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
-    int status = CKC_CU_STREAM_CAPTURE_STATUS_NONE;
-    unsigned long long id = 0;
-    *capture_id = 0;
-    if (d == NULL) {
-        return 0; /* no driver: no capture either */
-    }
-    if (d->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL, NULL) != CKC_CU_SUCCESS) {
-        return 1; /* the driver fails the question only when a capture forbids it */
-    }
-    *capture_id = (uint64_t)id;
-    return status != CKC_CU_STREAM_CAPTURE_STATUS_NONE;
+    return ckc_cuda_stream_capturing(stream, capture_id);
 }
 
 #endif /* CKC_WITH_CUDA */
