@@ -157,8 +157,11 @@ ckc_cuda_stream_capturing(uintptr_t stream, uint64_t *capture_id)
     if (d == NULL) {
         return 0;
     }
-    if (d->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL, NULL) != CKC_CU_SUCCESS) {
-        return 1;
+    {
+        const CUresult e = d->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL, NULL);
+        if (e != CKC_CU_SUCCESS) {
+            return e != CKC_CU_ERROR_INVALID_CONTEXT;
+        }
     }
     *capture_id = (uint64_t)id;
     return status != CKC_CU_STREAM_CAPTURE_STATUS_NONE;

@@ -35,6 +35,7 @@ enum {
     CKC_CU_SUCCESS = 0,
     CKC_CU_ERROR_INVALID_VALUE = 1,
     CKC_CU_ERROR_NOT_INITIALIZED = 3,
+    CKC_CU_ERROR_INVALID_CONTEXT = 201,
     CKC_CU_ERROR_NO_DEVICE = 100,
     CKC_CU_ERROR_ECC_UNCORRECTABLE = 214,
     CKC_CU_ERROR_NO_BINARY_FOR_GPU = 209,
@@ -101,7 +102,7 @@ typedef struct {
     CKC_CUDA_CALL(CUresult, cuStreamIsCapturing, (CUstream stream, int *status));
     CKC_CUDA_CALL(CUresult, cuStreamGetCaptureInfo,
                   (CUstream stream, int *status, unsigned long long *id, void *graph, const void **deps,
-                   const void **edges, size_t *count)); /* _v3, CUDA 12.3 on: through cuGetProcAddress */
+                   const void **edges, size_t *count)); /* _v3, exported from CUDA 12.3 on */
     CKC_CUDA_CALL(CUresult, cuPointerGetAttribute, (void *data, int attribute, CUdeviceptr p));
     CKC_CUDA_CALL(CUresult, cuMemHostGetFlags, (unsigned *flags, void *p));
     CKC_CUDA_CALL(CUresult, cuMemHostRegister, (void *p, size_t bytes, unsigned flags)); /* _v2 */

@@ -40,6 +40,11 @@ ckc_status
 ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
 {
     const ckc_done_mark m = ckc_exec_take_done_mark(exec);
+    ckc_gpu_device_guard guard;
+    ckc_status status;
     (void)p;
-    return ckc_gpu_flight_mark(&m, exec->stream, err);
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err)); /* the launch needs the device's context */
+    status = ckc_gpu_flight_mark(&m, exec->stream, err);
+    ckc_gpu_device_leave(&guard);
+    return status;
 }

@@ -141,11 +141,14 @@ ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err)
     return CKC_OK;
 }
 
+/* A caller without a context keeps the device's primary context current, as the
+ * CUDA runtime leaves one after any call: the stream queries of the fault checks
+ * that follow an op (stream 0 needs a current context) then find it. */
 void
 ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
 {
     const ckc_cuda_api *d = ckc_cuda_driver(NULL);
-    if (d != NULL && guard->previous != guard->entered) {
+    if (d != NULL && guard->previous != NULL && guard->previous != guard->entered) {
         (void)d->cuCtxSetCurrent((CUcontext)guard->previous);
     }
 }
@@ -207,11 +210,11 @@ find_function(const ckc_cuda_api *d, ckc_kernel *k, CUfunction *f, ckc_error *er
     CKC_TRY(load_module(d, device, k->module, &module, err));
     {
         const CUresult e = d->cuModuleGetFunction(f, module, k->symbol);
-        if (e != CKC_CU_SUCCESS) {
-            char text[300];
-            ckc_cuda_error_text(e, text, sizeof text);
-            return CKC_FAIL(err, CKC_ERR_RUNTIME, "kernel %s is not in this build's %s fatbin: %s", k->symbol,
-                            k->module, text);
+        if (e == CKC_CU_ERROR_NOT_FOUND) {
+            return CKC_FAIL(err, CKC_ERR_RUNTIME, "kernel %s is not in this build's %s fatbin", k->symbol, k->module);
+        }
+        if (e != CKC_CU_SUCCESS) { /* a sticky error is an earlier fault's: CKC_ERR_DEVICE */
+            return cuda_failed(err, e, CKC_ERR_RUNTIME, "cuModuleGetFunction", __FILE__, __LINE__, __func__);
         }
     }
     ckc_atomic_store_ptr(&k->function[device], (void *)*f);
