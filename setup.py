@@ -28,6 +28,7 @@ COMFY_KITCHEN_C_EMU_RACES=1 builds _C_emu with its shared-memory race detector;
 COMFY_KITCHEN_C_EMULATED=1 / 0 builds the emulated device whatever the build / for none;
 COMFY_KITCHEN_C_FATBIN_CACHE=<folder> keeps compiled fatbins there by content, for other builds
 of the same kernels (CI: the wheels reuse the editable install's)."""
+import functools
 import hashlib
 import os
 import platform
@@ -99,19 +100,20 @@ def find_nvcc() -> str | None:
 DEVELOPMENT = False
 
 
-def local_gpu_archs() -> list[str]:
-    """The compute capabilities of this machine's GPUs ("90"), as nvidia-smi reports them;
-    none without a GPU or a driver."""
+@functools.lru_cache(maxsize=None)
+def local_gpu_archs() -> tuple[str, ...]:
+    """The compute capabilities of this machine's GPUs ("90"), as nvidia-smi reports them
+    (asked once per build); none without a GPU or a driver."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return []
+        return ()
     try:
         out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
                              text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
-        return []
-    return sorted({line.strip().replace(".", "") for line in out.splitlines() if re.fullmatch(r"\d+\.\d", line.strip())},
-                  key=int)
+        return ()
+    return tuple(sorted({line.strip().replace(".", "") for line in out.splitlines()
+                         if re.fullmatch(r"\d+\.\d", line.strip())}, key=int))
 
 
 def arch_list() -> list[str]:
@@ -125,7 +127,7 @@ def arch_list() -> list[str]:
     every = CUDA_ARCHS.split(";")
     if setting == "all" or not DEVELOPMENT:
         return every
-    return local_gpu_archs() or every[-1:]
+    return list(local_gpu_archs()) or every[-1:]
 
 
 def gencode_flags() -> list[str]:
@@ -142,9 +144,15 @@ def cuda_archs() -> list[str]:
     return [f"{a[:-1]}.{a[-1]}" for a in arch_list()]
 
 
+@functools.lru_cache(maxsize=None)
+def nvcc_version_text() -> str:
+    """What `nvcc --version` prints (asked once per build)."""
+    return subprocess.run([NVCC, "--version"], capture_output=True, text=True, check=True).stdout
+
+
 def nvcc_version() -> int:
     """nvcc's CUDA version as 1000 * major + 10 * minor (13.0: 13000)."""
-    out = subprocess.run([NVCC, "--version"], capture_output=True, text=True, check=True).stdout
+    out = nvcc_version_text()
     major, minor = re.search(r"release (\d+)\.(\d+)", out).groups()
     return 1000 * int(major) + 10 * int(minor)
 
@@ -198,7 +206,7 @@ def fatbin_key(source: str, cmd: list[str]) -> str:
         h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     # warnings as errors changes no byte of a fatbin that compiles
     h.update(repr([c for c in cmd[1:] if not c.endswith(".fatbin") and c not in ("-Werror", "all-warnings")]).encode())
-    h.update(subprocess.run([NVCC, "--version"], capture_output=True, text=True, check=True).stdout.encode())
+    h.update(nvcc_version_text().encode())
     return h.hexdigest()[:16]
 
 

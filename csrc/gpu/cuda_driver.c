@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "platform/library.h"
+#include "platform/mapped_file.h" /* ckc_atomic_load_ptr */
 #include "platform/threads.h"
 #include "cuda_driver.h"
 #include "gpu.h"
@@ -21,7 +22,7 @@ static const char *const driver_names[] = {"libcuda.so.1", "libcuda.so"};
 
 static ckc_mutex driver_lock = CKC_MUTEX_INIT;
 static int driver_tried;             /* under driver_lock */
-static const ckc_cuda_api *driver;   /* published under driver_lock, read after the lock */
+static void *volatile driver;        /* the ckc_cuda_api once usable: published once, read without the lock */
 static ckc_cuda_api api;
 static char driver_why[600];         /* why there is none, when driver_tried and !driver */
 
@@ -127,19 +128,22 @@ try_driver(void)
                  "CUDA %s", name, api.version / 1000, api.version % 1000 / 10, CKC_CUDA_DRIVER_MIN_TEXT);
         return;
     }
-    driver = &api;
+    ckc_atomic_store_ptr(&driver, &api);
 }
 
 const ckc_cuda_api *
 ckc_cuda_driver(ckc_error *err)
 {
-    const ckc_cuda_api *d;
+    const ckc_cuda_api *d = (const ckc_cuda_api *)ckc_atomic_load_ptr((void *const volatile *)&driver);
+    if (d != NULL) {
+        return d; /* every call of every op once the driver is up: no lock */
+    }
     ckc_mutex_lock(&driver_lock);
     if (!driver_tried) {
         try_driver();
         driver_tried = 1;
     }
-    d = driver;
+    d = (const ckc_cuda_api *)driver;
     ckc_mutex_unlock(&driver_lock);
     if (d == NULL && err != NULL) {
         CKC_FAIL(err, CKC_ERR_RUNTIME, "%s", driver_why);

@@ -45,8 +45,6 @@ static ckc_kernel k_tensor_quantize[] = {CKC_KIND_KERNELS(TQUANT_ENTRY)};
 static ckc_kernel k_tensor_scale[] = {
     CKC_KERNEL_ENTRY(tensor_scale_kernel, "tensor_scale_kernel", "int8", tensor_scale_kernel, 0, 0, 0, 0)};
 
-#define FIND(table, a0, a1, a2, err) ckc_kernel_find(table, CKC_KERNEL_COUNT(table), (a0), (a1), (a2), 0, (err))
-
 /* Chunks per thread for rows of `cols` values, at most `most` (2 or CKC_MAX_CHUNKS). */
 static int
 chunks_for(int64_t cols, int most)
@@ -92,18 +90,12 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
     const int most = p->kind == CKC_F16 ? CKC_F16_QUANT_MAX_CHUNKS : CKC_MAX_CHUNKS;
     const int chunks = lay->act == CKC_ACT_NONE ? chunks_for(p->cols, most) : 1;
     ckc_status status;
-    ckc_kernel *k;
     if (ckc_tile_quantize_rows(p, lay, stream, done, &status, err)) {
         return status;
     }
-    k = FIND(k_rowwise, (int)p->kind, chunks, instance_act(lay->act), err);
-    if (k == NULL) {
-        return err->status;
-    } else {
-        const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), stream);
-        void *args[] = {&params, &layout, &vec, &q_vec, &done};
-        return ckc_gpu_launch(k, &c, args, err);
-    }
+    const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), stream);
+    void *args[] = {&params, &layout, &vec, &q_vec, &done};
+    return CKC_LAUNCH_INSTANCE(k_rowwise, p->kind, chunks, instance_act(lay->act), 0, &c, args, err);
 }
 
 ckc_status
@@ -140,19 +132,13 @@ hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err)
     bool out_vec = ckc_aligned16(p->out, row_bytes);
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     ckc_status status;
-    ckc_kernel *k;
     if (ckc_tile_hadamard_rows(p, exec->stream, done, &status, err)) {
         return status;
     }
-    k = FIND(k_hadamard, (int)p->kind, chunks_for(p->cols, CKC_MAX_CHUNKS), 0, err);
-    if (k == NULL) {
-        return err->status;
-    } else {
-        const ckc_launch_cfg c =
-            ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), exec->stream);
-        void *args[] = {&params, &vec, &out_vec, &done};
-        return ckc_gpu_launch(k, &c, args, err);
-    }
+    const ckc_launch_cfg c =
+        ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), exec->stream);
+    void *args[] = {&params, &vec, &out_vec, &done};
+    return CKC_LAUNCH_INSTANCE(k_hadamard, p->kind, chunks_for(p->cols, CKC_MAX_CHUNKS), 0, 0, &c, args, err);
 }
 
 ckc_status
@@ -169,17 +155,12 @@ dequant_rotated(const ckc_int8_dequant_params *p, ckc_done_mark done, uintptr_t 
 {
     ckc_int8_dequant_params params = *p;
     ckc_dequant_vec vec;
-    ckc_kernel *k = FIND(k_dequant_rotated, (int)p->out_kind, 0, 0, err);
+    const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), stream);
+    void *args[] = {&params, &vec, &done};
     vec.q = ckc_aligned16(p->q, p->cols);
     vec.scale = ckc_aligned16(p->scale, p->cols * (int64_t)sizeof(float));
     vec.out = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
-    if (k == NULL) {
-        return err->status;
-    } else {
-        const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), stream);
-        void *args[] = {&params, &vec, &done};
-        return ckc_gpu_launch(k, &c, args, err);
-    }
+    return CKC_LAUNCH_INSTANCE(k_dequant_rotated, p->out_kind, 0, 0, 0, &c, args, err);
 }
 
 /* Without rotation: a grid-stride loop, 16 elements per thread where every
@@ -195,14 +176,9 @@ dequant_plain(const ckc_int8_dequant_params *p, ckc_done_mark done, uintptr_t st
     const int64_t per_thread = chunks ? CKC_CHUNK : 1;
     const int64_t threads = (p->rows * p->cols + per_thread - 1) / per_thread;
     const int64_t blocks = (threads + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
-    ckc_kernel *k = FIND(k_dequant, (int)p->out_kind, 0, 0, err);
-    if (k == NULL) {
-        return err->status;
-    } else {
-        const ckc_launch_cfg c = ckc_launch_1d(blocks < 65536 ? blocks : 65536, CKC_ROW_THREADS, 0, stream);
-        void *args[] = {&params, &chunks, &done};
-        return ckc_gpu_launch(k, &c, args, err);
-    }
+    const ckc_launch_cfg c = ckc_launch_1d(blocks < 65536 ? blocks : 65536, CKC_ROW_THREADS, 0, stream);
+    void *args[] = {&params, &chunks, &done};
+    return CKC_LAUNCH_INSTANCE(k_dequant, p->out_kind, 0, 0, 0, &c, args, err);
 }
 
 static ckc_status
@@ -234,7 +210,7 @@ tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
         ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS, CKC_ROW_THREADS, 0, stream);
     ckc_int8_tensorwise_params params = *p;
     ckc_done_mark done;
-    ckc_kernel *k;
+    void *args[] = {&params, &done};
     if (p->compute_scale) {
         const void *x = p->x;
         int64_t n = p->numel;
@@ -243,22 +219,12 @@ tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
         const ckc_launch_cfg one = ckc_launch_1d(1, 1, 0, stream);
         void *absmax_args[] = {&x, &n, &bits};
         void *scale_args[] = {&scale};
-        k = FIND(k_tensor_absmax, (int)p->kind, 0, 0, err);
-        if (k == NULL) {
-            return err->status;
-        }
         CKC_TRY(ckc_gpu_memset_async(p->scale, 0, sizeof(float), stream, err));
-        CKC_TRY(ckc_gpu_launch(k, &c, absmax_args, err));
+        CKC_TRY(CKC_LAUNCH_INSTANCE(k_tensor_absmax, p->kind, 0, 0, 0, &c, absmax_args, err));
         CKC_TRY(ckc_gpu_launch(&k_tensor_scale[0], &one, scale_args, err));
     }
-    k = FIND(k_tensor_quantize, (int)p->kind, 0, 0, err);
-    if (k == NULL) {
-        return err->status;
-    } else {
-        void *args[] = {&params, &done};
-        done = ckc_exec_take_done_mark(exec);
-        return ckc_gpu_launch(k, &c, args, err);
-    }
+    done = ckc_exec_take_done_mark(exec);
+    return CKC_LAUNCH_INSTANCE(k_tensor_quantize, p->kind, 0, 0, 0, &c, args, err);
 }
 
 ckc_status

@@ -67,19 +67,13 @@ linear_epilogue(const ckc_linear_epilogue_params *e, const ckc_exec *exec, ckc_d
     lin_epilogue_layout lay;
     unsigned blocks = 1;
     const bool vec = lin_epilogue_vec(e, &lay);
-    ckc_kernel *k;
     if (!lin_epilogue_grid(e, vec ? CKC_EPI_VEC : 1, &lay, &blocks)) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': %lld output features are too many for the "
                         "epilogue", (long long)e->n);
     }
-    k = ckc_kernel_find(epilogue, CKC_KERNEL_COUNT(epilogue), vec ? CKC_EPI_VEC : 1, 0, 0, 0, err);
-    if (k == NULL) {
-        return err->status;
-    } else {
-        const ckc_launch_cfg c = ckc_launch_1d(blocks, CKC_EPI_THREADS, 0, exec->stream);
-        void *args[] = {&params, &lay, &done};
-        return ckc_gpu_launch(k, &c, args, err);
-    }
+    const ckc_launch_cfg c = ckc_launch_1d(blocks, CKC_EPI_THREADS, 0, exec->stream);
+    void *args[] = {&params, &lay, &done};
+    return CKC_LAUNCH_INSTANCE(epilogue, vec ? CKC_EPI_VEC : 1, 0, 0, 0, &c, args, err);
 }
 
 /* rms_norm's row factor of each row (math/rms.h): one warp per row. */

@@ -24,8 +24,6 @@ static ckc_kernel quant_rows[] = {CKC_KIND_KERNELS(QUANT_ROWS_ENTRY)};
 static ckc_kernel dequant[] = {CKC_KIND_KERNELS(DEQUANT_ENTRY)};
 static ckc_kernel dequant_rows[] = {CKC_KIND_KERNELS(DEQUANT_ROWS_ENTRY)};
 
-#define FIND(table, kind, err) ckc_kernel_find(table, CKC_KERNEL_COUNT(table), (int)(kind), 0, 0, 0, (err))
-
 /* Whether rows of packed codes (cols / 2 bytes each) allow the kernels' 8-byte accesses. */
 static bool
 packed_rows_aligned(const uint8_t *qx, int64_t cols)
@@ -52,16 +50,14 @@ quantize(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err)
     ckc_tile_geom g = ckc_tile_geometry_chunks(buffer_cols, scale_rows, CKC_TILE_MAX_THREADS);
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     if (g.segments == 1) {
-        ckc_kernel *k = FIND(quant_rows, p->kind, err);
         const ckc_launch_cfg c = ckc_launch_2d((scale_rows + g.rows_per_block - 1) / g.rows_per_block,
                                                g.threads_per_row, g.rows_per_block, 0, exec->stream);
         void *args[] = {&params, &g, &vec, &q_vec, &done};
-        return k == NULL ? err->status : ckc_gpu_launch(k, &c, args, err);
+        return CKC_LAUNCH_INSTANCE(quant_rows, p->kind, 0, 0, 0, &c, args, err);
     } else {
-        ckc_kernel *k = FIND(quant, p->kind, err);
         const ckc_launch_cfg c = ckc_launch_1d(blocks_for(scale_rows * buffer_cols), CKC_NVFP4_THREADS, 0, exec->stream);
         void *args[] = {&params, &vec, &q_vec, &done};
-        return k == NULL ? err->status : ckc_gpu_launch(k, &c, args, err);
+        return CKC_LAUNCH_INSTANCE(quant, p->kind, 0, 0, 0, &c, args, err);
     }
 }
 
@@ -83,17 +79,15 @@ dequantize(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
                       out_vec && (uintptr_t)p->scales % 4 == 0;
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     if (rows && p->rows > 0) {
-        ckc_kernel *k = FIND(dequant_rows, p->out_kind, err);
         const ckc_launch_cfg c = ckc_launch_2d((p->rows + g.rows_per_block - 1) / g.rows_per_block,
                                                g.threads_per_row, g.rows_per_block, 0, exec->stream);
         void *args[] = {&params, &g, &done};
-        return k == NULL ? err->status : ckc_gpu_launch(k, &c, args, err);
+        return CKC_LAUNCH_INSTANCE(dequant_rows, p->out_kind, 0, 0, 0, &c, args, err);
     } else {
-        ckc_kernel *k = FIND(dequant, p->out_kind, err);
         const ckc_launch_cfg c =
             ckc_launch_1d(blocks_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), CKC_NVFP4_THREADS, 0, exec->stream);
         void *args[] = {&params, &q_vec, &out_vec, &done};
-        return k == NULL ? err->status : ckc_gpu_launch(k, &c, args, err);
+        return CKC_LAUNCH_INSTANCE(dequant, p->out_kind, 0, 0, 0, &c, args, err);
     }
 }
 

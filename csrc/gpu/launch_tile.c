@@ -50,11 +50,10 @@ static ckc_status
 launch_tile_rows(ckc_float_kind kind, int64_t group, int mode, int act, ckc_tile_rows_args a, ckc_tile_geom g,
                  uintptr_t stream, ckc_done_mark done, ckc_error *err)
 {
-    ckc_kernel *k = ckc_kernel_find(tile_rows, CKC_KERNEL_COUNT(tile_rows), (int)kind, (int)group, mode, act, err);
     const ckc_launch_cfg c =
         ckc_launch_2d((a.rows + g.rows_per_block - 1) / g.rows_per_block, g.threads_per_row, g.rows_per_block, 0, stream);
     void *args[] = {&a, &g, &done};
-    return k == NULL ? err->status : ckc_gpu_launch(k, &c, args, err);
+    return CKC_LAUNCH_INSTANCE(tile_rows, kind, group, mode, act, &c, args, err);
 }
 
 int
@@ -106,7 +105,6 @@ ckc_tile_dequant(const ckc_int8_dequant_params *p, uintptr_t stream, ckc_done_ma
 {
     ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, CKC_TILE_MAX_THREADS);
     ckc_int8_dequant_params args_p = *p;
-    ckc_kernel *k;
     /* An index (dequantize_int8_embedding's gather) stays with the general kernel, which maps
      * each output row to its q row (ckc_dequant_source_row). */
     if (g.segments == 0 || p->rows == 0 || p->scale_mode == CKC_SCALE_FULL || p->index != NULL ||
@@ -114,14 +112,11 @@ ckc_tile_dequant(const ckc_int8_dequant_params *p, uintptr_t stream, ckc_done_ma
         !tile_group(p->group, 1)) {
         return 0;
     }
-    k = ckc_kernel_find(tile_dequant, CKC_KERNEL_COUNT(tile_dequant), (int)p->out_kind, (int)p->group, 0, 0, err);
-    if (k == NULL) {
-        *status = err->status;
-    } else {
+    {
         const ckc_launch_cfg c = ckc_launch_2d((p->rows + g.rows_per_block - 1) / g.rows_per_block,
                                                g.threads_per_row, g.rows_per_block, 0, stream);
         void *args[] = {&args_p, &g, &done};
-        *status = ckc_gpu_launch(k, &c, args, err);
+        *status = CKC_LAUNCH_INSTANCE(tile_dequant, p->out_kind, p->group, 0, 0, &c, args, err);
     }
     return 1;
 }
