@@ -251,8 +251,8 @@ def gpu_kernel_sources():
 
 def emulated_device_sources():
     """GPU kernel sources and the emulator, compiled as C++ for _C_emu."""
-    return gpu_kernel_sources() + ["kernels/emu/emu_runtime.cpp", "kernels/emu/emu_streams.cpp",
-                                   "kernels/emu/emu_graphs.cpp", "kernels/emu/emu_races.cpp"]
+    return gpu_kernel_sources() + ["csrc/emu/emu_runtime.cpp", "csrc/emu/emu_streams.cpp",
+                                   "csrc/emu/emu_graphs.cpp", "csrc/emu/emu_races.cpp"]
 
 
 def emulated_device_wanted(development: bool) -> bool:
@@ -416,7 +416,7 @@ class BuildExt(build_ext):
 
     def emulated_device_groups(self, cxx) -> list:
         """_C_emu's C++ sources with their flags.  With COMFY_KITCHEN_C_EMU_RACES=1, the
-        shared-memory race detector (kernels/emu/emu_races.cpp): the kernel sources get GCC's
+        shared-memory race detector (csrc/emu/emu_races.cpp): the kernel sources get GCC's
         ThreadSanitizer instrumentation, whose calls the emulator implements itself (no TSan
         runtime is linked, so it combines with no other sanitizer)."""
         if not emu_races():
@@ -433,7 +433,7 @@ class BuildExt(build_ext):
 def extension(name: str, device: str, macros: list):
     x86 = [("CKC_HAVE_X86_ISAS", "1")] if is_x86_64() else []
     # libm: the kernels' tanhf and expf, not left to whatever the interpreter happened to load
-    return Extension(name, sources=c_sources(device), include_dirs=["csrc", "kernels"],
+    return Extension(name, sources=c_sources(device), include_dirs=["csrc"],
                      define_macros=[("Py_LIMITED_API", LIMITED_API)] + x86 + macros, py_limited_api=True,
                      libraries=[] if sys.platform == "win32" else ["m"])
 

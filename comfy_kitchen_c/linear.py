@@ -3,8 +3,8 @@
 0.2.40, the residual form), int8_linear_modulated and int8_linear_rms_modulated.
 
 All three are one C op (csrc/ops/linear.c): the activation (or modulation) is applied where
-the row quantizer loads x (kernels/math/activation.h), the residual where the epilogue
-stores y (kernels/math/linear.h).  Re-exported by ``comfy_kitchen_c.ops``.
+the row quantizer loads x (csrc/math/activation.h), the residual where the epilogue
+stores y (csrc/math/linear.h).  Re-exported by ``comfy_kitchen_c.ops``.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
 from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability
 
-# Codes shared with C (csrc/contract/codes.h, kernels/math/activation.h), read from _C: comfy_kitchen's
+# Codes shared with C (csrc/contract/codes.h, csrc/math/activation.h), read from _C: comfy_kitchen's
 # input_act names, and this package's own codes of the modulations; C's float kinds are its dtype codes.
 INPUT_ACT_CODES = {None: _C.INPUT_ACTS["none"], **_C.INPUT_ACTS}
 ACT_RMS_NORM, ACT_MODULATE, ACT_RMS_MODULATE = _C.INPUT_ACTS["rms_norm"], _C.ACT_MODULATE, _C.ACT_RMS_MODULATE
@@ -215,7 +215,7 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     # any shape with 1 or n values: the C op reads it as a flat array
     w_scale = weight_scale.to(dtype=torch.float32).contiguous()
     # The bias, the residual and its scale go in their own dtypes: the epilogue rounds them to
-    # out_dtype, as eager's .to(out_dtype), and adds them as eager does (kernels/math/linear.h).
+    # out_dtype, as eager's .to(out_dtype), and adds them as eager does (csrc/math/linear.h).
     if bias is not None:
         bias = bias.contiguous() if bias.numel() == n else bias.reshape(1).expand(n).contiguous()
     if residual is None:

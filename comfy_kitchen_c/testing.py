@@ -4,14 +4,14 @@
 ``emulated_device()`` runs the GPU path of every op on the CPU: inside it, ops
 on CPU tensors go through the same Python wrapper, C launchers and CUDA kernel
 sources (kernels/<family>.cu) as on a GPU, executed by the emulated device
-(kernels/emu) in the extension ``_C_emu``.
+(csrc/emu) in the extension ``_C_emu``.
 
 ``inject(kind, op=None, nth=1)`` arms a fault on the emulated device (see its doc);
 ``reset_device()`` clears faults, hung streams and the sticky error.
 
 ``emulated_capture()`` captures the work issued to the emulated device into a graph, as
 ``torch.cuda.graph`` does on a GPU, and ``EmulatedGraph.replay()`` runs it again; what CUDA
-forbids during a capture fails as it fails there (kernels/emu/emu_graphs.cpp).
+forbids during a capture fails as it fails there (csrc/emu/emu_graphs.cpp).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def device_memory(t):
     return t
 
 
-# ---- fault injection on the emulated device (kernels/emu/emu_streams.cpp) ----
+# ---- fault injection on the emulated device (csrc/emu/emu_streams.cpp) ----
 
 INJECT_KINDS = {"launch": 1, "kernel": 2, "copy": 3, "hang": 4}
 
@@ -116,7 +116,7 @@ def inject(kind: str, op: str | None = None, nth: int = 1):
         emu.reset_device()
 
 
-# ---- CUDA graphs on the emulated device (kernels/emu/emu_graphs.cpp) ----
+# ---- CUDA graphs on the emulated device (csrc/emu/emu_graphs.cpp) ----
 
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 

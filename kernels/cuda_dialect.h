@@ -2,7 +2,7 @@
 /* The CUDA dialect every kernel source (kernels/<family>.cu) is written in.  Under nvcc
  * it is plain CUDA, compiled to a fatbin of device code only (the host code that
  * launches it is C: csrc/gpu/launch_*.c, through the driver).  Compiled as C++17 by
- * the host compiler with CKC_EMULATED defined, kernels/emu/emu.h supplies the same
+ * the host compiler with CKC_EMULATED defined, csrc/emu/emu.h supplies the same
  * names (thread and block indices, __syncthreads, warp shuffles and votes, shared
  * memory, atomics) on the CPU, so the very same sources run on the emulated device
  * in tests.

@@ -4,7 +4,7 @@
  * codes written with the GEMM's padded stride; rms_norm's row factors from a
  * one-warp reduction kernel before it), the int8 GEMM of the BLAS seam
  * (cuBLASLt IMMA, int32 out; a cached plan per shape) and one epilogue kernel
- * (kernels/math/linear.h: bias and residual fused), 8 outputs per thread and
+ * (csrc/math/linear.h: bias and residual fused), 8 outputs per thread and
  * step.  A single row (text encoders) takes a dp4a GEMV with the epilogue
  * fused instead of the GEMM.  Device code only: the launcher is
  * csrc/gpu/launch_linear.c. */
@@ -159,7 +159,7 @@ lin_store(void *out, ckc_float_kind kind, int64_t i, const float y[VEC])
     }
 }
 
-/* Outputs (r, j .. j + VEC): ckc_linear_output's arithmetic (kernels/math/linear.h), with
+/* Outputs (r, j .. j + VEC): ckc_linear_output's arithmetic (csrc/math/linear.h), with
  * the per-column vectors (weight scales, bias, the residual's scale) and the
  * residual's row loaded VEC at a time. */
 template <int VEC>

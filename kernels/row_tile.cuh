@@ -210,7 +210,7 @@ ckc_rotate_chunk(float v[CKC_CHUNK], int group, int t, float *exchange)
     }
 }
 
-/* The load-time activation of one row (kernels/math/activation.h): its
+/* The load-time activation of one row (csrc/math/activation.h): its
  * arguments and the row's factor (rms_norm's r).  Value-initialized (the
  * default of the functions below): no activation. */
 struct ckc_row_act {

@@ -19,7 +19,7 @@ E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
 
 
 def pytest_report_header(config):
-    """The emulated device's schedule (kernels/emu/emu_runtime.cpp), so that a failure under a
+    """The emulated device's schedule (csrc/emu/emu_runtime.cpp), so that a failure under a
     shuffled one can be replayed with the same seed."""
     schedule = os.environ.get("COMFY_KITCHEN_C_EMU_SCHEDULE", "order")
     return f"emulated device schedule: {schedule} (COMFY_KITCHEN_C_EMU_SCHEDULE)"

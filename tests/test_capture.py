@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every op captured into a CUDA graph and replayed, on the emulated device (its capture mode
-follows CUDA's rules: kernels/emu/emu_graphs.cpp): the replays recompute the outputs from the
+follows CUDA's rules: csrc/emu/emu_graphs.cpp): the replays recompute the outputs from the
 inputs' current contents, bit for bit as uncaptured calls; the checking modes that wait refuse
 inside a capture; what CUDA forbids during a capture fails as there; and the flight record says
 which replay of which graph ran last and which of its ops completed in it (csrc/diag/capture.c).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The emulated device (kernels/emu/): kernel sources written in the CUDA dialect of
+"""The emulated device (csrc/emu/): kernel sources written in the CUDA dialect of
 kernels/cuda_dialect.h, built by the host C++ compiler with CKC_EMULATED, run on the
 CPU.  tests/emu/emu_kernels_test.cu checks its results itself and prints a PASS line
 per check; tests/emu/emu_faults_test.cu makes memory errors that must be loud."""
@@ -14,12 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS_TEST = ROOT / "tests" / "emu" / "emu_kernels_test.cu"
 FAULTS_TEST = ROOT / "tests" / "emu" / "emu_faults_test.cu"
-RUNTIME = [ROOT / "kernels" / "emu" / name for name in ("emu_runtime.cpp", "emu_streams.cpp", "emu_graphs.cpp",
+RUNTIME = [ROOT / "csrc" / "emu" / name for name in ("emu_runtime.cpp", "emu_streams.cpp", "emu_graphs.cpp",
                                                         "emu_races.cpp")]
 
 CXX = "g++"
 FLAGS = ["-std=c++17", "-x", "c++", "-DCKC_EMULATED", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
-         f"-I{ROOT / 'kernels'}"]
+         f"-I{ROOT / 'kernels'}", f"-I{ROOT / 'csrc'}"]
 ASAN = ["-fsanitize=address", "-fno-omit-frame-pointer"]
 
 # Every check emu_kernels_test.cu makes (the start of its PASS line).
@@ -123,7 +123,7 @@ def test_asan_sees_kernel_memory_errors(faults_under_asan, case, report):
 
 RACES_TEST = ROOT / "tests" / "emu" / "emu_races_test.cu"
 # Kernel sources compiled with GCC's ThreadSanitizer instrumentation, the emulator without it and
-# with its detector (kernels/emu/emu_races.cpp implements the instrumentation's calls; no TSan
+# with its detector (csrc/emu/emu_races.cpp implements the instrumentation's calls; no TSan
 # runtime): what COMFY_KITCHEN_C_EMU_RACES=1 does for _C_emu.
 RACE_KERNEL_FLAGS = ["-fsanitize=thread", "-Wno-tsan", "--param=tsan-instrument-func-entry-exit=0"]
 

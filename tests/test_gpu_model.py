@@ -103,10 +103,10 @@ PLANTED = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tree = tmp_path_factory.mktemp("planted")
-    (tree / "kernels" / "math").mkdir(parents=True)
-    (tree / "csrc").mkdir()
+    (tree / "csrc" / "math").mkdir(parents=True)
+    (tree / "kernels").mkdir()
     for header in ("int8_quant.h", "float_bits.h", "ckc_inline.h"):
-        (tree / "kernels" / "math" / header).write_text((ROOT / "kernels" / "math" / header).read_text())
+        (tree / "csrc" / "math" / header).write_text((ROOT / "csrc" / "math" / header).read_text())
     source = tree / "kernels" / "planted.cu"
     source.write_text(PLANTED)
     return {arch: model.kernels_of(tree, [source], (arch,)) for arch in ("90", "120")}

@@ -54,7 +54,7 @@ def test_rms_norm_input_act_is_bit_for_bit(device, dtype, shape):
 
 
 def test_rms_norm_follows_torchs_summation_order():
-    """torch's CPU sum of a float32 row is a cascade over 8-lane vectors (kernels/math/rms.h);
+    """torch's CPU sum of a float32 row is a cascade over 8-lane vectors (csrc/math/rms.h);
     rms_norm inherits it.  A row where another order of the same squares gives another r (here
     the float64-exact sum) still gives eager's bits with ours: the order is what matters."""
     k = 3072
@@ -98,7 +98,7 @@ def test_situ(device, dtype):
 
 
 def test_situ_on_the_emulated_device_matches_the_cpu():
-    """Both run ckc_situ (kernels/math/activation.h) with the host's libm."""
+    """Both run ckc_situ (csrc/math/activation.h) with the host's libm."""
     x, w, ws, b = make(19, 256, 24, torch.bfloat16, "channel", bias=True, act="situ")
     args = (x * 10, w, ws, b, torch.float16, True, 64, "situ")
     assert_bitwise_equal(on("emulated", ops.int8_linear, *args), ops.int8_linear(*args), "situ G=64")

@@ -142,7 +142,7 @@ def test_convrot(group, dtype):
 
 
 # The activation is computed in float32 in aten's order and rounded to x's dtype as eager
-# does (kernels/math/activation.h), but with libm's tanhf/expf where aten uses its own
+# does (csrc/math/activation.h), but with libm's tanhf/expf where aten uses its own
 # vectorized (1-ulp) versions, possibly with FMA contraction: an activated value can land on
 # the other side of a rounding boundary, which moves a code (or, at a row's maximum, the row's
 # scale by one unit of x's dtype; after a float32 rotation every value of the row, and so its

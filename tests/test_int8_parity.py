@@ -239,7 +239,7 @@ def test_results_do_not_depend_on_thread_count():
 
 def test_bfloat16_division_free_path_is_exact(eager):
     """bfloat16 quantization multiplies by 1/scale instead of dividing (see
-    kernels/math/int8_quant.h for why that is exact).  Every bfloat16 value
+    csrc/math/int8_quant.h for why that is exact).  Every bfloat16 value
     against every bfloat16 significand as scale, at several exponents."""
     x = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
     significands = 1.0 + torch.arange(128) / 128.0

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Folder (relative to the root) -> layer; the longest matching prefix wins.
 FOLDERS = {
-    "kernels/math": "math",
-    "kernels/emu": "emu",
+    "csrc/math": "math",
+    "csrc/emu": "emu",
     "kernels": "kernels",
     "csrc/platform": "platform",
     "csrc/contract": "contract",

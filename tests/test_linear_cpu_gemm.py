@@ -202,7 +202,7 @@ def test_the_parts_check_their_arguments():
 
 # ---- the tabulated activations (csrc/cpu/act_tables.c) ----
 # gelu_tanh, silu(gate) and situ's factors are tabulated over every 16-bit input; the tables must
-# hold what the per-value expression (kernels/math/activation.h, with the C library's tanhf and
+# hold what the per-value expression (csrc/math/activation.h, with the C library's tanhf and
 # expf) gives.  The reference recomputes that expression here, one IEEE float32 operation at a time
 # (torch's elementwise float32 ops round each result; none is fused), with the same libm.
 

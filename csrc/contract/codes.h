@@ -3,7 +3,7 @@
  * exports them as attributes of _C (csrc/module/shared.c) and
  * comfy_kitchen_c reads them from there, so a change here reaches both.  Codes
  * the scalar math owns (activations, group sizes, NVFP4 constants) stay in
- * kernels/math and are listed from there. */
+ * csrc/math and are listed from there. */
 #ifndef CKC_CONTRACT_CODES_H
 #define CKC_CONTRACT_CODES_H
 

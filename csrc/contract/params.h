@@ -120,7 +120,7 @@ typedef struct {
     int64_t k;
 } ckc_int8_gemm_params;
 
-/* out[r, j] = the epilogue of kernels/math/linear.h on acc[r, j] (bias, residual
+/* out[r, j] = the epilogue of csrc/math/linear.h on acc[r, j] (bias, residual
  * form), for the rows r of one chunk. */
 typedef struct {
     const int32_t *acc;

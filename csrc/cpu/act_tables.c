@@ -2,7 +2,7 @@
 /* The transcendental activations of int8_linear's CPU pre-pass, tabulated over
  * the 65536 values of a 16-bit row type.  gelu_tanh, swiglu's silu(gate) and
  * situ's two factors are each rounded to the row's type and depend on one
- * input value (kernels/math/activation.h), so a table of the function computed
+ * input value (csrc/math/activation.h), so a table of the function computed
  * once, by the same expression, gives the same bits as computing it per value:
  * one load in place of a libm tanhf/expf (~40 ns for glibc 2.36's tanhf, which
  * made the gelu_tanh pre-pass slower than oneDNN's whole GEMM).  256 KiB per

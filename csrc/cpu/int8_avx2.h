@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* AVX2 form of the bfloat16 int8 quantizer (ckc_int8_code_bf16_reciprocal of
- * kernels/math/int8_quant.h), for the AVX2 build of the CPU kernels.  Compilers
+ * csrc/math/int8_quant.h), for the AVX2 build of the CPU kernels.  Compilers
  * vectorize the scalar form poorly (the narrowing to int8 and the integer
  * clamp on float bits); here 32 codes take one pass of plain vector operations.
  * Each step gives the scalar step's bits:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* CPU kernels of int8_linear: the int8 GEMM (int32 accumulation, exact), the
- * epilogue (kernels/math/linear.h) and the input activation pre-pass
- * (kernels/math/activation.h).  The GEMM is also the emulated device's stand-in
+ * epilogue (csrc/math/linear.h) and the input activation pre-pass
+ * (csrc/math/activation.h).  The GEMM is also the emulated device's stand-in
  * for cuBLASLt's int8 GEMM (csrc/gpu/blas_emu.c).
  * Compiled once per instruction set, inside kernels_isa.h. */
 #include "act_tables.h"

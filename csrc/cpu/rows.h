@@ -148,7 +148,7 @@ ckc_row_hadamard_wide(float *v, int64_t n, int64_t group)
     }
 }
 
-/* Rotates each group of a row in place, the CPU form of kernels/math/hadamard.h,
+/* Rotates each group of a row in place, the CPU form of csrc/math/hadamard.h,
  * on values already scaled by ckc_hadamard_norm.  Each stage sweeps the whole
  * row (groups are contiguous and 4*stride divides the group): strides 1 and 4
  * inside 16-value blocks, longer strides as long loops. */

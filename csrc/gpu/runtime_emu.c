@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The GPU runtime seam on the emulated device (kernels/emu): device memory is
+/* The GPU runtime seam on the emulated device (csrc/emu): device memory is
  * host memory, work runs synchronously when issued, one device; streams keep
  * queue positions so that injected hangs and asynchronous faults behave as on
- * a GPU (kernels/emu/emu_streams.cpp). */
+ * a GPU (csrc/emu/emu_streams.cpp). */
 #if defined(CKC_EMULATED)
 
 #include <stdio.h>

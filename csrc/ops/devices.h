@@ -54,7 +54,7 @@ void ckc_devices_emulated_heuristic(const ckc_blas_candidate *c, int count);
 void ckc_devices_emulated_capturing(int capturing);
 void ckc_devices_emulated_blas_plant(int bug);
 
-/* The emulated device's CUDA-graph capture and replay (kernels/emu/emu_api.h,
+/* The emulated device's CUDA-graph capture and replay (csrc/emu/emu_api.h,
  * CUDA's rules): 0 when done, CKC_DEVICES_CAPTURE_REFUSED for what a capture
  * forbids (a CaptureError), another non-zero code otherwise; why says what.
  * Defined in the emulated-device build only (its module alone calls them). */

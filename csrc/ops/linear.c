@@ -20,17 +20,17 @@
  * x is [..., x_stride] with x_stride = k * width(act), taken as its rows of
  * x_stride (ckc_check_rows: ComfyUI's [B, T, C] passes without a reshape); out
  * is [..., n] with x's leading dimensions; the bias, n values of any float
- * type, is rounded to out's type in the epilogue (kernels/math/linear.h).  The
+ * type, is rounded to out's type in the epilogue (csrc/math/linear.h).  The
  * weight is [n, k] when the GEMM needs no padding, else a zero-padded
  * [n_pad, k_pad] copy; the caller's scratch is carved into chunk buffers as
  * contract/linear_plan.h lays them out (comfy_kitchen_c/ops.py sized it with
  * the same layout, through _C.int8_linear_plan).
  *
- * The activation (kernels/math/activation.h) reads act_weight (rms_norm's k
+ * The activation (csrc/math/activation.h) reads act_weight (rms_norm's k
  * values) and modulation (k values of s), eps as the bits of a float32
  * (eps_bits), and rounds rms_norm's result to norm_kind (a ckc_float_kind; -1:
  * x's).  residual is out's shape, residual_scale 1 or n values; each of any
- * float type (the epilogue rounds them to out's type, kernels/math/linear.h). */
+ * float type (the epilogue rounds them to out's type, csrc/math/linear.h). */
 
 enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH, LN_ACT_WEIGHT, LN_MODULATION, LN_RESIDUAL, LN_RESIDUAL_SCALE };
 enum { LI_ACT, LI_GROUP, LI_K_ALIGN, LI_N_ALIGN, LI_EPS_BITS, LI_NORM_KIND };
@@ -245,7 +245,7 @@ const ckc_op_spec ckc_op_int8_linear = {
            "            residual_scale, act, group, k_align, n_align, eps_bits, norm_kind, stream, nthreads)\n"
            "--\n\n"
            "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, then\n"
-           "residual + residual_scale * out (kernels/math/linear.h); x [..., K] and out [..., n] by rows\n"
+           "residual + residual_scale * out (csrc/math/linear.h); x [..., K] and out [..., n] by rows\n"
            "of their last dimension, in chunks through scratch (contract/linear_plan.h lays it out).",
     .prepare = prepare_int8_linear,
     .cpu = ckc_cpu_entry_int8_linear,

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Kernels that exercise the emulated device (kernels/emu/), written only in the
+/* Kernels that exercise the emulated device (csrc/emu/), written only in the
  * dialect of kernels/cuda_dialect.h, and a host main() that launches each one,
  * checks the results and prints one PASS (or FAIL) line per check.
  * tests/test_emulator.py builds it with:
- *   g++ -std=c++17 -x c++ -DCKC_EMULATED -Ikernels tests/emu/emu_kernels_test.cu kernels/emu/emu_runtime.cpp */
+ *   g++ -std=c++17 -x c++ -DCKC_EMULATED -Icsrc -Ikernels tests/emu/emu_kernels_test.cu csrc/emu/emu_runtime.cpp */
 #include "cuda_dialect.h"
 
 /* ---- Indices ---------------------------------------------------------------

@@ -41,7 +41,7 @@ def sources() -> list[tuple[str, list[str]]]:
     cxx = ["-std=c++17", "-x", "c++"]
     out += [(p.relative_to(ROOT).as_posix(), cxx) for p in sorted((ROOT / "kernels").glob("*.cu"))]
     # Every emulator source, as setup.py's emulated_device_sources() lists them: a list kept here went stale once.
-    out += [(p.relative_to(ROOT).as_posix(), cxx) for p in sorted((ROOT / "kernels" / "emu").glob("*.cpp"))]
+    out += [(p.relative_to(ROOT).as_posix(), cxx) for p in sorted((ROOT / "csrc" / "emu").glob("*.cpp"))]
     out.append(("tests/tsan/core_threads_test.c", ["-std=c11"]))
     return out
 

@@ -3,7 +3,7 @@
  * kernel sources (the .cu files under kernels/, in the dialect of kernels/cuda_dialect.h)
  * compile unchanged with g++ -DCKC_EMULATED and run in tests.
  *
- * Execution model (kernels/emu/emu_runtime.cpp): a launch runs its blocks one
+ * Execution model (csrc/emu/emu_runtime.cpp): a launch runs its blocks one
  * after another on the calling OS thread, one launch at a time in the process;
  * the threads of a block are cooperative user-space threads, switching only
  * inside __syncthreads() and the warp collectives, visited in linear order or,
