@@ -12,7 +12,9 @@ allocations, the DLPack capsules, the flight record and the call into C.  The GP
 same Python and the same C entry, plus the device guard and the launches.
 
 Columns: ours (``comfy_kitchen_c.ops.<op>``), eager (comfy_kitchen's eager backend, called
-directly) and ours in units of one ``torch.empty`` (allocating one output: a yardstick of this
+directly), registry (comfy_kitchen's public function with "c" first: its dispatch, our call
+rule, then our op, as ComfyUI calls it; for the ops comfy_kitchen exports) and ours in units of
+one ``torch.empty`` (allocating one output: a yardstick of this
 machine's speed at torch calls, stable where absolute times drift).  Blocks of the three alternate,
 and each value is the fastest of ``--blocks`` blocks of ``--calls`` consecutive calls, in microseconds per call: the
 cost itself, since other load on the machine only ever adds to a block's time (on the 2-core
@@ -33,9 +35,11 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import comfy_kitchen  # noqa: E402
 import torch  # noqa: E402
 from comfy_kitchen.backends.eager import quantization as E  # noqa: E402
 
+import comfy_kitchen_c  # noqa: E402
 import comfy_kitchen_c.ops as C  # noqa: E402
 from bench_cpu import OPS  # noqa: E402
 
@@ -90,12 +94,18 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)  # tiny inputs: no worker wake-ups in either implementation
 
     empty = (lambda: torch.empty((ROWS, K), dtype=torch.int8), ())
-    lines = ["| op | ours us | eager us | eager / ours | ours / one torch.empty |", "|---|---:|---:|---:|---:|"]
+    comfy_kitchen_c.activate()
+    lines = ["| op | ours us | eager us | eager / ours | ours / one torch.empty | registry us | "
+             "registry / one torch.empty |", "|---|---:|---:|---:|---:|---:|---:|"]
     for label, ours, eager, op_args in cases():
-        us = us_per_call({"ours": (ours, op_args), "eager": (eager, op_args), "empty": empty}, args.calls,
-                         args.blocks)
+        public = getattr(comfy_kitchen, ours.__name__, None)
+        timed = {"ours": (ours, op_args), "eager": (eager, op_args), "empty": empty}
+        if public is not None:
+            timed["registry"] = (public, op_args)
+        us = us_per_call(timed, args.calls, args.blocks)
+        reg = (f"{us['registry']:.1f} | {us['registry'] / us['empty']:.1f}" if public is not None else "- | -")
         lines.append(f"| {label} | {us['ours']:.1f} | {us['eager']:.1f} | {us['eager'] / us['ours']:.2f} | "
-                     f"{us['ours'] / us['empty']:.1f} |")
+                     f"{us['ours'] / us['empty']:.1f} | {reg} |")
         print(lines[-1], flush=True)
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=Path(__file__).parent).stdout.strip()

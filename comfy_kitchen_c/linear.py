@@ -8,6 +8,7 @@ stores y (csrc/math/linear.h).  Re-exported by ``comfy_kitchen_c.ops``.
 """
 from __future__ import annotations
 
+import functools
 import struct
 
 import torch
@@ -16,6 +17,7 @@ from . import _C, settings
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
 from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability
+from ._proved import checked as _checked
 
 # Codes shared with C (csrc/contract/codes.h, csrc/math/activation.h), read from _C: comfy_kitchen's
 # input_act names, and this package's own codes of the modulations; C's float kinds are its dtype codes.
@@ -200,6 +202,14 @@ def _float_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
+@functools.lru_cache(maxsize=4096)
+def _plan(*args):
+    """_C.int8_linear_plan, asked once per shape class: a model's steps repeat a few shapes, so
+    a call crosses into C once (the op), not twice (plan, then op).  The plan is a pure function
+    of its arguments (sizes, alignment, memory limit), so a remembered answer is the answer."""
+    return _C.int8_linear_plan(*args)
+
+
 def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: int, k: int, n: int,
             act_weight=None, modulation=None, eps: float = 0.0, norm_kind: int = -1, residual=None,
             residual_scale=None):
@@ -236,9 +246,8 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     # The scratch (quantized rows, scales, accumulator, activated rows, rms_norm's row factors,
     # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
     # (csrc/contract/linear_plan.h), the very layout the op carves the scratch with.
-    scratch_bytes, padded_shape = _C.int8_linear_plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(),
-                                                      w.data_ptr() % 16 == 0,
-                                                      min(linear_memory_limit(), _PLAN_LIMIT_MAX))
+    scratch_bytes, padded_shape = _plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(), w.data_ptr() % 16 == 0,
+                                        min(linear_memory_limit(), _PLAN_LIMIT_MAX))
     if padded_shape is not None:
         padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
         padded[:n, :k] = w
@@ -319,7 +328,7 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     row), "rms_norm" (input_act_weight: K values, input_act_eps), "situ" ([hidden | gate]).
     Rows go through in chunks bounded by set_linear_memory_limit."""
     op = "int8_linear"
-    k, n, act = check_int8_linear(x, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize, input_act,
+    k, n, act = _checked(check_int8_linear, x, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize, input_act,
                                   input_act_weight, input_act_eps, residual, residual_scale)
     rms = act == ACT_RMS_NORM
     return _linear(op, x, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0, act, k, n,
@@ -341,7 +350,7 @@ def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, 
     applied to every row) fused into the quantizer's load: eager's batch-one contract, rounded
     as eager rounds (1 + s in s's dtype, the product in the promoted dtype)."""
     op = "int8_linear_modulated"
-    check_int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias, out_dtype, convrot,
+    _checked(check_int8_linear_modulated, x, modulation_scale, weight, weight_scale, bias, out_dtype, convrot,
                                 convrot_groupsize)
     rows, _ = _modulated_rows(x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
@@ -355,7 +364,7 @@ def int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight
     rms_norm, the modulation and the quantization at the quantizer's load; rms_norm as aten's
     (in float32, rounded to x's dtype), the norm weight in its own dtype."""
     op = "int8_linear_rms_modulated"
-    check_int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias,
+    _checked(check_int8_linear_rms_modulated, x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias,
                                     out_dtype, convrot, convrot_groupsize)
     rows, norm_kind = _modulated_rows(x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,

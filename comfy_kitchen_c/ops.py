@@ -24,6 +24,7 @@ from ._call import (  # noqa: F401 (re-exported: tests and backend.py use them t
     compute_capability,
 )
 from ._kernels import KERNELS
+from ._proved import checked as _checked
 from .linear import (  # noqa: F401 (the int8 linear ops, part of this module's interface)
     check_int8_linear,
     check_int8_linear_modulated,
@@ -78,7 +79,7 @@ def _quantize_rows(op: str, x: torch.Tensor, group: int, seed: int):
     xc = x.contiguous()
     q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
     scale = torch.empty((*xc.shape[:-1], 1), dtype=torch.float32, device=x.device)
-    _run("int8_rowwise", op, x.device, (xc, q, scale, _noise(xc, seed)), (group,))
+    _run("quantize_int8_rowwise", op, x.device, (xc, q, scale, _noise(xc, seed)), (group,))
     return q, scale
 
 
@@ -91,7 +92,7 @@ def check_quantize_int8_rowwise(x, stochastic_rounding=0):
 
 def quantize_int8_rowwise(x, stochastic_rounding=0):
     """(q int8 like x, scale float32 [..., 1]): one scale per row of the last dim."""
-    seed = check_quantize_int8_rowwise(x, stochastic_rounding)
+    seed = _checked(check_quantize_int8_rowwise, x, stochastic_rounding)
     return _quantize_rows("quantize_int8_rowwise", x, 0, seed)
 
 
@@ -111,7 +112,7 @@ def check_quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding=0):
 
 def quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding=0):
     """Row-wise int8 quantization of x rotated group-wise by the regular Hadamard matrix, fused."""
-    seed = check_quantize_and_rotate_rowwise(x, h, group_size, stochastic_rounding)
+    seed = _checked(check_quantize_and_rotate_rowwise, x, h, group_size, stochastic_rounding)
     return _quantize_rows("quantize_and_rotate_rowwise", x, group_size, seed)
 
 
@@ -125,7 +126,7 @@ def check_quantize_int8_convrot_weight(weight, group_size, stochastic_rounding=0
 
 def quantize_int8_convrot_weight(weight, group_size, stochastic_rounding=0):
     """ConvRot weight: rotate each group of in_features, then row-wise int8 quantization."""
-    seed = check_quantize_int8_convrot_weight(weight, group_size, stochastic_rounding)
+    seed = _checked(check_quantize_int8_convrot_weight, weight, group_size, stochastic_rounding)
     return _quantize_rows("quantize_int8_convrot_weight", weight, group_size, seed)
 
 
@@ -173,11 +174,11 @@ def check_quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
 def quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
     """(q int8 like x, float32 scale): one scale for the whole tensor, computed or given."""
     op = "quantize_int8_tensorwise"
-    seed = check_quantize_int8_tensorwise(x, scale, stochastic_rounding)
+    seed = _checked(check_quantize_int8_tensorwise, x, scale, stochastic_rounding)
     scale_t, compute = _tensorwise_scale(x, scale)
     xc = x.contiguous()
     q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
-    _run("int8_tensorwise", op, x.device, (xc, q, scale_t, _noise(x, seed)), (compute,))
+    _run("quantize_int8_tensorwise", op, x.device, (xc, q, scale_t, _noise(x, seed)), (compute,))
     if isinstance(scale, torch.Tensor) and scale.dim() > x.dim():
         # eager's q is x / scale: broadcast, it takes the one-element scale's extra leading dims
         q = q.view((1,) * (scale.dim() - x.dim()) + tuple(x.shape))
@@ -193,10 +194,10 @@ def check_rotate_int8_convrot_weight(weight, group_size):
 def rotate_int8_convrot_weight(weight, group_size):
     """weight with each group of in_features rotated by the regular Hadamard matrix, in its dtype."""
     op = "rotate_int8_convrot_weight"
-    check_rotate_int8_convrot_weight(weight, group_size)
+    _checked(check_rotate_int8_convrot_weight, weight, group_size)
     w = weight.contiguous()
     out = torch.empty_like(w)
-    _run("hadamard_rows", op, w.device, (w, out), (group_size,))
+    _run("rotate_int8_convrot_weight", op, w.device, (w, out), (group_size,))
     return out
 
 
@@ -233,7 +234,7 @@ def _dequantize(op: str, q: torch.Tensor, scale: torch.Tensor, mode: int, out_dt
     s = s.expand(q.shape).contiguous() if mode == _SCALE_FULL else s.contiguous()
     q2 = _as_rows(q)
     out = torch.empty(q2.shape, dtype=out_dtype, device=q.device)
-    _run("int8_dequant", op, q.device, (q2, s, out), (mode, group))
+    _run("dequantize_int8_convrot_weight_dtype", op, q.device, (q2, s, out), (mode, group))
     return out if q2 is q else out.view(q.shape)
 
 
@@ -243,7 +244,7 @@ def check_dequantize_int8_simple(q, scale):
 
 def dequantize_int8_simple(q, scale):
     """float32 q * scale (scale: scalar, per row, or any shape broadcasting to q)."""
-    mode = check_dequantize_int8_simple(q, scale)
+    mode = _checked(check_dequantize_int8_simple, q, scale)
     return _dequantize("dequantize_int8_simple", q, scale, mode, torch.float32, 0)
 
 
@@ -256,7 +257,7 @@ def check_dequantize_int8_simple_dtype(q, scale, output_dtype_code):
 def dequantize_int8_simple_dtype(q, scale, output_dtype_code):
     """q * scale rounded to the dtype of output_dtype_code (0 float32, 1 float16, 2 bfloat16)."""
     op = "dequantize_int8_simple_dtype"
-    mode, out_dtype = check_dequantize_int8_simple_dtype(q, scale, output_dtype_code)
+    mode, out_dtype = _checked(check_dequantize_int8_simple_dtype, q, scale, output_dtype_code)
     return _dequantize(op, q, scale, mode, out_dtype, 0)
 
 
@@ -269,7 +270,7 @@ def check_dequantize_int8_convrot_weight(q, scale, group_size):
 
 def dequantize_int8_convrot_weight(q, scale, group_size):
     """float32 (q * scale) rotated back group-wise: the ConvRot weight in its original basis."""
-    mode = check_dequantize_int8_convrot_weight(q, scale, group_size)
+    mode = _checked(check_dequantize_int8_convrot_weight, q, scale, group_size)
     return _dequantize("dequantize_int8_convrot_weight", q, scale, mode, torch.float32, group_size)
 
 
@@ -283,7 +284,7 @@ def check_dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtyp
 def dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code):
     """dequantize_int8_convrot_weight rounded to the dtype of output_dtype_code."""
     op = "dequantize_int8_convrot_weight_dtype"
-    mode, out_dtype = check_dequantize_int8_convrot_weight_dtype(q, scale, group_size, output_dtype_code)
+    mode, out_dtype = _checked(check_dequantize_int8_convrot_weight_dtype, q, scale, group_size, output_dtype_code)
     return _dequantize(op, q, scale, mode, out_dtype, group_size)
 
 
@@ -337,12 +338,12 @@ def dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code):
     op = "dequantize_int8_embedding"
     if indices is None:
         raise ArgumentTypeError(f"{op}: argument 'indices' is required")
-    mode, group, out_dtype = check_dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code)
+    mode, group, out_dtype = _checked(check_dequantize_int8_embedding, q, scale, indices, group_size, output_dtype_code)
     out = torch.empty((*indices.shape, q.shape[1]), dtype=out_dtype, device=q.device)
     if out.numel() == 0:
         return out
     s = scale.to(dtype=torch.float32).contiguous()  # exact: scale values are float16/bfloat16/float32
-    _run("int8_embedding", op, q.device, (q.contiguous(), s, indices.contiguous(), out), (mode, group))
+    _run("dequantize_int8_embedding", op, q.device, (q.contiguous(), s, indices.contiguous(), out), (mode, group))
     return out
 
 
@@ -409,7 +410,7 @@ def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=Tru
     R, C are x's shape, each rounded up to 16 with zero padding when pad_16x.
     ``epsilon`` is accepted for compatibility and ignored, as by every comfy_kitchen backend.
     """
-    check_quantize_nvfp4(x, per_tensor_scale, epsilon, pad_16x, hi_first)
+    _checked(check_quantize_nvfp4, x, per_tensor_scale, epsilon, pad_16x, hi_first)
     return _quantize_nvfp4("quantize_nvfp4", x, per_tensor_scale, pad_16x, hi_first, 0)
 
 
@@ -422,7 +423,7 @@ def _quantize_nvfp4(op: str, x, per_tensor_scale, pad_16x, hi_first, group: int)
     # The kernels write the scale buffer's padding too (scale 0): no memset launch.
     scales = torch.empty(_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
     pts = _per_tensor_scale(per_tensor_scale, x.device)
-    _run("nvfp4_quant", op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)), group))
+    _run("quantize_nvfp4", op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)), group))
     return qx, scales.view(torch.float8_e4m3fn)
 
 
@@ -455,12 +456,12 @@ def check_dequantize_nvfp4(qx, per_tensor_scale=None, block_scales=None, output_
 def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloat16, hi_first=True):
     """NVFP4 codes and swizzled block scales back to values [R, 2 * qx.shape[1]] of output_type."""
     op = "dequantize_nvfp4"
-    check_dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type, hi_first)
+    _checked(check_dequantize_nvfp4, qx, per_tensor_scale, block_scales, output_type, hi_first)
     rows, cols = qx.shape[0], 2 * qx.shape[1]
     scales = block_scales.contiguous().view(torch.uint8).reshape(_scale_shape(rows, cols))
     out = torch.empty((rows, cols), dtype=output_type, device=qx.device)
     pts = _per_tensor_scale(per_tensor_scale, qx.device)
-    _run("nvfp4_dequant", op, qx.device, (qx.contiguous(), pts, scales, out), (int(bool(hi_first)),))
+    _run("dequantize_nvfp4", op, qx.device, (qx.contiguous(), pts, scales, out), (int(bool(hi_first)),))
     return out
 
 
@@ -519,7 +520,7 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
     elsewhere each operand is dequantized exactly (code x block scale is exact in float32) and
     multiplied in float32, alpha and the bias applied in float32, rounded once to out_dtype."""
     op = "scaled_mm_nvfp4"
-    check_scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias, out_dtype,
+    _checked(check_scaled_mm_nvfp4, a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias, out_dtype,
                           alpha)
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     device = a.device
@@ -533,7 +534,7 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
         out = torch.empty((m, n), dtype=out_dtype, device=device)
         if device.type == "cuda":
             _blas_search_dirs()
-        _run("nvfp4_gemm", op, device, (a.contiguous(), b.contiguous(), scale_a, scale_b, alpha_beta, bias_out, out),
+        _run("scaled_mm_nvfp4", op, device, (a.contiguous(), b.contiguous(), scale_a, scale_b, alpha_beta, bias_out, out),
              ())
         return out
     one = torch.ones(1, dtype=torch.float32, device=device)
@@ -579,7 +580,7 @@ def quantize_and_rotate_nvfp4(x, per_tensor_scale, group_size=16, pad_16x=False,
     rotated values, or be amax(|x|) * sqrt(group_size) / (448 * 6), which bounds them.
     """
     op = "quantize_and_rotate_nvfp4"
-    check_quantize_and_rotate_nvfp4(x, per_tensor_scale, group_size, pad_16x, hi_first)
+    _checked(check_quantize_and_rotate_nvfp4, x, per_tensor_scale, group_size, pad_16x, hi_first)
     return _quantize_nvfp4(op, x, per_tensor_scale, pad_16x, hi_first, group_size)
 
 
@@ -641,7 +642,7 @@ def nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias=None,
     and x is rotated the same way: H is orthogonal and symmetric, so (x H)(W H)^T = x W^T.
     """
     op = "nvfp4_linear"
-    check_nvfp4_linear(x, weight, weight_tensor_scale, weight_block_scales, bias, out_dtype, convrot,
+    _checked(check_nvfp4_linear, x, weight, weight_tensor_scale, weight_block_scales, bias, out_dtype, convrot,
                        convrot_groupsize)
     group = convrot_groupsize if convrot else 0
     x2 = x.reshape(-1, x.shape[-1])

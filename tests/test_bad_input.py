@@ -116,7 +116,7 @@ def test_bad_input_raises_named_error(call, exc, op, arg):
 
 # The C layer checks everything it reads again, whatever Python passed.
 def _c_rowwise(x, q, scale, group=0):
-    return _C.int8_rowwise("quantize_int8_rowwise", x.__dlpack__(), q.__dlpack__(), scale.__dlpack__(), None,
+    return _C.quantize_int8_rowwise("quantize_int8_rowwise", x.__dlpack__(), q.__dlpack__(), scale.__dlpack__(), None,
                            group, 0, 1)
 
 
@@ -132,11 +132,11 @@ C_CASES = [
     ("x dtype", lambda: _c_rowwise(X.int(), Q, S), ckc.ArgumentTypeError, "argument 'x'"),
     ("non-contiguous", lambda: _c_rowwise(torch.randn(64, 4).t(), Q, S), ckc.ArgumentError, "contiguous"),
     ("group", lambda: _c_rowwise(X, Q, S, 32), ckc.ArgumentError, "argument 'group_size'"),
-    ("not a capsule", lambda: _C.int8_rowwise("op", X, Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 1),
+    ("not a capsule", lambda: _C.quantize_int8_rowwise("op", X, Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 1),
      ckc.ArgumentTypeError, "DLPack"),
-    ("nthreads", lambda: _C.int8_rowwise("op", X.__dlpack__(), Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 0),
+    ("nthreads", lambda: _C.quantize_int8_rowwise("op", X.__dlpack__(), Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 0),
      ckc.ArgumentError, "argument 'nthreads'"),
-    ("missing tensor", lambda: _C.int8_rowwise("op", X.__dlpack__(), None, S.__dlpack__(), None, 0, 0, 1),
+    ("missing tensor", lambda: _C.quantize_int8_rowwise("op", X.__dlpack__(), None, S.__dlpack__(), None, 0, 0, 1),
      ckc.ArgumentTypeError, "argument 'q'"),
 ]
 
@@ -159,11 +159,11 @@ def test_c_layer_rejects_inconsistent_arguments(call, exc, fragment):
 
 def test_consumed_capsule_is_rejected():
     cap = X.__dlpack__()
-    _C.int8_rowwise("op", cap, Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 1)
+    _C.quantize_int8_rowwise("op", cap, Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 1)
     with pytest.raises(ckc.ArgumentTypeError, match="unconsumed"):
-        _C.int8_rowwise("op", cap, Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 1)
+        _C.quantize_int8_rowwise("op", cap, Q.__dlpack__(), S.__dlpack__(), None, 0, 0, 1)
 
 
 def test_wrong_argument_count_is_a_type_error():
     with pytest.raises(TypeError, match="takes 8 arguments"):
-        _C.int8_rowwise("op")
+        _C.quantize_int8_rowwise("op")

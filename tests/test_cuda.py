@@ -327,13 +327,13 @@ def test_comfy_kitchen_dispatches_cuda_tensors_to_c_small(gpu, monkeypatch):
     import comfy_kitchen as ck
 
     calls = []
-    real = _C.int8_rowwise
+    real = _C.quantize_int8_rowwise
 
     def spy(op, *args):
         calls.append(op)
         return real(op, *args)
 
-    monkeypatch.setattr(_C, "int8_rowwise", spy)
+    monkeypatch.setattr(_C, "quantize_int8_rowwise", spy)
     x = CASES["normal"](8, 512, torch.bfloat16)
     with ck.use_backend("c"):
         out = ck.quantize_int8_rowwise(x.to(gpu))

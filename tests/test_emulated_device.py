@@ -167,5 +167,5 @@ def test_emulated_device_is_scoped():
     # the emulated-device module raises the package's own exception classes
     x = torch.randn(4, 64)
     with pytest.raises(ckc.ArgumentError, match="op: argument 'q'"):
-        _C_emu.int8_rowwise("op", x.__dlpack__(), torch.empty(2, 64, dtype=torch.int8).__dlpack__(),
+        _C_emu.quantize_int8_rowwise("op", x.__dlpack__(), torch.empty(2, 64, dtype=torch.int8).__dlpack__(),
                             torch.empty(4).__dlpack__(), None, 0, 0, 1)

@@ -87,7 +87,7 @@ def test_bad_arguments_leave_no_record():
         ops.quantize_int8_rowwise(torch.randn(1, 16))
         newest = flight.load(faults.record_path())["written"]
         with pytest.raises(ckc.ArgumentError):
-            ckc.ops._run("int8_rowwise", "quantize_int8_rowwise", torch.device("cpu"),
+            ckc.ops._run("quantize_int8_rowwise", "quantize_int8_rowwise", torch.device("cpu"),
                          (torch.randn(2, 16), torch.empty(3, 16, dtype=torch.int8), torch.empty(2), None), (0,))
     assert flight.load(faults.record_path())["written"] == newest
 

@@ -27,11 +27,11 @@ def test_a_second_instance_has_its_own_state(second_c):
         second_c.set_cpu_isa("no-such-isa")
     x = torch.randn(3, 64)
     q, s = torch.empty(3, 64, dtype=torch.int8), torch.empty(3, 1)
-    second_c.int8_rowwise("op", x.__dlpack__(), q.__dlpack__(), s.__dlpack__(), None, 0, 0, 1)
+    second_c.quantize_int8_rowwise("op", x.__dlpack__(), q.__dlpack__(), s.__dlpack__(), None, 0, 0, 1)
     q_ref, s_ref = ops.quantize_int8_rowwise(x)
     assert torch.equal(q, q_ref) and torch.equal(s, s_ref)
     with pytest.raises(second_c.ArgumentError, match="op: argument 'q'"):
-        second_c.int8_rowwise("op", x.__dlpack__(), q[:2].__dlpack__(), s.__dlpack__(), None, 0, 0, 1)
+        second_c.quantize_int8_rowwise("op", x.__dlpack__(), q[:2].__dlpack__(), s.__dlpack__(), None, 0, 0, 1)
 
 
 def test_the_flight_ring_is_the_processs(second_c):
@@ -39,8 +39,8 @@ def test_the_flight_ring_is_the_processs(second_c):
 
 
 def test_op_functions_check_their_arity():
-    with pytest.raises(TypeError, match=r"int8_rowwise\(\) takes 8 arguments \(1 given\)"):
-        _C.int8_rowwise("op")
+    with pytest.raises(TypeError, match=r"quantize_int8_rowwise\(\) takes 8 arguments \(1 given\)"):
+        _C.quantize_int8_rowwise("op")
     with pytest.raises(ValueError, match="check must be 0"):
         x = torch.randn(1, 4)
-        _C.int8_rowwise("op", x.__dlpack__(), None, None, None, 0, 0, 1, 7)
+        _C.quantize_int8_rowwise("op", x.__dlpack__(), None, None, None, 0, 0, 1, 7)

@@ -105,7 +105,7 @@ def _quant_kernel_into(scales, x, pts, out_shape, group):
     """The nvfp4_quant kernel called directly, writing block scales into the given buffer;
     returns the codes."""
     qx = torch.empty((out_shape[0], out_shape[1] // 2), dtype=torch.uint8)
-    ops._run("nvfp4_quant", "quantize_nvfp4", x.device, (x, pts.reshape(1), qx, scales), (1, group))
+    ops._run("quantize_nvfp4", "quantize_nvfp4", x.device, (x, pts.reshape(1), qx, scales), (1, group))
     return qx
 
 

@@ -160,7 +160,7 @@ def test_kernel_entry_rejects_other_groups():
     for group, message in ((1024, "is not 16, 64 or 256"), (4, "is not 16, 64 or 256"),
                            (256, "row length 64 is not divisible")):
         with pytest.raises(ckc.ArgumentError, match=f"op: argument 'group_size'.*{message}"):
-            _C.nvfp4_quant("op", x.__dlpack__(), pts.__dlpack__(), qx.__dlpack__(), sx.__dlpack__(), 1, group, 0, 1)
+            _C.quantize_nvfp4("op", x.__dlpack__(), pts.__dlpack__(), qx.__dlpack__(), sx.__dlpack__(), 1, group, 0, 1)
 
 
 # ---- nvfp4_linear -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from comfy_kitchen.registry import registry
 from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
 
 import comfy_kitchen_c
-from comfy_kitchen_c import _C
+from comfy_kitchen_c import _C, op_list
 from inputs import FakeCudaTensor
 
 
@@ -41,7 +41,7 @@ def count_calls(monkeypatch, names) -> dict:
 
 @pytest.fixture
 def kernel_calls(monkeypatch):
-    return count_calls(monkeypatch, ("int8_rowwise", "int8_tensorwise", "int8_dequant", "nvfp4_quant"))
+    return count_calls(monkeypatch, ("quantize_int8_rowwise", "quantize_int8_tensorwise", "dequantize_int8_convrot_weight_dtype", "quantize_nvfp4"))
 
 
 @pytest.mark.parametrize("first", ["comfy_kitchen", "comfy_kitchen_c"])
@@ -86,17 +86,17 @@ def test_activate_puts_c_first_and_keeps_the_others(activated):
 def test_public_api_call_is_served_by_c(activated, kernel_calls):
     x = torch.randn(8, 64, dtype=torch.bfloat16)
     q, s = ck.quantize_int8_rowwise(x)
-    assert kernel_calls.get("int8_rowwise") == 1
+    assert kernel_calls.get("quantize_int8_rowwise") == 1
     assert registry.get_capable_backend("quantize_int8_rowwise", {"x": x, "stochastic_rounding": 0}) == "c"
     qx, sx = ck.quantize_nvfp4(x, torch.tensor(0.01))
-    assert kernel_calls.get("nvfp4_quant") == 1
+    assert kernel_calls.get("quantize_nvfp4") == 1
 
 
 def test_convrot_layout_quantization_is_served_by_c(activated, kernel_calls):
     w = torch.randn(32, 512, dtype=torch.bfloat16)
     qdata, params = TensorWiseINT8Layout.quantize(w, is_weight=True, per_channel=True, convrot=True,
                                                   convrot_groupsize=256)
-    assert kernel_calls.get("int8_rowwise") == 1
+    assert kernel_calls.get("quantize_int8_rowwise") == 1
     assert params.convrot and qdata.dtype == torch.int8 and params.scale.shape == (32, 1)
     # and the layout's dequantization goes through torch.ops into the registry too
     back = TensorWiseINT8Layout.dequantize(qdata, params)
@@ -148,23 +148,8 @@ def test_gpus_below_the_built_architectures_fall_through(monkeypatch, fresh_capa
         assert "argument 'x' is on cuda:1 with compute capability 7.0" in reason
 
 
-# Eager's ops on integer and NVFP4 data that "c" does not serve, with why: 4-bit weight formats
-# (int4 ConvRot W4A4, W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call.  A
-# comfy_kitchen release that adds an int8 or NVFP4 op makes test_every_int8_and_nvfp4_op_of_eager_is_served
-# fail until it is served or listed here.
-NOT_SERVED = {
-    "convrot_w4a4_linear": "int4 ConvRot W4A4 (its own layout)",
-    "quantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
-    "dequantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
-    "prepare_int4_weight_for_int8_linear": "int4 weights (W4A8)",
-    "quantize_w4a8_int8_weight": "int4 weights (W4A8)",
-    "dequantize_w4a8_int8_weight": "int4 weights (W4A8)",
-    "w4a8_int8_linear": "int4 weights (W4A8)",
-    "w4a8_packed_linear": "int4 weights (W4A8)",
-    "quantize_svdquant_w4a4": "SVDQuant int4",
-    "scaled_mm_svdquant_w4a4": "SVDQuant int4",
-    "gemv_awq_w4a16": "AWQ int4 weights",
-}
+# Eager's ops on integer and NVFP4 data that "c" does not serve, with why: comfy_kitchen_c/op_list.py.
+NOT_SERVED = op_list.NOT_SERVED
 
 
 def test_every_int8_and_nvfp4_op_of_eager_is_served():
@@ -202,7 +187,7 @@ def test_the_layouts_fusion_probe_finds_c(activated):
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    return count_calls(monkeypatch, ("int8_linear", "int8_embedding"))
+    return count_calls(monkeypatch, ("int8_linear", "dequantize_int8_embedding"))
 
 
 def test_the_new_ops_are_served_by_c_through_the_public_api(activated, fused_calls):
@@ -215,4 +200,4 @@ def test_the_new_ops_are_served_by_c_through_the_public_api(activated, fused_cal
     ck.int8_linear_modulated(x, torch.zeros(64), w, ws)
     ck.int8_linear_rms_modulated(x, torch.ones(64), 1e-6, torch.zeros(64), w, ws)
     torch.ops.comfy_kitchen.dequantize_int8_embedding(w, ws, torch.tensor([1, 2]), 0, 2)
-    assert fused_calls == {"int8_linear": 4, "int8_embedding": 1}
+    assert fused_calls == {"int8_linear": 4, "dequantize_int8_embedding": 1}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The op functions of _C and _C_emu: every op spec of ckc_op_table becomes one
+/* The op functions of _C and _C_emu: every op of the list (ops/op_list.h) becomes one
  * module function (METH_FASTCALL: no argument tuple per call) taking
  *     (op_name, tensor capsules..., ints..., stream, nthreads[, check])
  * which imports the DLPack capsules, checks dtypes and devices, runs the op
@@ -9,6 +9,7 @@
 #include "dlpack.h"
 #include "faults.h"
 #include "ops/op.h"
+#include "ops/op_list.h"
 #include "state.h"
 
 static void
@@ -142,9 +143,8 @@ check_mode(const ckc_op_spec *spec, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-call_op(PyObject *module, int index, PyObject *const *args, Py_ssize_t nargs)
+call_op(PyObject *module, const ckc_op_spec *spec, PyObject *const *args, Py_ssize_t nargs)
 {
-    const ckc_op_spec *spec = ckc_op_table[index];
     ckc_dlpack_hold holds[CKC_OP_MAX_TENSORS] = {{0}};
     const long check = check_mode(spec, args, nargs);
     const char *op;
@@ -186,44 +186,65 @@ call_op(PyObject *module, int index, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* One C function per table index (self is the module, as for any module
- * function), so a call finds its spec without a lookup. */
-#define OP_FUNCTION(k)                                                                   \
-    static PyObject *op_function_##k(PyObject *m, PyObject *const *args, Py_ssize_t nargs) \
-    {                                                                                    \
-        return call_op(m, k, args, nargs);                                               \
+/* One C function per op of the list (ops/op_list.h), so a call finds its spec
+ * without a lookup (self is the module, as for any module function). */
+#define OP_FUNCTION(name)                                                                         \
+    extern const ckc_op_spec ckc_op_##name;                                                       \
+    static PyObject *op_function_##name(PyObject *m, PyObject *const *args, Py_ssize_t nargs)     \
+    {                                                                                             \
+        return call_op(m, &ckc_op_##name, args, nargs);                                           \
     }
-OP_FUNCTION(0) OP_FUNCTION(1) OP_FUNCTION(2) OP_FUNCTION(3) OP_FUNCTION(4) OP_FUNCTION(5) OP_FUNCTION(6)
-OP_FUNCTION(7) OP_FUNCTION(8) OP_FUNCTION(9) OP_FUNCTION(10) OP_FUNCTION(11) OP_FUNCTION(12) OP_FUNCTION(13)
-OP_FUNCTION(14) OP_FUNCTION(15) OP_FUNCTION(16) OP_FUNCTION(17) OP_FUNCTION(18) OP_FUNCTION(19)
-OP_FUNCTION(20) OP_FUNCTION(21) OP_FUNCTION(22) OP_FUNCTION(23) OP_FUNCTION(24) OP_FUNCTION(25)
-OP_FUNCTION(26) OP_FUNCTION(27) OP_FUNCTION(28) OP_FUNCTION(29) OP_FUNCTION(30) OP_FUNCTION(31)
+CKC_OP_LIST(OP_FUNCTION)
+#undef OP_FUNCTION
 
 typedef PyObject *(*fastcall_fn)(PyObject *, PyObject *const *, Py_ssize_t);
 
-static const fastcall_fn op_functions[CKC_MAX_OPS] = {
-    op_function_0, op_function_1, op_function_2, op_function_3, op_function_4, op_function_5,
-    op_function_6, op_function_7, op_function_8, op_function_9, op_function_10, op_function_11,
-    op_function_12, op_function_13, op_function_14, op_function_15, op_function_16, op_function_17,
-    op_function_18, op_function_19, op_function_20, op_function_21, op_function_22, op_function_23,
-    op_function_24, op_function_25, op_function_26, op_function_27, op_function_28, op_function_29,
-    op_function_30, op_function_31,
-};
+typedef struct {
+    const ckc_op_spec *spec;
+    const char *name; /* the list's name, which the spec's signature must carry */
+    fastcall_fn fn;
+} op_function;
+
+#define OP_ENTRY(name) {&ckc_op_##name, #name, op_function_##name},
+static const op_function op_functions[] = {CKC_OP_LIST(OP_ENTRY)};
+#undef OP_ENTRY
+
+enum { N_OPS = (int)(sizeof op_functions / sizeof op_functions[0]) };
+_Static_assert((int)N_OPS == (int)CKC_N_OPS, "module/state.h counts the same list");
 
 int
 ckc_add_op_functions(PyObject *m, ckc_module_state *st)
 {
-    int k;
-    for (k = 0; ckc_op_table[k] != NULL; k++) {
-        if (k >= CKC_MAX_OPS) {
-            PyErr_SetString(PyExc_RuntimeError, "more ops than CKC_MAX_OPS (module/state.h)");
+    PyObject *names = PyTuple_New(N_OPS);
+    if (names == NULL) {
+        return -1;
+    }
+    for (int k = 0; k < N_OPS; k++) {
+        const op_function *f = &op_functions[k];
+        PyObject *name = PyUnicode_FromString(f->name);
+        if (name == NULL || strcmp(f->spec->sig.name, f->name) != 0) {
+            Py_XDECREF(name);
+            Py_DECREF(names);
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_RuntimeError, "op %s: its spec is named %s (ops/op_list.h)", f->name,
+                             f->spec->sig.name);
+            }
             return -1;
         }
-        st->op_defs[k].ml_name = ckc_op_table[k]->sig.name;
-        st->op_defs[k].ml_meth = (PyCFunction)(void (*)(void))op_functions[k];
+        if (PyTuple_SetItem(names, k, name) < 0) { /* steals name */
+            Py_DECREF(names);
+            return -1;
+        }
+        st->op_defs[k].ml_name = f->name;
+        st->op_defs[k].ml_meth = (PyCFunction)(void (*)(void))f->fn;
         st->op_defs[k].ml_flags = METH_FASTCALL;
-        st->op_defs[k].ml_doc = ckc_op_table[k]->doc;
+        st->op_defs[k].ml_doc = f->spec->doc;
     }
-    st->op_defs[k].ml_name = NULL; /* the sentinel */
+    st->op_defs[N_OPS].ml_name = NULL; /* the sentinel */
+    /* The names, for comfy_kitchen_c/op_list.py's check that every C op serves an op of its list */
+    if (PyModule_AddObject(m, "OP_FUNCTIONS", names) < 0) {
+        Py_DECREF(names);
+        return -1;
+    }
     return PyModule_AddFunctions(m, st->op_defs);
 }

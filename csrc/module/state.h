@@ -12,8 +12,12 @@
 #include <Python.h>
 
 #include "contract/status.h"
+#include "ops/op_list.h"
 
-#define CKC_MAX_OPS 32 /* op functions a module can hold (module/calls.c) */
+/* The op functions a module holds (module/calls.c): one per op of the list */
+#define CKC_COUNT_OP(name) +1
+enum { CKC_N_OPS = 0 CKC_OP_LIST(CKC_COUNT_OP) };
+#undef CKC_COUNT_OP
 
 typedef struct {
     PyObject *kitchen_error;
@@ -26,7 +30,7 @@ typedef struct {
     PyObject *staging_fault;
     PyObject *hang_suspected;
     PyObject *capture_error; /* CUDA-graph capture refusals (CKC_ERR_CAPTURE) */
-    PyMethodDef op_defs[CKC_MAX_OPS + 1];
+    PyMethodDef op_defs[CKC_N_OPS + 1];
 } ckc_module_state;
 
 static inline ckc_module_state *
@@ -42,7 +46,7 @@ PyObject *ckc_new_exception(PyObject *m, const char *name, const char *doc, PyOb
 /* Raises err (not a device fault) as the exception of its status, "op: message". */
 void ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err);
 
-/* Adds one function per op of ckc_op_table to m (module/calls.c). */
+/* Adds one function per op of ops/op_list.h to m, and their names as OP_FUNCTIONS (module/calls.c). */
 int ckc_add_op_functions(PyObject *m, ckc_module_state *st);
 
 /* Adds the codes and limits shared with Python (contract/codes.h) and

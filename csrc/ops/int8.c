@@ -38,14 +38,14 @@ prepare_int8_rowwise(const ckc_op_args *a, ckc_op_params *params, ckc_error *err
     return CKC_OK;
 }
 
-const ckc_op_spec ckc_op_int8_rowwise = {
-    .sig = {"int8_rowwise", 4,
+const ckc_op_spec ckc_op_quantize_int8_rowwise = {
+    .sig = {"quantize_int8_rowwise", 4,
             {{"x", CKC_FLOATS, 0},
              {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
              {"scale", ONE_FLOAT, CKC_ARG_OUTPUT},
              {"noise", CKC_FLOATS, CKC_ARG_OPTIONAL}},
             1, {"group"}},
-    .doc = "int8_rowwise(op, x, q, scale, noise, group, stream, nthreads)\n--\n\n"
+    .doc = "quantize_int8_rowwise(op, x, q, scale, noise, group, stream, nthreads)\n--\n\n"
            "Row-wise int8 quantization of x[..., K] into q (x's shape) and one scale per row\n"
            "of K; rotates each group of K first when group > 0; noise (x's shape, or None)\n"
            "selects stochastic rounding.",
@@ -82,14 +82,14 @@ prepare_int8_tensorwise(const ckc_op_args *a, ckc_op_params *params, ckc_error *
     return CKC_OK;
 }
 
-const ckc_op_spec ckc_op_int8_tensorwise = {
-    .sig = {"int8_tensorwise", 4,
+const ckc_op_spec ckc_op_quantize_int8_tensorwise = {
+    .sig = {"quantize_int8_tensorwise", 4,
             {{"x", CKC_FLOATS, 0},
              {"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), CKC_ARG_OUTPUT},
              {"scale", ONE_FLOAT, CKC_ARG_OUTPUT},
              {"noise", CKC_FLOATS, CKC_ARG_OPTIONAL}},
             1, {"compute_scale"}},
-    .doc = "int8_tensorwise(op, x, q, scale, noise, compute_scale, stream, nthreads)\n--\n\n"
+    .doc = "quantize_int8_tensorwise(op, x, q, scale, noise, compute_scale, stream, nthreads)\n--\n\n"
            "Tensor-wise int8 quantization of x into q with the one-element float32 scale;\n"
            "compute_scale=1 first sets scale to max(absmax(x) / 127, 1e-30).",
     .prepare = prepare_int8_tensorwise,
@@ -122,12 +122,12 @@ prepare_rotate_rows(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     return CKC_OK;
 }
 
-const ckc_op_spec ckc_op_rotate_rows = {
-    .sig = {"hadamard_rows", 2,
+const ckc_op_spec ckc_op_rotate_int8_convrot_weight = {
+    .sig = {"rotate_int8_convrot_weight", 2,
             {{"weight", CKC_FLOATS, 0},
              {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
             1, {"group"}},
-    .doc = "hadamard_rows(op, weight, out, group, stream, nthreads)\n--\n\n"
+    .doc = "rotate_int8_convrot_weight(op, weight, out, group, stream, nthreads)\n--\n\n"
            "out = weight with each group of columns rotated by the regular Hadamard matrix.",
     .prepare = prepare_rotate_rows,
     .cpu = ckc_cpu_entry_hadamard_rows,
@@ -183,13 +183,13 @@ prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err
     return CKC_OK;
 }
 
-const ckc_op_spec ckc_op_int8_dequant = {
-    .sig = {"int8_dequant", 3,
+const ckc_op_spec ckc_op_dequantize_int8_convrot_weight_dtype = {
+    .sig = {"dequantize_int8_convrot_weight_dtype", 3,
             {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
              {"scale", ONE_FLOAT, 0},
              {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
             2, {"scale_mode", "group"}},
-    .doc = "int8_dequant(op, q, scale, out, scale_mode, group, stream, nthreads)\n--\n\n"
+    .doc = "dequantize_int8_convrot_weight_dtype(op, q, scale, out, scale_mode, group, stream, nthreads)\n--\n\n"
            "out = q * scale (scale_mode 0 scalar, 1 per row, 2 per element), then rotated\n"
            "group-wise when group > 0; rounded once to out's dtype.",
     .prepare = prepare_int8_dequant,
@@ -235,14 +235,14 @@ prepare_int8_embedding(const ckc_op_args *a, ckc_op_params *params, ckc_error *e
 }
 
 /* The dequantizer's entries: an index is part of its parameters. */
-const ckc_op_spec ckc_op_int8_embedding = {
-    .sig = {"int8_embedding", 4,
+const ckc_op_spec ckc_op_dequantize_int8_embedding = {
+    .sig = {"dequantize_int8_embedding", 4,
             {{"q", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
              {"scale", ONE_FLOAT, 0},
              {"indices", CKC_DTYPE_BIT(CKC_DTYPE_INT32) | CKC_DTYPE_BIT(CKC_DTYPE_INT64), 0},
              {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
             2, {"scale_mode", "group"}},
-    .doc = "int8_embedding(op, q, scale, indices, out, scale_mode, group, stream, nthreads)\n--\n\n"
+    .doc = "dequantize_int8_embedding(op, q, scale, indices, out, scale_mode, group, stream, nthreads)\n--\n\n"
            "out[r] = q[indices[r]] * scale (scale_mode 0 scalar, 1 per q row, 2 per element of q), then\n"
            "rotated group-wise when group > 0; rounded once to out's dtype.  An index out of range is an\n"
            "ArgumentError on the CPU and a NaN row on the GPU (no host sync to check it there).",

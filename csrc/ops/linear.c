@@ -300,8 +300,8 @@ prepare_nvfp4_gemm(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     return CKC_OK;
 }
 
-const ckc_op_spec ckc_op_nvfp4_gemm = {
-    .sig = {"nvfp4_gemm", 7,
+const ckc_op_spec ckc_op_scaled_mm_nvfp4 = {
+    .sig = {"scaled_mm_nvfp4", 7,
             {{"a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"b", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"scale_a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
@@ -310,7 +310,7 @@ const ckc_op_spec ckc_op_nvfp4_gemm = {
              {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
              {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
             0, {NULL}},
-    .doc = "nvfp4_gemm(op, a, b, scale_a, scale_b, alpha_beta, bias, out, stream, nthreads)\n--\n\n"
+    .doc = "scaled_mm_nvfp4(op, a, b, scale_a, scale_b, alpha_beta, bias, out, stream, nthreads)\n--\n\n"
            "out = alpha_beta[0] * (dec(a) . dec(b)^T) + bias: block-scaled NVFP4 GEMM on the GPU.",
     .prepare = prepare_nvfp4_gemm,
     .cpu = NULL,

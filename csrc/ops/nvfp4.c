@@ -81,14 +81,14 @@ prepare_nvfp4_quant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     return CKC_OK;
 }
 
-const ckc_op_spec ckc_op_nvfp4_quant = {
-    .sig = {"nvfp4_quant", 4,
+const ckc_op_spec ckc_op_quantize_nvfp4 = {
+    .sig = {"quantize_nvfp4", 4,
             {{"x", CKC_FLOATS, 0},
              {"per_tensor_scale", F32, 0},
              {"qx", U8, CKC_ARG_OUTPUT},
              {"scales", U8, CKC_ARG_OUTPUT}},
             2, {"hi_first", "group"}},
-    .doc = "nvfp4_quant(op, x, per_tensor_scale, qx, scales, hi_first, group, stream, nthreads)\n--\n\n"
+    .doc = "quantize_nvfp4(op, x, per_tensor_scale, qx, scales, hi_first, group, stream, nthreads)\n--\n\n"
            "NVFP4 codes of x[rows, cols] into qx[R, C/2] (R, C = rows, cols, or both padded\n"
            "to 16) and e4m3 block scales into the swizzled buffer scales, whose padding\n"
            "entries get scale 0; with group 16, 64 or 256, each group of columns is rotated\n"
@@ -131,14 +131,14 @@ prepare_nvfp4_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *er
     return CKC_OK;
 }
 
-const ckc_op_spec ckc_op_nvfp4_dequant = {
-    .sig = {"nvfp4_dequant", 4,
+const ckc_op_spec ckc_op_dequantize_nvfp4 = {
+    .sig = {"dequantize_nvfp4", 4,
             {{"qx", U8, 0},
              {"per_tensor_scale", F32, 0},
              {"scales", U8, 0},
              {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
             1, {"hi_first"}},
-    .doc = "nvfp4_dequant(op, qx, per_tensor_scale, scales, out, hi_first, stream, nthreads)\n--\n\n"
+    .doc = "dequantize_nvfp4(op, qx, per_tensor_scale, scales, out, hi_first, stream, nthreads)\n--\n\n"
            "Decodes NVFP4 codes qx[R, C/2] with swizzled e4m3 block scales into out[R, C].",
     .prepare = prepare_nvfp4_dequant,
     .cpu = ckc_cpu_entry_nvfp4_dequant,

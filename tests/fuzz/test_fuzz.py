@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import comfy_kitchen_c as ckc
-from comfy_kitchen_c import ops
+from comfy_kitchen_c import op_list, ops
 import oracle
 import run
 from targets import TARGETS
@@ -28,6 +28,9 @@ def test_every_public_op_has_a_target():
     # ops.py's own functions and the int8 linear ops it re-exports from linear.py
     public = {name for name in dir(ops) if not name.startswith(("_", "check_")) and callable(getattr(ops, name))
               and getattr(getattr(ops, name), "__module__", "") in (ops.__name__, "comfy_kitchen_c.linear")}
+    # the ops of the list (comfy_kitchen_c/op_list.py), and the memory bound's setter and getter
+    listed = {op.name for op in op_list.OPS}
+    assert public - listed == {"linear_memory_limit", "set_linear_memory_limit"}
     # not ops: the getter of the memory bound (covered by its setter's target)
     assert public - set(TARGETS) == {"linear_memory_limit"}
 
@@ -36,7 +39,8 @@ def test_every_registered_op_is_fuzzed_through_the_registry():
     from comfy_kitchen.registry import registry
 
     served = set(registry._capabilities.get("c", ()))
-    assert served == {t.op for t in TARGETS.values() if t.registered}
+    assert served == {t.op for t in TARGETS.values() if t.registered} == {op.name for op in op_list.OPS
+                                                                          if op.registered}
 
 
 def test_the_oracle_rejects_a_wrong_result():

@@ -134,7 +134,7 @@ static float s_ref[ROWS];
 static ckc_status
 rowwise(const char *op, int8_t *q, float *s, uintptr_t stream, int mode, ckc_error *err)
 {
-    const ckc_op_spec *spec = find_op("int8_rowwise");
+    const ckc_op_spec *spec = find_op("quantize_int8_rowwise");
     ckc_op_args a;
     ckc_fault fault;
     memset(&a, 0, sizeof a);

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every op of backend "c", once: the list that the rest is made from or checked against.
+
+One line per op, under comfy_kitchen's name.  From the list come the registration with
+comfy_kitchen (backend.py: one constraint rule per registered op, which is the op's own
+check), the op table of the README (``python -m comfy_kitchen_c.op_list`` prints it; a test
+compares), and the op lists of the tests (the parity fuzzer runs every op listed here).
+What an op is made of, and where a new one goes:
+
+* its C op(s): ``kernels`` names functions of ``_C`` (csrc/ops/op_list.h, one line there;
+  the spec in csrc/ops/<family>.c and the device kernels under it);
+* its contract: ``comfy_kitchen_c.ops.check_<name>`` (every argument, as eager's
+  signature has it: the registry's rule and the op both run it, once per call) and the op
+  function ``comfy_kitchen_c.ops.<name>``;
+* its tests: a fuzz target (tests/fuzz/targets.py) with eager's result as the oracle.
+
+``missing()`` says what an entry lacks of these, in words; tests/test_op_list.py runs it
+over the list, so an op added without its C op, contract or tests fails there, and so does
+a C op that no op of the list uses.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+# The CUDA kernels are built for compute capability 7.5 (Turing) and newer; the int8 GEMM is
+# cuBLASLt's IMMA (7.5+); the FP4 GEMM cuBLASLt's block-scaled FP4 (10.0+; on the CPU a
+# dequantize-and-matmul, which comfy_kitchen's eager backend cannot run there).
+MIN_CC = (7, 5)
+FP4_GEMM_MIN_CC = (10, 0)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str                     # comfy_kitchen's name: ops.<name>, ops.check_<name>
+    family: str                   # its row of the README's table
+    kernels: tuple[str, ...]      # the functions of _C it calls (csrc/ops/op_list.h)
+    min_cc: tuple[int, int] = MIN_CC  # below it, a CUDA call falls through to the next backend
+    registered: bool = True       # served through comfy_kitchen's registry (False: comfy_kitchen_c.ops only)
+    note: str = ""                # the README's words after the name
+
+
+INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
+_DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
+_LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
+
+OPS: tuple[Op, ...] = (
+    Op("quantize_int8_rowwise", INT8, ("quantize_int8_rowwise",)),
+    Op("quantize_int8_tensorwise", INT8, ("quantize_int8_tensorwise",)),
+    Op("quantize_and_rotate_rowwise", INT8, ("quantize_int8_rowwise",)),
+    Op("quantize_int8_convrot_weight", INT8, ("quantize_int8_rowwise",)),
+    Op("rotate_int8_convrot_weight", INT8, ("rotate_int8_convrot_weight",)),
+    Op("dequantize_int8_simple", INT8, _DEQUANT),
+    Op("dequantize_int8_simple_dtype", INT8, _DEQUANT),
+    Op("dequantize_int8_convrot_weight", INT8, _DEQUANT),
+    Op("dequantize_int8_convrot_weight_dtype", INT8, _DEQUANT),
+    Op("dequantize_int8_embedding", INT8, ("dequantize_int8_embedding",)),
+    Op("quantize_nvfp4", NVFP4, ("quantize_nvfp4",), note="`pad_16x`, `hi_first`"),
+    Op("dequantize_nvfp4", NVFP4, ("dequantize_nvfp4",), note="cuBLAS swizzled block scales"),
+    Op("int8_linear", LINEAR, _LINEAR,
+       note="scalar or per-channel weight scale, bias, ConvRot, every `input_act` of comfy_kitchen 0.2.40: "
+            "`gelu_tanh`, `swiglu`, `rms_norm`, `situ`; the residual form"),
+    Op("int8_linear_modulated", LINEAR, _LINEAR),
+    Op("int8_linear_rms_modulated", LINEAR, _LINEAR),
+    Op("scaled_mm_nvfp4", LINEAR, ("scaled_mm_nvfp4",), min_cc=FP4_GEMM_MIN_CC),
+    Op("quantize_and_rotate_nvfp4", OURS, ("quantize_nvfp4",), registered=False),
+    Op("nvfp4_linear", OURS, ("quantize_nvfp4", "scaled_mm_nvfp4"), registered=False,
+       note='see "NVFP4 with rotation"'),
+)
+
+BY_NAME = {op.name: op for op in OPS}
+
+# Eager's ops on integer and NVFP4 data that "c" does not serve, with why: 4-bit weight formats
+# (int4 ConvRot W4A4, W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call.  A
+# comfy_kitchen release that adds an int8 or NVFP4 op makes tests/test_registration.py fail until
+# it is served (a line above) or listed here.
+NOT_SERVED = {
+    "convrot_w4a4_linear": "int4 ConvRot W4A4 (its own layout)",
+    "quantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
+    "dequantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
+    "prepare_int4_weight_for_int8_linear": "int4 weights (W4A8)",
+    "quantize_w4a8_int8_weight": "int4 weights (W4A8)",
+    "dequantize_w4a8_int8_weight": "int4 weights (W4A8)",
+    "w4a8_int8_linear": "int4 weights (W4A8)",
+    "w4a8_packed_linear": "int4 weights (W4A8)",
+    "quantize_svdquant_w4a4": "SVDQuant int4",
+    "scaled_mm_svdquant_w4a4": "SVDQuant int4",
+    "gemv_awq_w4a16": "AWQ int4 weights",
+}
+
+
+def missing(op: Op, ops_module, c_module, targets) -> list[str]:
+    """What op lacks of its parts (C op, contract, tests), one sentence each; [] when complete.
+    targets: the fuzz targets by op name (tests/fuzz/targets.py)."""
+    out = []
+    c_ops = set(getattr(c_module, "OP_FUNCTIONS", ()))
+    for kernel in op.kernels:
+        if kernel not in c_ops:
+            out.append(f"{op.name}: its C op {kernel} is not a function of {c_module.__name__} "
+                       "(add it to csrc/ops/op_list.h with its spec in csrc/ops/<family>.c)")
+    fn = getattr(ops_module, op.name, None)
+    check = getattr(ops_module, f"check_{op.name}", None)
+    if fn is None:
+        out.append(f"{op.name}: no op function comfy_kitchen_c.ops.{op.name}")
+    if check is None:
+        out.append(f"{op.name}: no contract comfy_kitchen_c.ops.check_{op.name} (the argument check that "
+                   "the registry's rule and the op run)")
+    elif fn is not None and list(inspect.signature(check).parameters) != list(inspect.signature(fn).parameters):
+        out.append(f"{op.name}: check_{op.name} takes other parameters than {op.name}")
+    if op.name not in targets:
+        out.append(f"{op.name}: no test: add its fuzz target with eager's result as the oracle "
+                   "(tests/fuzz/targets.py)")
+    return out
+
+
+def unused_c_ops(c_module, ops=OPS) -> list[str]:
+    """The functions of _C that no op of the list calls: each is a C op left behind."""
+    used = {k for op in ops for k in op.kernels}
+    return [f"C op {name} of {c_module.__name__} serves no op of comfy_kitchen_c/op_list.py "
+            "(remove it from csrc/ops/op_list.h, or list the op that calls it)"
+            for name in getattr(c_module, "OP_FUNCTIONS", ()) if name not in used]
+
+
+def readme_table(ops=OPS) -> str:
+    """The README's op table: one row per family, in the list's order."""
+    rows: dict[str, list[str]] = {}
+    for op in ops:
+        rows.setdefault(op.family, []).append(f"`{op.name}`" + (f" ({op.note})" if op.note else ""))
+    return "\n".join(["| family | ops |", "|---|---|"] + [f"| {f} | {', '.join(names)} |" for f, names in rows.items()])
+
+
+if __name__ == "__main__":
+    print(readme_table())
