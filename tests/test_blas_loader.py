@@ -30,7 +30,7 @@ def torch_cuda_dirs() -> str:
 def test_loader_finds_cublaslt_and_binds_every_function(tmp_path):
     exe = tmp_path / "blas_loader_test"
     subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-DCKC_WITH_CUDA=1", "-DCKC_WITH_GPU=1",
-                    f"-I{ROOT / 'csrc'}", f"-I{ROOT / 'kernels'}", str(SOURCE),
+                    f"-I{ROOT / 'csrc'}", str(SOURCE),
                     *(str(ROOT / "csrc" / f) for f in ("contract/status.c", "platform/threads_posix.c",
                                                        "platform/library_posix.c", "gpu/blas_plan.c",
                                                        "gpu/cuda_driver.c")),

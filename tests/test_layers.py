@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The corridor in the code (csrc/README.md): every #include in csrc/ and kernels/
+"""The corridor in the code (docs/architecture.md): every #include in csrc/ and kernels/
 goes along the layers, and the Python package has no import cycle.
 
 Each C file belongs to the layer of its folder; a quoted #include is resolved as the
-compiler does (the including file's folder, then csrc/, then kernels/) and must land
-in a layer that the including layer may use (ALLOWED).  Where a layer may reach a
-device layer at all, it does so through that device's public headers (GATES).
+compiler does (the including file's folder, then csrc/, the build's only include root)
+and must land in a layer that the including layer may use (ALLOWED).  Where a layer may
+reach a device layer at all, it does so through that device's public headers (GATES).
+A quoted #include that climbs out of its folder ("../ops/op.h") or names an absolute path
+is refused: through the including file's own folder it would reach any part whatever the
+include path holds.  tests/test_include_paths.py checks the same table with the compiler:
+each part preprocessed with only what it may use on its include path.
 ``python tests/test_layers.py [ROOT]`` prints the layer graph (edges with counts) of a
 checkout, and the edges that break the rules.
 """
@@ -33,11 +37,15 @@ FOLDERS = {
     "csrc/module": "module",
 }
 
-# Layer -> the layers it may include.  From the bottom: the scalar math and the OS
-# primitives include nothing of ours; the contracts only the math; the devices (CPU
-# kernels, GPU runtime seam and launchers, the emulator) the contracts, the math and
-# the OS; the diagnostics the GPU runtime seam; the op layer the devices and the
-# diagnostics; the module (Python's face) the op layer and the diagnostics.
+# Layer -> the layers it may use: include directly, or see through the headers of the
+# layers it includes (the compiler needs those folders on the part's include path too).
+# From the bottom: the scalar math and the OS primitives include nothing of ours, nor does
+# the emulated device (test code: built into _C_emu only); the contracts use only the
+# math; the devices (CPU kernels, GPU runtime seam and launchers, the kernels) the
+# contracts, the math and the OS, and the GPU side the emulated device; the diagnostics
+# the GPU runtime seam; the op layer the devices and the diagnostics; the module (Python's
+# face) the op layer and the diagnostics, and the contracts' math and the diagnostics' OS
+# primitives it reads (codes.h's limits, flight.h's atomics).
 ALLOWED = {
     "math": {"math"},
     "platform": {"platform"},
@@ -47,19 +55,26 @@ ALLOWED = {
     "gpu": {"gpu", "contract", "math", "platform", "emu"},
     "kernels": {"kernels", "contract", "math", "gpu", "emu"},
     "diag": {"diag", "contract", "platform", "gpu"},
-    "ops": {"ops", "contract", "math", "diag", "cpu", "gpu"},
-    "module": {"module", "ops", "diag", "contract"},
+    "ops": {"ops", "contract", "math", "platform", "diag", "cpu", "gpu", "emu"},
+    "module": {"module", "ops", "diag", "contract", "math", "platform"},
 }
 
-# (layer, device layer) -> the only headers of the device it may include.
+# (layer, used layer) -> the only headers of it that the layer may include.
 GATES = {
     ("ops", "cpu"): {"csrc/cpu/cpu.h"},
     ("ops", "gpu"): {"csrc/gpu/gpu.h"},
+    # The emulated device's fault and capture controls, which gpu.h hands on to the op
+    # layer in the emulated build (ops/devices.c calls them for the module).
+    ("ops", "emu"): {"csrc/emu/emu_api.h"},
     ("diag", "gpu"): {"csrc/gpu/runtime.h"},
     # What kernels and their C launchers agree on (argument structs, block shapes, the
     # instance lists); the kernels hold device code only and call nothing of the gpu layer.
     ("kernels", "gpu"): {"csrc/gpu/kernel_args.h", "csrc/gpu/kernel_list.h"},
 }
+
+# The one include root of the build (setup.py: -Icsrc): kernels/ is no include root, so a
+# kernel's own headers are named from its folder and nothing else can include them.
+INCLUDE_ROOT = "csrc"
 
 C_SUFFIXES = {".c", ".h", ".cu", ".cuh", ".cpp"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
@@ -73,6 +88,11 @@ def layer_of(rel: str) -> str | None:
     return FOLDERS[max(matches, key=len)] if matches else None
 
 
+def climbs(name: str) -> bool:
+    """Whether a quoted include leaves the including file's folder and the include root."""
+    return name.startswith("/") or ".." in name.split("/")
+
+
 def c_files(root: Path) -> list[Path]:
     return sorted(p for top in ("csrc", "kernels") for p in (root / top).rglob("*") if p.suffix in C_SUFFIXES)
 
@@ -81,8 +101,7 @@ def includes(root: Path):
     """(including file, included file or None when unresolved, the written name), all relative to root."""
     for path in c_files(root):
         for name in INCLUDE.findall(path.read_text(errors="replace")):
-            found = next((c for c in (path.parent / name, root / "csrc" / name, root / "kernels" / name)
-                          if c.is_file()), None)
+            found = next((c for c in (path.parent / name, root / INCLUDE_ROOT / name) if c.is_file()), None)
             yield (path.relative_to(root).as_posix(), found.resolve().relative_to(root.resolve()).as_posix()
                    if found else None, name)
 
@@ -95,8 +114,12 @@ def violations(root: Path) -> list[str]:
             note = f"{src}: not in any layer (add its folder to FOLDERS)"
             bad += [] if note in bad else [note]
             continue
+        if climbs(name):
+            bad.append(f'{src}: #include "{name}" climbs out of its folder: name the header by its path under '
+                       f"{INCLUDE_ROOT}/ (or by its name beside the including file)")
+            continue
         if dst is None:
-            bad.append(f'{src}: #include "{name}" does not resolve to a file of csrc/ or kernels/')
+            bad.append(f'{src}: #include "{name}" does not resolve to a file of its folder or of {INCLUDE_ROOT}/')
             continue
         b = layer_of(dst)
         if b not in ALLOWED[a]:
@@ -185,15 +208,18 @@ def test_python_modules_import_no_cycle():
 
 def test_the_checks_see_a_wrong_include_and_a_cycle(tmp_path):
     """The checks fail on what they are for: a device layer that includes the op layer,
-    a gate passed by, and two modules that import each other."""
+    the same header reached from the file's own folder, a gate passed by, and two
+    modules that import each other."""
     for rel, text in {"csrc/ops/op.h": "", "csrc/cpu/kernels.h": '#include "ops/op.h"\n',
+                      "csrc/cpu/rows.h": '#include "../ops/op.h"\n',
                       "csrc/gpu/launch.h": "", "csrc/ops/linear.c": '#include "gpu/launch.h"\n'}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     (tmp_path / "kernels").mkdir()
     found = violations(tmp_path)
-    assert len(found) == 2 and "cpu/kernels.h (cpu) includes csrc/ops/op.h (ops)" in found[0], found
-    assert "reaches gpu only through csrc/gpu/gpu.h" in found[1], found
+    assert len(found) == 3 and "cpu/kernels.h (cpu) includes csrc/ops/op.h (ops)" in found[0], found
+    assert 'csrc/cpu/rows.h: #include "../ops/op.h" climbs out of its folder' in found[1], found
+    assert "reaches gpu only through csrc/gpu/gpu.h" in found[2], found
     (tmp_path / PACKAGE).mkdir()
     (tmp_path / PACKAGE / "ops.py").write_text("from . import faults\n")
     (tmp_path / PACKAGE / "faults.py").write_text("def f():\n    from .ops import KERNELS\n")

@@ -24,7 +24,7 @@ OTHER_DEVICES = {"csrc/gpu/runtime_cuda.c", "csrc/gpu/runtime_none.c", "csrc/gpu
                  "csrc/gpu/cuda_driver.c"}
 ISA_FLAGS = {"csrc/cpu/kernels_avx2.c": ["-mavx2"],
              "csrc/cpu/kernels_avx512.c": ["-mavx2", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq"]}
-COMMON = ["-fsanitize=thread", "-g", "-O1", "-fno-omit-frame-pointer", "-Icsrc", "-Ikernels", "-DCKC_EMULATED=1",
+COMMON = ["-fsanitize=thread", "-g", "-O1", "-fno-omit-frame-pointer", "-Icsrc", "-DCKC_EMULATED=1",
           "-DCKC_WITH_GPU=1", "-Wall", "-Wextra", "-Werror", "-Wno-tsan"]
 
 

@@ -31,7 +31,7 @@ from wine import Wine, noise_free, session  # noqa: E402
 
 ROOT = setup_view.ROOT
 PROGRAM = "tests/windows/cpu_kernels_test.c"
-# The CPU device and the layers it stands on (csrc/README.md): no Python, no ops.
+# The CPU device and the layers it stands on (docs/architecture.md): no Python, no ops.
 LAYERS = ("csrc/cpu/", "csrc/platform/", "csrc/contract/")
 
 
