@@ -11,6 +11,7 @@
 
 #include "diag/checked.h"
 #include "diag/flight.h"
+#include "diag/flight_mirror.h"
 #include "diag/marks.h"
 #include "faults.h"
 #include "ops/devices.h"

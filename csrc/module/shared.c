@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What Python reads from C instead of writing it again: the codes and limits
  * of contract/codes.h (and the math headers it lists) as module attributes,
- * and int8_linear's plan (contract/linear_plan.h), which sizes the scratch
- * with the very layout the op layer carves it with. */
+ * the padded shapes (round_up, nvfp4_scale_shape: math/), and int8_linear's
+ * plan (contract/linear_plan.h), which sizes the scratch with the very layout
+ * the op layer carves it with. */
 #include "contract/codes.h"
 #include "contract/linear_plan.h"
 #include "contract/tensor.h"
-#include "state.h"
+#include "shared.h"
 
 /* d[key] = value, taking both references; -1 when either is NULL or the store fails. */
 static int
@@ -110,6 +111,65 @@ add_codes(PyObject *m)
     return 0;
 }
 
+/* v[0 .. want) = the int arguments of fn; -1 with TypeError (or OverflowError) set. */
+static int
+int_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, int want, int64_t *v)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %d arguments (%zd given)", fn, want, nargs);
+        return -1;
+    }
+    for (int k = 0; k < want; k++) {
+        v[k] = PyLong_AsLongLong(args[k]);
+        if (v[k] == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Largest extent the shape helpers take: rounded up, it still fits int64. */
+#define SHAPE_MAX (INT64_C(1) << 62)
+
+/* round_up(v, m) -> v rounded up to a multiple of m (math/ckc_inline.h). */
+static PyObject *
+round_up(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t v[2];
+    (void)self;
+    if (int_args("round_up", args, nargs, 2, v) < 0) {
+        return NULL;
+    }
+    if (v[0] < 0 || v[0] > SHAPE_MAX) {
+        return PyErr_Format(PyExc_ValueError, "round_up: argument 'v': expected 0 .. 2**62, got %lld", (long long)v[0]);
+    }
+    if (v[1] < 1 || v[1] > SHAPE_MAX) {
+        return PyErr_Format(PyExc_ValueError, "round_up: argument 'm': expected 1 .. 2**62, got %lld", (long long)v[1]);
+    }
+    return PyLong_FromLongLong(ckc_round_up(v[0], v[1]));
+}
+
+/* nvfp4_scale_shape(rows, cols) -> the shape of the swizzled block-scale buffer
+ * of a rows x cols NVFP4 tensor (math/nvfp4.h: whole 128 x 4 tiles of the
+ * cols/16 block scales), the one the kernels and the op checks use. */
+static PyObject *
+nvfp4_scale_shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t v[2];
+    (void)self;
+    if (int_args("nvfp4_scale_shape", args, nargs, 2, v) < 0) {
+        return NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (v[k] < 0 || v[k] > SHAPE_MAX) {
+            return PyErr_Format(PyExc_ValueError, "nvfp4_scale_shape: argument '%s': expected 0 .. 2**62, got %lld",
+                                k == 0 ? "rows" : "cols", (long long)v[k]);
+        }
+    }
+    return Py_BuildValue("(LL)", (long long)ckc_nvfp4_scale_rows(v[0]),
+                         (long long)ckc_nvfp4_scale_cols(v[1] / CKC_NVFP4_BLOCK));
+}
+
 enum { PLAN_ROWS, PLAN_K, PLAN_N, PLAN_K_ALIGN, PLAN_N_ALIGN, PLAN_GPU, PLAN_ACT, PLAN_X_BYTES, PLAN_W_ALIGNED,
        PLAN_LIMIT, PLAN_ARGS };
 
@@ -125,15 +185,8 @@ int8_linear_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     ckc_linear_layout l;
     int64_t budget;
     (void)self;
-    if (nargs != PLAN_ARGS) {
-        PyErr_Format(PyExc_TypeError, "int8_linear_plan() takes %d arguments (%zd given)", PLAN_ARGS, nargs);
+    if (int_args("int8_linear_plan", args, nargs, PLAN_ARGS, v) < 0) {
         return NULL;
-    }
-    for (int k = 0; k < PLAN_ARGS; k++) {
-        v[k] = PyLong_AsLongLong(args[k]);
-        if (v[k] == -1 && PyErr_Occurred()) {
-            return NULL;
-        }
     }
     if (v[PLAN_ROWS] < 1 || v[PLAN_K] < 1 || v[PLAN_N] < 1 || v[PLAN_ROWS] > CKC_MAX_EXTENT ||
         v[PLAN_K] > CKC_MAX_EXTENT || v[PLAN_N] > CKC_MAX_EXTENT || v[PLAN_K_ALIGN] < 1 || v[PLAN_K_ALIGN] > 256 ||
@@ -156,6 +209,11 @@ static PyMethodDef shared_functions[] = {
      "int8_linear_plan(rows, k, n, k_align, n_align, gpu, act, x_bytes, w_aligned16, limit)\n--\n\n"
      "(scratch bytes, None or the (n_pad, k_pad) shape of the zero-padded weight copy the GEMM needs) of an "
      "int8_linear call, within the memory limit."},
+    {"round_up", (PyCFunction)(void (*)(void))round_up, METH_FASTCALL,
+     "round_up(v, m)\n--\n\nv rounded up to a multiple of m (the C helper every padded extent uses)."},
+    {"nvfp4_scale_shape", (PyCFunction)(void (*)(void))nvfp4_scale_shape, METH_FASTCALL,
+     "nvfp4_scale_shape(rows, cols)\n--\n\n(rows, cols) of the swizzled block-scale buffer of a rows x cols NVFP4 "
+     "tensor: rows rounded up to 128, cols/16 rounded up to 4."},
     {NULL, NULL, 0, NULL},
 };
 

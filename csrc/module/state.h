@@ -15,19 +15,20 @@
 
 #define CKC_MAX_OPS 32 /* op functions a module can hold (module/calls.c) */
 
+/* The state's exception classes, listed once for the struct and for the
+ * module's traverse and clear (module.c), so none is ever left out of either:
+ * the base classes (module.c), then the CudaFault family (module/faults.c),
+ * capture_error the CUDA-graph capture refusals (CKC_ERR_CAPTURE). */
+#define CKC_STATE_CLASSES(X)                                                                                     \
+    X(kitchen_error) X(argument_error) X(argument_type_error) X(cuda_fault) X(launch_error) X(kernel_fault)      \
+    X(staging_fault) X(hang_suspected) X(capture_error)
+
+#define CKC_STATE_FIELD(name) PyObject *name;
 typedef struct {
-    PyObject *kitchen_error;
-    PyObject *argument_error;
-    PyObject *argument_type_error;
-    /* the CudaFault family (module/faults.c) */
-    PyObject *cuda_fault;
-    PyObject *launch_error;
-    PyObject *kernel_fault;
-    PyObject *staging_fault;
-    PyObject *hang_suspected;
-    PyObject *capture_error; /* CUDA-graph capture refusals (CKC_ERR_CAPTURE) */
+    CKC_STATE_CLASSES(CKC_STATE_FIELD)
     PyMethodDef op_defs[CKC_MAX_OPS + 1];
 } ckc_module_state;
+#undef CKC_STATE_FIELD
 
 static inline ckc_module_state *
 ckc_state(PyObject *module)
@@ -35,18 +36,13 @@ ckc_state(PyObject *module)
     return (ckc_module_state *)PyModule_GetState(module);
 }
 
+/* ---- state.c ---- */
+
 /* A new exception class comfy_kitchen_c.<name> deriving from base1 (and base2
  * when not NULL), or from Exception when base1 is NULL; also added to m. */
 PyObject *ckc_new_exception(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2);
 
 /* Raises err (not a device fault) as the exception of its status, "op: message". */
 void ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err);
-
-/* Adds one function per op of ckc_op_table to m (module/calls.c). */
-int ckc_add_op_functions(PyObject *m, ckc_module_state *st);
-
-/* Adds the codes and limits shared with Python (contract/codes.h) and
- * int8_linear_plan to m (module/shared.c). */
-int ckc_add_shared(PyObject *m);
 
 #endif /* CKC_MODULE_STATE_H */
