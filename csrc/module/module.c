@@ -21,16 +21,11 @@
 static int
 add_exceptions(PyObject *m, ckc_module_state *st)
 {
-    PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
+    const ckc_taken taken[] = {{"KitchenError", &st->kitchen_error},
+                               {"ArgumentError", &st->argument_error},
+                               {"ArgumentTypeError", &st->argument_type_error}};
     (void)m;
-    if (c == NULL) {
-        return -1;
-    }
-    st->kitchen_error = PyObject_GetAttrString(c, "KitchenError");
-    st->argument_error = PyObject_GetAttrString(c, "ArgumentError");
-    st->argument_type_error = PyObject_GetAttrString(c, "ArgumentTypeError");
-    Py_DECREF(c);
-    return st->kitchen_error != NULL && st->argument_error != NULL && st->argument_type_error != NULL ? 0 : -1;
+    return ckc_take_from_c(taken, (int)(sizeof taken / sizeof taken[0]));
 }
 #else
 static int

@@ -131,20 +131,42 @@ int_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, int want, int6
 /* Largest extent the shape helpers take: rounded up, it still fits int64. */
 #define SHAPE_MAX (INT64_C(1) << 62)
 
+/* A function of two extents: its name, its arguments' names and least values. */
+typedef struct {
+    const char *fn;
+    const char *names[2];
+    int64_t lo[2];
+} two_extents;
+
+static const two_extents round_up_args = {"round_up", {"v", "m"}, {0, 1}};
+static const two_extents scale_shape_args = {"nvfp4_scale_shape", {"rows", "cols"}, {0, 0}};
+
+/* v[0 .. 2) = the two int arguments of f, each in [f->lo[k], 2**62]; -1 with
+ * the exception set. */
+static int
+take_extents(const two_extents *f, PyObject *const *args, Py_ssize_t nargs, int64_t v[2])
+{
+    if (int_args(f->fn, args, nargs, 2, v) < 0) {
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (v[k] < f->lo[k] || v[k] > SHAPE_MAX) {
+            PyErr_Format(PyExc_ValueError, "%s: argument '%s': expected %lld .. 2**62, got %lld", f->fn, f->names[k],
+                         (long long)f->lo[k], (long long)v[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* round_up(v, m) -> v rounded up to a multiple of m (math/ckc_inline.h). */
 static PyObject *
 round_up(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t v[2];
     (void)self;
-    if (int_args("round_up", args, nargs, 2, v) < 0) {
+    if (take_extents(&round_up_args, args, nargs, v) < 0) {
         return NULL;
-    }
-    if (v[0] < 0 || v[0] > SHAPE_MAX) {
-        return PyErr_Format(PyExc_ValueError, "round_up: argument 'v': expected 0 .. 2**62, got %lld", (long long)v[0]);
-    }
-    if (v[1] < 1 || v[1] > SHAPE_MAX) {
-        return PyErr_Format(PyExc_ValueError, "round_up: argument 'm': expected 1 .. 2**62, got %lld", (long long)v[1]);
     }
     return PyLong_FromLongLong(ckc_round_up(v[0], v[1]));
 }
@@ -157,14 +179,8 @@ nvfp4_scale_shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t v[2];
     (void)self;
-    if (int_args("nvfp4_scale_shape", args, nargs, 2, v) < 0) {
+    if (take_extents(&scale_shape_args, args, nargs, v) < 0) {
         return NULL;
-    }
-    for (int k = 0; k < 2; k++) {
-        if (v[k] < 0 || v[k] > SHAPE_MAX) {
-            return PyErr_Format(PyExc_ValueError, "nvfp4_scale_shape: argument '%s': expected 0 .. 2**62, got %lld",
-                                k == 0 ? "rows" : "cols", (long long)v[k]);
-        }
     }
     return Py_BuildValue("(LL)", (long long)ckc_nvfp4_scale_rows(v[0]),
                          (long long)ckc_nvfp4_scale_cols(v[1] / CKC_NVFP4_BLOCK));

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The module state's exceptions (state.h): making a class, and raising the one
- * of an error's status.  module.c makes the base classes, faults.c the
- * CudaFault family, and the op functions (calls.c) raise them: all three lean
- * on this file, which leans on none of them. */
+/* The module state's exceptions (state.h): making a class (or, in _C_emu,
+ * taking _C's), and raising the one of an error's status.  module.c makes the
+ * base classes, faults.c the CudaFault family, and the op functions (calls.c)
+ * raise them: all three lean on this file, which leans on none of them. */
 #include "state.h"
 
 PyObject *
@@ -24,6 +24,19 @@ ckc_new_exception(PyObject *m, const char *name, const char *doc, PyObject *base
         Py_CLEAR(cls);
     }
     return cls;
+}
+
+int
+ckc_take_from_c(const ckc_taken *taken, int n)
+{
+    PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
+    int rc = c != NULL ? 0 : -1;
+    for (int k = 0; rc == 0 && k < n; k++) {
+        *taken[k].slot = PyObject_GetAttrString(c, taken[k].name);
+        rc = *taken[k].slot != NULL ? 0 : -1;
+    }
+    Py_XDECREF(c);
+    return rc;
 }
 
 void

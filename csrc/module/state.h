@@ -36,11 +36,20 @@ ckc_state(PyObject *module)
     return (ckc_module_state *)PyModule_GetState(module);
 }
 
-/* ---- state.c ---- */
-
 /* A new exception class comfy_kitchen_c.<name> deriving from base1 (and base2
  * when not NULL), or from Exception when base1 is NULL; also added to m. */
 PyObject *ckc_new_exception(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2);
+
+/* A class (or object) of _C that _C_emu takes for its own: _C's attribute
+ * `name` goes into *slot. */
+typedef struct {
+    const char *name;
+    PyObject **slot;
+} ckc_taken;
+
+/* _C_emu's share of _C: imports _C and takes each of taken[0 .. n); 0, or -1
+ * with the exception set when _C or one of them is missing. */
+int ckc_take_from_c(const ckc_taken *taken, int n);
 
 /* Raises err (not a device fault) as the exception of its status, "op: message". */
 void ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err);
