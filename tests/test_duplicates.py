@@ -24,9 +24,15 @@ _spec.loader.exec_module(finder)
 ROW = re.compile(r"^\|([^|]+)\|([^|]+)\|\s*`([^`]+)`\s*~\s*`([^`]+)`([^|]*)\|([^|]*)\|\s*$")
 
 
+SECTION = "## Same-shape code kept on purpose"
+
+
 def allowlist(text: str) -> dict[tuple[str, str, str, str], str]:
-    """(file, name, file, name) -> why, of each row of the table (files and names in the
-    finder's order); a table row that does not parse is an error, not a silent skip."""
+    """(file, name, file, name) -> why, of each row of the table under SECTION (files and
+    names in the finder's order; the whole text when it has no such heading, so the section
+    may live in a larger document); a row that does not parse is an error, not a skip."""
+    if SECTION in text:
+        text = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in text.splitlines():
         if not line.startswith("|") or set(line) <= set("|-: ") or line.startswith("| file |"):
@@ -89,6 +95,9 @@ def test_planted_copies_are_found(tmp_path):
 def test_the_allowlist_parser_refuses_a_bad_row():
     good = "| a.c | b.c | `f` ~ `g`: a pair | a reason |\n"
     assert allowlist(good) == {("a.c", "f", "b.c", "g"): "a reason"}
+    other = "| x | y |\n|---|---|\n| another | table |\n"
+    document = f"# Doc\n{other}\n{SECTION}\n\n| file | file |\n|---|---|\n{good}\n## Next\n{other}"
+    assert allowlist(document) == {("a.c", "f", "b.c", "g"): "a reason"}
     for bad in ("| a.c | b.c | f ~ g: no backticks | a reason |\n", "| a.c | b.c | `f` ~ `g`: a pair |  |\n"):
         try:
             allowlist(bad)
