@@ -41,7 +41,6 @@ from .linear import (  # noqa: F401 (the int8 linear ops, part of this module's 
 DTYPE_CODE_TO_DTYPE = {_C.DTYPES[name]: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}
 _SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = _C.SCALE_SCALAR, _C.SCALE_PER_ROW, _C.SCALE_FULL
 _NVFP4_BLOCK = _C.NVFP4_BLOCK
-_SCALE_TILE_ROWS, _SCALE_TILE_COLS = _C.NVFP4_SCALE_TILE_ROWS, _C.NVFP4_SCALE_TILE_COLS
 
 
 # ---- plumbing (the call into C: _call.py) ---------------------------------------------------
@@ -349,9 +348,9 @@ def dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code):
 
 # ---- NVFP4 ----------------------------------------------------------------------------------
 
-def _scale_shape(rows: int, cols: int) -> tuple[int, int]:
-    """Swizzled block-scale buffer of rows x cols values: (roundup(rows,128), roundup(cols/16,4))."""
-    return _round_up(rows, _SCALE_TILE_ROWS), _round_up(cols // _NVFP4_BLOCK, _SCALE_TILE_COLS)
+# Swizzled block-scale buffer of rows x cols values, (roundup(rows,128), roundup(cols/16,4)):
+# the formula of csrc/math/nvfp4.h, asked of C rather than written again.
+_scale_shape = _C.nvfp4_scale_shape
 
 
 def _is_number(value) -> bool:

@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 #include "contract/params.h"
+#include "math/ckc_inline.h"
 
 #define CKC_LINEAR_SCRATCH_ALIGN 256
 /* The regions of a chunk (above), and what alignment may waste: the base's
@@ -34,12 +35,6 @@
 #define CKC_LINEAR_SCRATCH_SLACK ((CKC_LINEAR_SCRATCH_REGIONS + 1) * CKC_LINEAR_SCRATCH_ALIGN)
 /* Rows up to this take the GPU's GEMV (no accumulator) instead of the GEMM. */
 #define CKC_LINEAR_GEMV_ROWS 1
-
-static inline int64_t
-ckc_linear_round_up(int64_t v, int64_t m)
-{
-    return (v + m - 1) / m * m;
-}
 
 typedef struct {
     int64_t k_pad;
@@ -58,8 +53,8 @@ ckc_linear_layout_of(int64_t rows, int64_t k, int64_t n, int64_t k_align, int64_
                      int64_t x_bytes)
 {
     ckc_linear_layout l;
-    l.k_pad = ckc_linear_round_up(k, k_align);
-    l.n_pad = ckc_linear_round_up(n, n_align);
+    l.k_pad = ckc_round_up(k, k_align);
+    l.n_pad = ckc_round_up(n, n_align);
     l.acc_cols = gpu && rows <= CKC_LINEAR_GEMV_ROWS ? 0 : l.n_pad;
     l.act_bytes = !gpu && act != CKC_ACT_NONE ? k * x_bytes : 0;
     l.factor_bytes = gpu && ckc_act_needs_row_factor(act) ? 4 : 0;
@@ -80,9 +75,9 @@ static inline int64_t
 ckc_linear_layout_bytes(const ckc_linear_layout *l, int64_t c)
 {
     const int64_t a = CKC_LINEAR_SCRATCH_ALIGN;
-    return ckc_linear_round_up(c * l->k_pad, a) + ckc_linear_round_up(4 * c, a) +
-           ckc_linear_round_up(4 * c * l->acc_cols, a) + ckc_linear_round_up(c * l->act_bytes, a) +
-           ckc_linear_round_up(c * l->factor_bytes, a);
+    return ckc_round_up(c * l->k_pad, a) + ckc_round_up(4 * c, a) +
+           ckc_round_up(4 * c * l->acc_cols, a) + ckc_round_up(c * l->act_bytes, a) +
+           ckc_round_up(c * l->factor_bytes, a);
 }
 
 /* Whether the GPU GEMM reads a zero-padded [n_pad, k_pad] copy of the [n, k]
@@ -100,7 +95,7 @@ static inline int64_t
 ckc_linear_scratch_bytes(const ckc_linear_layout *l, int64_t rows, int64_t budget)
 {
     const int64_t per_row = ckc_linear_row_bytes(l);
-    const int64_t all = ckc_linear_round_up(rows, l->row_align) * per_row + CKC_LINEAR_SCRATCH_SLACK;
+    const int64_t all = ckc_round_up(rows, l->row_align) * per_row + CKC_LINEAR_SCRATCH_SLACK;
     const int64_t least = l->row_align * per_row + CKC_LINEAR_SCRATCH_SLACK;
     const int64_t cap = budget > least ? budget : least;
     return all < cap ? all : cap;
@@ -111,7 +106,7 @@ ckc_linear_scratch_bytes(const ckc_linear_layout *l, int64_t rows, int64_t budge
 static inline int64_t
 ckc_linear_chunk_capacity(const ckc_linear_layout *l, int64_t rows, int64_t avail)
 {
-    const int64_t all = ckc_linear_round_up(rows, l->row_align);
+    const int64_t all = ckc_round_up(rows, l->row_align);
     int64_t c = (avail - CKC_LINEAR_SCRATCH_REGIONS * CKC_LINEAR_SCRATCH_ALIGN) / ckc_linear_row_bytes(l) / l->row_align * l->row_align;
     c = c < all ? c : all;
     return c >= l->row_align && ckc_linear_layout_bytes(l, c) <= avail ? c : 0;

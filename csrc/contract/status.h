@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Error reporting below the Python boundary: functions return a ckc_status and
- * fill a ckc_error; module.c turns it into the matching Python exception once.
+ * fill a ckc_error; module/state.c turns it into the matching Python exception once.
  * CKC_FAIL records the file, line and function where the failure was found. */
 #ifndef CKC_CONTRACT_STATUS_H
 #define CKC_CONTRACT_STATUS_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ckc_tensor: the validated, backend-neutral view of one tensor argument that
- * every op receives (built from a DLPack capsule in dlpack.c). */
+ * every op receives (built from a DLPack capsule in module/dlpack.c). */
 #ifndef CKC_CONTRACT_TENSOR_H
 #define CKC_CONTRACT_TENSOR_H
 

@@ -7,7 +7,7 @@
  *  - NaN quotients become +0 (an ordered-compare mask);
  *  - the bfloat16 rounding is an integer add of half an ulp and a mask, without
  *    the scalar form's ties-to-even term: a normal quotient x * fl(1/s) is never
- *    a bfloat16 tie (int8_quant.h: it lies more than 2^-18 relative from one),
+ *    a bfloat16 tie (math/int8_quant.h: it lies more than 2^-18 relative from one),
  *    and a subnormal one gives code 0 whichever way it rounds; infinities and
  *    the largest floats round to infinity either way (three fewer
  *    operations per vector in the hottest loop);

@@ -19,12 +19,7 @@
 #include "capture.h"
 #include "gpu/runtime.h"
 #include "marks.h"
-
-#if defined(_MSC_VER)
-#define CKC_THREAD_LOCAL __declspec(thread)
-#else
-#define CKC_THREAD_LOCAL _Thread_local
-#endif
+#include "platform/threads.h" /* CKC_THREAD_LOCAL */
 
 /* The capture whose replay-begin kernel this thread queued last. */
 static CKC_THREAD_LOCAL uint64_t t_begun;

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "checked.h"
+#include "check_modes.h"
 #include "contract/status.h"
 
 typedef struct {

@@ -9,6 +9,7 @@
 #include "capture.h"
 #include "checked.h"
 #include "flight.h"
+#include "flight_mirror.h"
 #include "gpu/runtime.h"
 #include "marks.h"
 

@@ -21,12 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "check_modes.h"
 #include "contract/call.h"
 #include "contract/exec.h"
 #include "contract/status.h"
 #include "diag/flight.h"
-
-enum { CKC_CHECK_LAUNCH = 0, CKC_CHECK_BOUNDARY = 1, CKC_CHECK_OP = 2 };
 
 /* What a fault report names, beside err (status, message, device error). */
 typedef struct {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "flight.h"
+#include "flight_prune.h"
 
 typedef char ckc_flight_header_is_256_bytes[sizeof(ckc_flight_header) == CKC_FLIGHT_HEADER_SIZE ? 1 : -1];
 typedef char ckc_flight_record_is_512_bytes[sizeof(ckc_flight_record) == CKC_FLIGHT_RECORD_SIZE ? 1 : -1];
@@ -325,16 +326,6 @@ ckc_flight_record *
 ckc_flight_replay_last_completed(void)
 {
     return replay_scan(0, 1);
-}
-
-void
-ckc_flight_flush(void)
-{
-    const ckc_flight *f = ckc_flight_ring;
-    if (f != NULL && f->state == 1) {
-        ckc_flight_mirror_now();
-        ckc_mapped_file_flush(&f->file, f->file.base, f->file.bytes);
-    }
 }
 
 size_t

@@ -12,7 +12,7 @@
  *     (the runtime registered it);
  *   - else the slot's word in `words`, pinned host memory the device can always
  *     write (Linux >= 6.5 refuses long-term pins of file-backed pages).  The
- *     mirror (flight_mirror.c) copies those words into the records' `done`.
+ *     mirror (flight_mirror.h) copies those words into the records' `done`.
  * Every reader in this process (ckc_flight_is_done and the scans, fences, the
  * watchdog, flush, abandon) looks at both, so it sees a completion the moment
  * the device wrote it.  The file itself: exact after a lost device (the process
@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flight_prune.h"
 #include "platform/mapped_file.h"
 #include "platform/threads.h"
 
@@ -117,11 +118,15 @@ typedef struct {
     char error[104];
 } ckc_flight_record;
 
+/* ckc_flight.mirror_from when no seq was marked since the mirror looked (above any seq). */
+#define CKC_MIRROR_AWAKE UINT64_MAX
+#define CKC_MIRROR_ASLEEP (UINT64_MAX - 1)
+
 typedef struct {
     ckc_mutex lock;
     int state;                 /* 0: not opened yet, 1: open, -1: failed (no ring) */
     int ops;                   /* records ops (COMFY_KITCHEN_C_FLIGHT != 0); copies are always recorded */
-    char path[1024];           /* file to create; "" keeps the ring in memory */
+    char path[CKC_FLIGHT_PATH_MAX]; /* file to create; "" keeps the ring in memory */
     char prune_prefix[32];     /* when it is created, the folder keeps the `keep` newest files */
     char prune_suffix[16];     /* named prefix...suffix (this one among them): flight_prune.c */
     unsigned keep;
@@ -166,11 +171,6 @@ typedef struct {
 } ckc_flight_config;
 
 void ckc_flight_configure(const ckc_flight_config *c);
-
-/* Removes the oldest files named prefix...suffix in path's folder but path
- * itself, so that `keep` of them remain (path included); what cannot be
- * removed (another process's, or gone already) is left (flight_prune.c). */
-void ckc_flight_prune(const char *path, const char *prefix, const char *suffix, unsigned keep);
 
 /* The file's path, or "" when the ring is in memory only (or not open). */
 const char *ckc_flight_path(void);
@@ -228,39 +228,6 @@ ckc_flight_is_done(const ckc_flight_record *r, uint64_t seq)
     return word == seq || pinned == seq;
 }
 
-/* ---- completion words in pinned host memory, and their mirror (flight_mirror.c) ---- */
-
-/* The mirror's period while a record is outstanding (microseconds), and how
- * many more periods it stays awake once none is (a mark then wakes nobody:
- * the ops of a busy stream pay no system call). */
-#define CKC_FLIGHT_MIRROR_US 1000u
-#define CKC_FLIGHT_MIRROR_LINGER 50u
-/* Its period, once an op was captured into a CUDA graph, while no replay is seen. */
-#define CKC_FLIGHT_MIRROR_IDLE_US 10000u
-/* mirror_from when no seq was marked since the mirror looked (above any seq). */
-#define CKC_MIRROR_AWAKE UINT64_MAX
-#define CKC_MIRROR_ASLEEP (UINT64_MAX - 1)
-
-/* The ring's pinned completion words: allocated (and zeroed) on first call with
- * alloc (host memory the device can write, never freed; NULL on failure), which
- * also starts the mirror.  NULL when alloc failed. */
-uint64_t *ckc_flight_words(void *(*alloc)(size_t bytes));
-
-/* r's word in words. */
-static inline uint64_t *
-ckc_flight_word_of(uint64_t *words, const ckc_flight_record *r)
-{
-    return &words[ckc_flight_slot(r)];
-}
-
-/* Tells the mirror that the completion of seq will land in its pinned word
- * (after the mark was queued).  Costs an atomic on every op; a lock only when
- * the mirror has to be woken. */
-void ckc_flight_word_marked(uint64_t seq);
-
-/* Copies every completion that has landed in a pinned word into its record now. */
-void ckc_flight_mirror_now(void);
-
 /* Marks a record failed or hang-suspected with a note (no-op for NULL). */
 void ckc_flight_mark(ckc_flight_record *r, uint32_t state, const char *note);
 
@@ -276,10 +243,6 @@ ckc_flight_record *ckc_flight_last_completed(uint32_t kind, uint64_t below);
  * record from before the reset is waited on again (fences, the mirror), and no
  * replay of a captured graph counts as in flight. */
 void ckc_flight_abandon(const char *note);
-
-/* Brings the records up to date with the pinned words and writes the ring's
- * pages back to the file now. */
-void ckc_flight_flush(void);
 
 /* Appenders for record text, cheap enough for every op: they never overflow
  * and keep the text NUL-terminated. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The mirror of the pinned completion words into the flight record's file (see
- * flight.h): where the device cannot write the file mapping, it writes each
+ * flight.h, flight_mirror.h): where the device cannot write the file mapping, it writes each
  * completion into pinned host memory, and this copies them into the records.
  *
  * One thread per process, started with the words.  While a record is
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flight.h"
+#include "flight_mirror.h"
 
 /* Copies slot's completion, if it landed, into its record. */
 static void
@@ -189,5 +189,15 @@ ckc_flight_word_marked(uint64_t seq)
         ckc_mutex_lock(&f->mirror_lock);
         ckc_cond_broadcast(&f->mirror_wake);
         ckc_mutex_unlock(&f->mirror_lock);
+    }
+}
+
+void
+ckc_flight_flush(void)
+{
+    const ckc_flight *f = ckc_flight_ring;
+    if (f != NULL && f->state == 1) {
+        ckc_flight_mirror_now();
+        ckc_mapped_file_flush(&f->file, f->file.base, f->file.bytes);
     }
 }

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Old flight-record files go when a new one is created (ckc_flight_prune,
- * flight.h): the folder keeps the newest few, so a user's cache does not grow
+ * flight_prune.h): the folder keeps the newest few, so a user's cache does not grow
  * with every process that ran a GPU op, and importing the package deletes
  * nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "flight.h"
+#include "flight_prune.h"
 #include "platform/directory.h"
 
 typedef struct {
@@ -64,7 +64,7 @@ ckc_flight_prune(const char *path, const char *prefix, const char *suffix, unsig
     const char *slash = strrchr(path, '/');
     const char *backslash = strrchr(path, '\\');
     const char *sep = backslash != NULL && (slash == NULL || backslash > slash) ? backslash : slash;
-    char dir[sizeof ckc_flight_ring->path];
+    char dir[CKC_FLIGHT_PATH_MAX];
     record_names r = {prefix, suffix, sep != NULL ? sep + 1 : path, NULL, 0, 0};
     if (sep == NULL) {
         snprintf(dir, sizeof dir, ".");

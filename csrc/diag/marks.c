@@ -9,6 +9,7 @@
  * stall it until a driver thread runs them. */
 #include "marks.h"
 
+#include "flight_mirror.h"
 #include "gpu/runtime.h"
 
 /* How this module's marks were written (ckc_mark_counts). */

@@ -284,7 +284,7 @@ lt_status_name(lt_status s)
     }
 }
 
-/* Fails naming the call, the status, and where (the op is added by module.c). */
+/* Fails naming the call, the status, and where (the op is added by module/state.c). */
 #define LT_TRY(err, call)                                                                                     \
     do {                                                                                                      \
         const lt_status ckc_lt_ = (call);                                                                     \

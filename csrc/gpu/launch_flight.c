@@ -31,4 +31,20 @@ ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number
     return ckc_gpu_launch(&replay_begin[0], &c, args, err);
 }
 
+#if !defined(CKC_EMULATED)
+/* The CUDA runtime's store in stream order (runtime.h) is the flight-mark kernel
+ * writing one word, so it lives here with that kernel's launcher: the runtime
+ * seam calls no launcher (the emulated device stores in its own stream). */
+ckc_status
+ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err)
+{
+    uint64_t *device_word = ckc_gpu_device_word(word, device);
+    const ckc_done_mark m = {device_word, value, NULL, NULL}; /* one block: no arrival counter */
+    if (device_word == NULL) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "device %d cannot write the completion word %p", device, (void *)word);
+    }
+    return ckc_gpu_flight_mark(&m, stream, err);
+}
+#endif
+
 #endif /* CKC_WITH_GPU */

@@ -18,12 +18,6 @@
 #include "gpu.h"
 #include "runtime.h"
 
-#if defined(_MSC_VER)
-#define CKC_THREAD_LOCAL __declspec(thread)
-#else
-#define CKC_THREAD_LOCAL _Thread_local
-#endif
-
 #define CKC_MAX_DEVICES 64
 
 /* The driver, or fail naming why there is none (gpu/cuda_driver.c). */
@@ -463,7 +457,7 @@ device_view(host_range *h, int device)
     }
     view = ckc_atomic_load_ptr(&h->device_base[device]);
     if (view == NULL) {
-        /* The current device is `device` (marks.c entered it). */
+        /* The current device is `device` (diag/marks.c entered it). */
         const ckc_cuda_api *d = ckc_cuda_driver(NULL);
         CUdeviceptr p = 0;
         if (d == NULL || d->cuMemHostGetDevicePointer(&p, h->base, 0) != CKC_CU_SUCCESS) {
@@ -481,17 +475,6 @@ ckc_gpu_device_word(uint64_t *word, int device)
     host_range *h = find_range(word, sizeof *word);
     char *view = h != NULL && h->mapped ? device_view(h, device) : NULL;
     return view != NULL ? (uint64_t *)(view + ((char *)word - h->base)) : NULL;
-}
-
-ckc_status
-ckc_gpu_write_value64(uint64_t *word, uint64_t value, uintptr_t stream, int device, ckc_error *err)
-{
-    uint64_t *device_word = ckc_gpu_device_word(word, device);
-    const ckc_done_mark m = {device_word, value, NULL, NULL}; /* one block: no arrival counter */
-    if (device_word == NULL) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "device %d cannot write the completion word %p", device, (void *)word);
-    }
-    return ckc_gpu_flight_mark(&m, stream, err);
 }
 
 /* Per device, published once allocated: every op's lookup takes no lock. */

@@ -26,4 +26,13 @@
 #pragma fp_contract(off)
 #endif
 
+/* v rounded up to a multiple of m (v >= 0, m > 0): every padded extent (the
+ * NVFP4 scale tiles, pad_16x, the GEMM's alignments; Python asks _C.round_up)
+ * is this one helper. */
+CKC_HD int64_t
+ckc_round_up(int64_t v, int64_t m)
+{
+    return (v + m - 1) / m * m;
+}
+
 #endif /* CKC_INLINE_H */

@@ -82,13 +82,13 @@ ckc_nvfp4_unpack_odd(uint8_t byte, int hi_first)
 CKC_HD int64_t
 ckc_nvfp4_scale_rows(int64_t rows)
 {
-    return (rows + CKC_NVFP4_SCALE_TILE_ROWS - 1) / CKC_NVFP4_SCALE_TILE_ROWS * CKC_NVFP4_SCALE_TILE_ROWS;
+    return ckc_round_up(rows, CKC_NVFP4_SCALE_TILE_ROWS);
 }
 
 CKC_HD int64_t
 ckc_nvfp4_scale_cols(int64_t scale_cols)
 {
-    return (scale_cols + CKC_NVFP4_SCALE_TILE_COLS - 1) / CKC_NVFP4_SCALE_TILE_COLS * CKC_NVFP4_SCALE_TILE_COLS;
+    return ckc_round_up(scale_cols, CKC_NVFP4_SCALE_TILE_COLS);
 }
 
 /* Offset of logical scale (r, c) in cuBLAS's "1D block scaling" layout: tiles

@@ -10,7 +10,7 @@
  * cascade sum of aten/native/cpu/SumKernel.cpp, whose order we follow:
  *   - rows of at least CKC_RMS_LANES values are summed as vectors of
  *     CKC_RMS_LANES float lanes (aten's Vectorized<float> of the sum kernel:
- *     8 lanes on x86 with AVX2 or AVX-512 and on ARM; tests/test_rms_norm.py
+ *     8 lanes on x86 with AVX2 or AVX-512 and on ARM; tests/test_int8_fused.py
  *     checks that torch's sum still follows this order), four vector
  *     accumulators side by side (ilp 4), each a four-level cascade whose level
  *     is flushed every 2^level_power steps; then the vectors left over go into

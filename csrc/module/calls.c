@@ -6,6 +6,7 @@
  * through the router with the GIL released under the checks of `check`
  * (diag/checked.h: 0 launch, the default, 1 boundary, 2 op), hands the
  * capsules' tensors back, and raises the op-named exception for any failure. */
+#include "calls.h"
 #include "dlpack.h"
 #include "faults.h"
 #include "ops/op.h"

@@ -2,30 +2,27 @@
 /* Import of DLPack capsules (see dlpack.h for the contract). */
 #include "dlpack.h"
 
+/* DLPack's (code, bits) of each dtype we take: a table, not a chain of ifs. */
+static const struct {
+    int code;
+    int bits;
+    ckc_dtype dtype;
+} dl_dtypes[] = {
+    {CKC_DL_FLOAT, 32, CKC_DTYPE_FLOAT32}, {CKC_DL_FLOAT, 16, CKC_DTYPE_FLOAT16},
+    {CKC_DL_BFLOAT, 16, CKC_DTYPE_BFLOAT16}, {CKC_DL_UINT, 8, CKC_DTYPE_UINT8},
+    {CKC_DL_INT, 8, CKC_DTYPE_INT8}, {CKC_DL_INT, 32, CKC_DTYPE_INT32}, {CKC_DL_INT, 64, CKC_DTYPE_INT64},
+};
+
 static int
 map_dtype(ckc_dl_dtype t, ckc_dtype *out)
 {
-    if (t.lanes != 1) {
-        return 0;
+    for (size_t k = 0; t.lanes == 1 && k < sizeof dl_dtypes / sizeof dl_dtypes[0]; k++) {
+        if (t.code == dl_dtypes[k].code && t.bits == dl_dtypes[k].bits) {
+            *out = dl_dtypes[k].dtype;
+            return 1;
+        }
     }
-    if (t.code == CKC_DL_FLOAT && t.bits == 32) {
-        *out = CKC_DTYPE_FLOAT32;
-    } else if (t.code == CKC_DL_FLOAT && t.bits == 16) {
-        *out = CKC_DTYPE_FLOAT16;
-    } else if (t.code == CKC_DL_BFLOAT && t.bits == 16) {
-        *out = CKC_DTYPE_BFLOAT16;
-    } else if (t.code == CKC_DL_UINT && t.bits == 8) {
-        *out = CKC_DTYPE_UINT8;
-    } else if (t.code == CKC_DL_INT && t.bits == 8) {
-        *out = CKC_DTYPE_INT8;
-    } else if (t.code == CKC_DL_INT && t.bits == 32) {
-        *out = CKC_DTYPE_INT32;
-    } else if (t.code == CKC_DL_INT && t.bits == 64) {
-        *out = CKC_DTYPE_INT64;
-    } else {
-        return 0;
-    }
-    return 1;
+    return 0;
 }
 
 /* Takes ownership of the capsule's tensor; returns its DLTensor and flags. */

@@ -11,6 +11,7 @@
 
 #include "diag/checked.h"
 #include "diag/flight.h"
+#include "diag/flight_mirror.h"
 #include "diag/marks.h"
 #include "faults.h"
 #include "ops/devices.h"
@@ -26,22 +27,13 @@
 static int
 add_shared(PyObject *m, ckc_module_state *st)
 {
-    PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
-    PyObject *ring;
+    PyObject *ring = NULL;
+    const ckc_taken taken[] = {{"CudaFault", &st->cuda_fault},         {"LaunchError", &st->launch_error},
+                               {"KernelFault", &st->kernel_fault},     {"StagingFault", &st->staging_fault},
+                               {"HangSuspected", &st->hang_suspected}, {"CaptureError", &st->capture_error},
+                               {"_flight_ring", &ring}};
     (void)m;
-    if (c == NULL) {
-        return -1;
-    }
-    st->cuda_fault = PyObject_GetAttrString(c, "CudaFault");
-    st->launch_error = PyObject_GetAttrString(c, "LaunchError");
-    st->kernel_fault = PyObject_GetAttrString(c, "KernelFault");
-    st->staging_fault = PyObject_GetAttrString(c, "StagingFault");
-    st->hang_suspected = PyObject_GetAttrString(c, "HangSuspected");
-    st->capture_error = PyObject_GetAttrString(c, "CaptureError");
-    ring = PyObject_GetAttrString(c, "_flight_ring");
-    Py_DECREF(c);
-    if (st->cuda_fault == NULL || st->launch_error == NULL || st->kernel_fault == NULL ||
-        st->staging_fault == NULL || st->hang_suspected == NULL || st->capture_error == NULL || ring == NULL) {
+    if (ckc_take_from_c(taken, (int)(sizeof taken / sizeof taken[0])) < 0) {
         Py_XDECREF(ring);
         return -1;
     }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* comfy_kitchen_c._C (and _C_emu, the same sources on the emulated device):
  * the module itself.  Multi-phase init (PEP 489): the exec slot creates the
- * exception classes into the module state (module/state.h; _C_emu takes
+ * exception classes into the module state (module/state.c; _C_emu takes
  * _C's), adds the op functions (module/calls.c), the shared codes
  * (module/shared.c), the diagnostics (module/faults.c) and the functions
  * below, which reach the devices only through ops/devices.h. */
@@ -9,54 +9,11 @@
 #include <Python.h>
 
 #include "blas.h"
+#include "calls.h"
 #include "faults.h"
 #include "ops/devices.h"
+#include "shared.h"
 #include "state.h"
-
-PyObject *
-ckc_new_exception(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2)
-{
-    char qualified[64];
-    PyObject *bases = NULL;
-    PyObject *cls;
-    if (base1 != NULL) {
-        bases = base2 != NULL ? PyTuple_Pack(2, base1, base2) : PyTuple_Pack(1, base1);
-        if (bases == NULL) {
-            return NULL;
-        }
-    }
-    PyOS_snprintf(qualified, sizeof qualified, "comfy_kitchen_c.%s", name);
-    cls = PyErr_NewExceptionWithDoc(qualified, doc, bases, NULL);
-    Py_XDECREF(bases);
-    if (cls != NULL && PyModule_AddObjectRef(m, name, cls) < 0) {
-        Py_CLEAR(cls);
-    }
-    return cls;
-}
-
-void
-ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err)
-{
-    PyObject *type;
-    switch (err->status) {
-    case CKC_ERR_VALUE:
-        type = st->argument_error;
-        break;
-    case CKC_ERR_TYPE:
-        type = st->argument_type_error;
-        break;
-    case CKC_ERR_MEMORY:
-        type = PyExc_MemoryError;
-        break;
-    case CKC_ERR_CAPTURE:
-        type = st->capture_error;
-        break;
-    default:
-        type = PyExc_RuntimeError;
-        break;
-    }
-    PyErr_Format(type, "%s: %s", op, err->message);
-}
 
 #if defined(CKC_EMULATED)
 /* The emulated-device module raises the very classes of _C, so callers catch
@@ -64,16 +21,11 @@ ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err)
 static int
 add_exceptions(PyObject *m, ckc_module_state *st)
 {
-    PyObject *c = PyImport_ImportModule("comfy_kitchen_c._C");
+    const ckc_taken taken[] = {{"KitchenError", &st->kitchen_error},
+                               {"ArgumentError", &st->argument_error},
+                               {"ArgumentTypeError", &st->argument_type_error}};
     (void)m;
-    if (c == NULL) {
-        return -1;
-    }
-    st->kitchen_error = PyObject_GetAttrString(c, "KitchenError");
-    st->argument_error = PyObject_GetAttrString(c, "ArgumentError");
-    st->argument_type_error = PyObject_GetAttrString(c, "ArgumentTypeError");
-    Py_DECREF(c);
-    return st->kitchen_error != NULL && st->argument_error != NULL && st->argument_type_error != NULL ? 0 : -1;
+    return ckc_take_from_c(taken, (int)(sizeof taken / sizeof taken[0]));
 }
 #else
 static int
@@ -221,15 +173,9 @@ static int
 module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     ckc_module_state *st = ckc_state(m);
-    Py_VISIT(st->kitchen_error);
-    Py_VISIT(st->argument_error);
-    Py_VISIT(st->argument_type_error);
-    Py_VISIT(st->cuda_fault);
-    Py_VISIT(st->launch_error);
-    Py_VISIT(st->kernel_fault);
-    Py_VISIT(st->staging_fault);
-    Py_VISIT(st->hang_suspected);
-    Py_VISIT(st->capture_error);
+#define VISIT_CLASS(name) Py_VISIT(st->name);
+    CKC_STATE_CLASSES(VISIT_CLASS)
+#undef VISIT_CLASS
     return 0;
 }
 
@@ -237,15 +183,9 @@ static int
 module_clear(PyObject *m)
 {
     ckc_module_state *st = ckc_state(m);
-    Py_CLEAR(st->kitchen_error);
-    Py_CLEAR(st->argument_error);
-    Py_CLEAR(st->argument_type_error);
-    Py_CLEAR(st->cuda_fault);
-    Py_CLEAR(st->launch_error);
-    Py_CLEAR(st->kernel_fault);
-    Py_CLEAR(st->staging_fault);
-    Py_CLEAR(st->hang_suspected);
-    Py_CLEAR(st->capture_error);
+#define CLEAR_CLASS(name) Py_CLEAR(st->name);
+    CKC_STATE_CLASSES(CLEAR_CLASS)
+#undef CLEAR_CLASS
     return 0;
 }
 

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What Python reads from C instead of writing it again: the codes and limits
  * of contract/codes.h (and the math headers it lists) as module attributes,
- * and int8_linear's plan (contract/linear_plan.h), which sizes the scratch
- * with the very layout the op layer carves it with. */
+ * the padded shapes (round_up, nvfp4_scale_shape: math/), and int8_linear's
+ * plan (contract/linear_plan.h), which sizes the scratch with the very layout
+ * the op layer carves it with. */
 #include "contract/codes.h"
 #include "contract/linear_plan.h"
 #include "contract/tensor.h"
-#include "state.h"
+#include "shared.h"
 
 /* d[key] = value, taking both references; -1 when either is NULL or the store fails. */
 static int
@@ -110,6 +111,81 @@ add_codes(PyObject *m)
     return 0;
 }
 
+/* v[0 .. want) = the int arguments of fn; -1 with TypeError (or OverflowError) set. */
+static int
+int_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, int want, int64_t *v)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %d arguments (%zd given)", fn, want, nargs);
+        return -1;
+    }
+    for (int k = 0; k < want; k++) {
+        v[k] = PyLong_AsLongLong(args[k]);
+        if (v[k] == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Largest extent the shape helpers take: rounded up, it still fits int64. */
+#define SHAPE_MAX (INT64_C(1) << 62)
+
+/* A function of two extents: its name, its arguments' names and least values. */
+typedef struct {
+    const char *fn;
+    const char *names[2];
+    int64_t lo[2];
+} two_extents;
+
+static const two_extents round_up_args = {"round_up", {"v", "m"}, {0, 1}};
+static const two_extents scale_shape_args = {"nvfp4_scale_shape", {"rows", "cols"}, {0, 0}};
+
+/* v[0 .. 2) = the two int arguments of f, each in [f->lo[k], 2**62]; -1 with
+ * the exception set. */
+static int
+take_extents(const two_extents *f, PyObject *const *args, Py_ssize_t nargs, int64_t v[2])
+{
+    if (int_args(f->fn, args, nargs, 2, v) < 0) {
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (v[k] < f->lo[k] || v[k] > SHAPE_MAX) {
+            PyErr_Format(PyExc_ValueError, "%s: argument '%s': expected %lld .. 2**62, got %lld", f->fn, f->names[k],
+                         (long long)f->lo[k], (long long)v[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* round_up(v, m) -> v rounded up to a multiple of m (math/ckc_inline.h). */
+static PyObject *
+round_up(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t v[2];
+    (void)self;
+    if (take_extents(&round_up_args, args, nargs, v) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLongLong(ckc_round_up(v[0], v[1]));
+}
+
+/* nvfp4_scale_shape(rows, cols) -> the shape of the swizzled block-scale buffer
+ * of a rows x cols NVFP4 tensor (math/nvfp4.h: whole 128 x 4 tiles of the
+ * cols/16 block scales), the one the kernels and the op checks use. */
+static PyObject *
+nvfp4_scale_shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t v[2];
+    (void)self;
+    if (take_extents(&scale_shape_args, args, nargs, v) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(LL)", (long long)ckc_nvfp4_scale_rows(v[0]),
+                         (long long)ckc_nvfp4_scale_cols(v[1] / CKC_NVFP4_BLOCK));
+}
+
 enum { PLAN_ROWS, PLAN_K, PLAN_N, PLAN_K_ALIGN, PLAN_N_ALIGN, PLAN_GPU, PLAN_ACT, PLAN_X_BYTES, PLAN_W_ALIGNED,
        PLAN_LIMIT, PLAN_ARGS };
 
@@ -125,15 +201,8 @@ int8_linear_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     ckc_linear_layout l;
     int64_t budget;
     (void)self;
-    if (nargs != PLAN_ARGS) {
-        PyErr_Format(PyExc_TypeError, "int8_linear_plan() takes %d arguments (%zd given)", PLAN_ARGS, nargs);
+    if (int_args("int8_linear_plan", args, nargs, PLAN_ARGS, v) < 0) {
         return NULL;
-    }
-    for (int k = 0; k < PLAN_ARGS; k++) {
-        v[k] = PyLong_AsLongLong(args[k]);
-        if (v[k] == -1 && PyErr_Occurred()) {
-            return NULL;
-        }
     }
     if (v[PLAN_ROWS] < 1 || v[PLAN_K] < 1 || v[PLAN_N] < 1 || v[PLAN_ROWS] > CKC_MAX_EXTENT ||
         v[PLAN_K] > CKC_MAX_EXTENT || v[PLAN_N] > CKC_MAX_EXTENT || v[PLAN_K_ALIGN] < 1 || v[PLAN_K_ALIGN] > 256 ||
@@ -156,6 +225,11 @@ static PyMethodDef shared_functions[] = {
      "int8_linear_plan(rows, k, n, k_align, n_align, gpu, act, x_bytes, w_aligned16, limit)\n--\n\n"
      "(scratch bytes, None or the (n_pad, k_pad) shape of the zero-padded weight copy the GEMM needs) of an "
      "int8_linear call, within the memory limit."},
+    {"round_up", (PyCFunction)(void (*)(void))round_up, METH_FASTCALL,
+     "round_up(v, m)\n--\n\nv rounded up to a multiple of m (the C helper every padded extent uses)."},
+    {"nvfp4_scale_shape", (PyCFunction)(void (*)(void))nvfp4_scale_shape, METH_FASTCALL,
+     "nvfp4_scale_shape(rows, cols)\n--\n\n(rows, cols) of the swizzled block-scale buffer of a rows x cols NVFP4 "
+     "tensor: rows rounded up to 128, cols/16 rounded up to 4."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,19 +19,20 @@
 enum { CKC_N_OPS = 0 CKC_OP_LIST(CKC_COUNT_OP) };
 #undef CKC_COUNT_OP
 
+/* The state's exception classes, listed once for the struct and for the
+ * module's traverse and clear (module.c), so none is ever left out of either:
+ * the base classes (module.c), then the CudaFault family (module/faults.c),
+ * capture_error the CUDA-graph capture refusals (CKC_ERR_CAPTURE). */
+#define CKC_STATE_CLASSES(X)                                                                                     \
+    X(kitchen_error) X(argument_error) X(argument_type_error) X(cuda_fault) X(launch_error) X(kernel_fault)      \
+    X(staging_fault) X(hang_suspected) X(capture_error)
+
+#define CKC_STATE_FIELD(name) PyObject *name;
 typedef struct {
-    PyObject *kitchen_error;
-    PyObject *argument_error;
-    PyObject *argument_type_error;
-    /* the CudaFault family (module/faults.c) */
-    PyObject *cuda_fault;
-    PyObject *launch_error;
-    PyObject *kernel_fault;
-    PyObject *staging_fault;
-    PyObject *hang_suspected;
-    PyObject *capture_error; /* CUDA-graph capture refusals (CKC_ERR_CAPTURE) */
+    CKC_STATE_CLASSES(CKC_STATE_FIELD)
     PyMethodDef op_defs[CKC_N_OPS + 1];
 } ckc_module_state;
+#undef CKC_STATE_FIELD
 
 static inline ckc_module_state *
 ckc_state(PyObject *module)
@@ -43,14 +44,18 @@ ckc_state(PyObject *module)
  * when not NULL), or from Exception when base1 is NULL; also added to m. */
 PyObject *ckc_new_exception(PyObject *m, const char *name, const char *doc, PyObject *base1, PyObject *base2);
 
+/* A class (or object) of _C that _C_emu takes for its own: _C's attribute
+ * `name` goes into *slot. */
+typedef struct {
+    const char *name;
+    PyObject **slot;
+} ckc_taken;
+
+/* _C_emu's share of _C: imports _C and takes each of taken[0 .. n); 0, or -1
+ * with the exception set when _C or one of them is missing. */
+int ckc_take_from_c(const ckc_taken *taken, int n);
+
 /* Raises err (not a device fault) as the exception of its status, "op: message". */
 void ckc_raise_error(ckc_module_state *st, const char *op, const ckc_error *err);
-
-/* Adds one function per op of ops/op_list.h to m, and their names as OP_FUNCTIONS (module/calls.c). */
-int ckc_add_op_functions(PyObject *m, ckc_module_state *st);
-
-/* Adds the codes and limits shared with Python (contract/codes.h) and
- * int8_linear_plan to m (module/shared.c). */
-int ckc_add_shared(PyObject *m);
 
 #endif /* CKC_MODULE_STATE_H */

@@ -84,7 +84,7 @@ ckc_check_rows(const ckc_op_args *a, int idx, int64_t *rows, int64_t *cols, ckc_
     }
     /* The product of the leading dimensions rather than numel / cols, which an
      * empty row length would divide by zero.  It cannot overflow: its partial
-     * products are the ones dlpack.c checked while computing numel. */
+     * products are the ones module/dlpack.c checked while computing numel. */
     for (int d = 0; d + 1 < t->ndim; d++) {
         r *= t->shape[d];
     }

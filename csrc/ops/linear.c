@@ -52,14 +52,14 @@ carve_scratch(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_
     p->chunk_rows = c < p->rows ? c : p->rows;
     p->q = (int8_t *)at;
     p->ldq = l->k_pad;
-    at += ckc_linear_round_up(c * l->k_pad, align);
+    at += ckc_round_up(c * l->k_pad, align);
     p->x_scale = (float *)at;
-    at += ckc_linear_round_up(4 * c, align);
+    at += ckc_round_up(4 * c, align);
     p->acc = l->acc_cols > 0 ? (int32_t *)at : NULL;
     p->ldacc = l->acc_cols;
-    at += ckc_linear_round_up(4 * c * l->acc_cols, align);
+    at += ckc_round_up(4 * c * l->acc_cols, align);
     p->act_rows = l->act_bytes > 0 ? (void *)at : NULL;
-    at += ckc_linear_round_up(c * l->act_bytes, align);
+    at += ckc_round_up(c * l->act_bytes, align);
     p->row_factor = l->factor_bytes > 0 ? (float *)at : NULL;
     return CKC_OK;
 }

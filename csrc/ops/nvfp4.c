@@ -10,12 +10,6 @@
 #define U8 CKC_DTYPE_BIT(CKC_DTYPE_UINT8)
 #define F32 CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32)
 
-static int64_t
-round_up(int64_t v, int64_t m)
-{
-    return (v + m - 1) / m * m;
-}
-
 /* Per-tensor scale and swizzled scale buffer agreement, shared by both ops. */
 static ckc_status
 check_scales(const ckc_op_args *a, int pts_idx, int scales_idx, int64_t rows, int64_t cols, ckc_error *err)
@@ -49,8 +43,8 @@ prepare_nvfp4_quant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     out_rows = qx->shape[0];
     out_cols = 2 * qx->shape[1];
     /* The output is x's shape, or x's shape padded to 16 (pad_16x). */
-    if ((out_rows != x->shape[0] && out_rows != round_up(x->shape[0], 16)) ||
-        (out_cols != x->shape[1] && out_cols != round_up(x->shape[1], 16)) ||
+    if ((out_rows != x->shape[0] && out_rows != ckc_round_up(x->shape[0], 16)) ||
+        (out_cols != x->shape[1] && out_cols != ckc_round_up(x->shape[1], 16)) ||
         out_cols % CKC_NVFP4_BLOCK != 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE,
                         "argument 'qx': shape (%lld, %lld) does not fit x of shape (%lld, %lld); "

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Two ops that only pass the checks, for measuring the checks' own cost
- * (csrc/module/diag.c's check_overhead_ns, benchmarks/bench_faults.py): one
+ * (csrc/module/faults.c's check_overhead_ns, benchmarks/bench_faults.py): one
  * queues no work, the other one one-thread kernel carrying the op's
  * completion mark.  They take a typical op's arguments and are not exported. */
 #include "gpu/gpu.h"

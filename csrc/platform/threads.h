@@ -17,6 +17,14 @@ typedef pthread_cond_t ckc_cond;
 #define CKC_MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
 #endif
 
+/* Storage of one per thread: MSVC (and clang-cl) spell it their own way, the
+ * rest (mingw included) as C11 does. */
+#if defined(_MSC_VER)
+#define CKC_THREAD_LOCAL __declspec(thread)
+#else
+#define CKC_THREAD_LOCAL _Thread_local
+#endif
+
 /* A static mutex may instead be initialised with CKC_MUTEX_INIT. */
 void ckc_mutex_init(ckc_mutex *m);
 void ckc_mutex_lock(ckc_mutex *m);

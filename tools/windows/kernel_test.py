@@ -10,7 +10,7 @@ tests/windows/cpu_kernels_test.c is linked twice:
            code for every ISA), into cpu_kernels_test.exe;
   native   with the same sources as setup.py builds them on this machine (same flags),
            compiled with this machine's gcc: the known answers.
-Each runs with every ISA this CPU has (baseline, avx2, avx512: dispatch.c lets the
+Each runs with every ISA this CPU has (baseline, avx2, avx512: csrc/cpu/dispatch.c lets the
 program choose), natively and under Wine, and every run must print the lines of the
 native baseline run (an ISA's vector kernels give the baseline's bits).  Any differing
 line fails the check, named."""
