@@ -53,7 +53,7 @@ ckc_store_codes(int8_t *row, int64_t start, int64_t limit, bool vec, const int8_
  * `q_vec`: the code rows (q_stride apart) allow vector stores. */
 template <ckc_float_kind KIND, int CHUNKS, int ACT>
 __device__ __forceinline__ void
-int8_rowwise_body(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec, ckc_done_mark done)
+int8_rowwise_body(ckc_quantize_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
@@ -116,7 +116,8 @@ int8_rowwise_body(ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool 
 
 #define CKC_ROWWISE_INSTANCE(k, c, a)                                                                          \
     CKC_KERNEL_INSTANCE(CKC_KNAME3(int8_rowwise_kernel, k, c, a), CKC_ROW_BOUNDS,                                \
-                        (ckc_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec, ckc_done_mark done), \
+                        (ckc_quantize_int8_rowwise_params p, ckc_row_layout lay, bool vec, bool q_vec,                 \
+                         ckc_done_mark done),                                                                          \
                         (int8_rowwise_body<(ckc_float_kind)k, c, a>(p, lay, vec, q_vec, done)))
 CKC_INT8_ROWWISE_KERNELS(CKC_ROWWISE_INSTANCE)
 
@@ -125,7 +126,7 @@ CKC_INT8_ROWWISE_KERNELS(CKC_ROWWISE_INSTANCE)
 /* `vec`, `out_vec`: x's and out's rows allow vector loads and stores. */
 template <ckc_float_kind KIND, int CHUNKS>
 __device__ __forceinline__ void
-hadamard_rows_body(ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_done_mark done)
+hadamard_rows_body(ckc_rotate_int8_convrot_weight_params p, bool vec, bool out_vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
@@ -148,7 +149,8 @@ hadamard_rows_body(ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_done_
 
 #define CKC_HADAMARD_INSTANCE(k, c)                                                                             \
     CKC_KERNEL_INSTANCE(CKC_KNAME2(hadamard_rows_kernel, k, c), CKC_ROW_BOUNDS,                                   \
-                        (ckc_hadamard_rows_params p, bool vec, bool out_vec, ckc_done_mark done),                 \
+                        (ckc_rotate_int8_convrot_weight_params p, bool vec, bool out_vec,                              \
+                         ckc_done_mark done),                                                                          \
                         (hadamard_rows_body<(ckc_float_kind)k, c>(p, vec, out_vec, done)))
 CKC_HADAMARD_ROWS_KERNELS(CKC_HADAMARD_INSTANCE)
 
@@ -156,7 +158,7 @@ CKC_HADAMARD_ROWS_KERNELS(CKC_HADAMARD_INSTANCE)
 
 /* The scale of q's element i. */
 __device__ __forceinline__ float
-ckc_dequant_scale(const ckc_int8_dequant_params &p, int64_t i)
+ckc_dequant_scale(const ckc_dequantize_int8_convrot_weight_dtype_params &p, int64_t i)
 {
     return p.scale[p.scale_mode == CKC_SCALE_FULL ? i : (p.scale_mode == CKC_SCALE_PER_ROW ? i / p.cols : 0)];
 }
@@ -183,7 +185,7 @@ ckc_load_codes(const int8_t *row, int64_t start, int64_t limit, bool vec, float 
 /* q's offset of output element i (its row through the index), -1 for a row
  * whose index is out of range. */
 __device__ __forceinline__ int64_t
-ckc_dequant_source(const ckc_int8_dequant_params &p, int64_t i)
+ckc_dequant_source(const ckc_dequantize_int8_convrot_weight_dtype_params &p, int64_t i)
 {
     const int64_t r = i / p.cols;
     const int64_t src = ckc_dequant_source_row(p.index, p.index_is_64, p.q_rows, r);
@@ -198,7 +200,7 @@ ckc_dequant_source(const ckc_int8_dequant_params &p, int64_t i)
  * a time.  A row whose index is out of range is NaN. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-int8_dequant_body(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
+int8_dequant_body(ckc_dequantize_int8_convrot_weight_dtype_params p, bool chunks, ckc_done_mark done)
 {
     const int64_t n = p.rows * p.cols;
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
@@ -237,7 +239,8 @@ int8_dequant_body(ckc_int8_dequant_params p, bool chunks, ckc_done_mark done)
 
 #define CKC_DEQUANT_INSTANCE(k)                                                                                 \
     CKC_KERNEL_INSTANCE(CKC_KNAME1(int8_dequant_kernel, k), CKC_ONE_ROW_BOUNDS,                                   \
-                        (ckc_int8_dequant_params p, bool chunks, ckc_done_mark done),                             \
+                        (ckc_dequantize_int8_convrot_weight_dtype_params p, bool chunks,                               \
+                         ckc_done_mark done),                                                                          \
                         (int8_dequant_body<(ckc_float_kind)k>(p, chunks, done)))
 CKC_KIND_KERNELS(CKC_DEQUANT_INSTANCE)
 
@@ -245,7 +248,7 @@ CKC_KIND_KERNELS(CKC_DEQUANT_INSTANCE)
 /* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-int8_dequant_rotated_body(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_done_mark done)
+int8_dequant_rotated_body(ckc_dequantize_int8_convrot_weight_dtype_params p, ckc_dequant_vec vec, ckc_done_mark done)
 {
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     const int t = (int)threadIdx.x;
@@ -282,7 +285,8 @@ int8_dequant_rotated_body(ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_do
 
 #define CKC_DEQUANT_ROTATED_INSTANCE(k)                                                                         \
     CKC_KERNEL_INSTANCE(CKC_KNAME1(int8_dequant_rotated_kernel, k), CKC_ONE_ROW_BOUNDS,                           \
-                        (ckc_int8_dequant_params p, ckc_dequant_vec vec, ckc_done_mark done),                     \
+                        (ckc_dequantize_int8_convrot_weight_dtype_params p, ckc_dequant_vec vec,                       \
+                         ckc_done_mark done),                                                                          \
                         (int8_dequant_rotated_body<(ckc_float_kind)k>(p, vec, done)))
 CKC_KIND_KERNELS(CKC_DEQUANT_ROTATED_INSTANCE)
 
@@ -314,7 +318,7 @@ CKC_KERNEL_INSTANCE(tensor_scale_kernel, , (float *scale),
 
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-tensor_quantize_body(ckc_int8_tensorwise_params p, ckc_done_mark done)
+tensor_quantize_body(ckc_quantize_int8_tensorwise_params p, ckc_done_mark done)
 {
     const float math_scale = ckc_int8_math_scale(*p.scale, KIND);
     const int64_t stride = (int64_t)gridDim.x * CKC_ROW_THREADS;
@@ -331,6 +335,7 @@ tensor_quantize_body(ckc_int8_tensorwise_params p, ckc_done_mark done)
                         (const void *x, int64_t n, uint32_t *absmax_bits),                                        \
                         (tensor_absmax_body<(ckc_float_kind)k>(x, n, absmax_bits)))                               \
     CKC_KERNEL_INSTANCE(CKC_KNAME1(tensor_quantize_kernel, k), CKC_ONE_ROW_BOUNDS,                                \
-                        (ckc_int8_tensorwise_params p, ckc_done_mark done),                                       \
+                        (ckc_quantize_int8_tensorwise_params p,                                                        \
+                         ckc_done_mark done),                                                                          \
                         (tensor_quantize_body<(ckc_float_kind)k>(p, done)))
 CKC_KIND_KERNELS(CKC_TENSORWISE_INSTANCES)

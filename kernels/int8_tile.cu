@@ -297,7 +297,7 @@ ckc_tile_codes_to_floats(const uint32_t w[CKC_TILE / 4], float v[CKC_TILE])
 
 template <ckc_float_kind KIND, int G>
 __device__ __forceinline__ void
-ckc_tile_dequant_body(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
+ckc_tile_dequant_body(ckc_dequantize_int8_convrot_weight_dtype_params p, ckc_tile_geom g, ckc_done_mark done)
 {
     const int j = (int)threadIdx.x;
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
@@ -337,6 +337,7 @@ ckc_tile_dequant_body(ckc_int8_dequant_params p, ckc_tile_geom g, ckc_done_mark 
 
 #define CKC_TILE_DEQUANT_INSTANCE(k, g)                                                                         \
     CKC_KERNEL_INSTANCE(CKC_KNAME2(ckc_tile_dequant_kernel, k, g), __launch_bounds__(CKC_TILE_MAX_THREADS),       \
-                        (ckc_int8_dequant_params p, ckc_tile_geom geom, ckc_done_mark done),                      \
+                        (ckc_dequantize_int8_convrot_weight_dtype_params p, ckc_tile_geom geom,                        \
+                         ckc_done_mark done),                                                                          \
                         (ckc_tile_dequant_body<(ckc_float_kind)k, g>(p, geom, done)))
 CKC_TILE_DEQUANT_KERNELS(CKC_TILE_DEQUANT_INSTANCE)

@@ -73,7 +73,7 @@ ckc_load_packed(const uint8_t *in, bool vec, uint8_t bytes[CKC_NVFP4_BLOCK / 2])
  * for the rotation's shuffles and reach the completion mark with their block. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-nvfp4_quant_entry(const ckc_nvfp4_quant_params &p, float pts, int64_t r, int64_t c, int t, bool vec, bool q_vec)
+nvfp4_quant_entry(const ckc_quantize_nvfp4_params &p, float pts, int64_t r, int64_t c, int t, bool vec, bool q_vec)
 {
     const int64_t scale_cols = p.out_cols / CKC_NVFP4_BLOCK;
     const bool in_buffer = r < ckc_nvfp4_scale_rows(p.out_rows) && c < ckc_nvfp4_scale_cols(scale_cols);
@@ -114,7 +114,7 @@ nvfp4_quant_entry(const ckc_nvfp4_quant_params &p, float pts, int64_t r, int64_t
  * 128 rows), but every thread still checks it is inside the buffer. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-nvfp4_quant_body(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done)
+nvfp4_quant_body(ckc_quantize_nvfp4_params p, bool vec, bool q_vec, ckc_done_mark done)
 {
     const float pts = *p.per_tensor_scale;
     const int64_t buffer_cols = ckc_nvfp4_scale_cols(p.out_cols / CKC_NVFP4_BLOCK);
@@ -133,7 +133,7 @@ nvfp4_quant_body(ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark d
  * the completion mark's replay stamp had pushed it to 64 (two blocks). */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-nvfp4_quant_rows_body(ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done)
+nvfp4_quant_rows_body(ckc_quantize_nvfp4_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done)
 {
     const float pts = *p.per_tensor_scale;
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
@@ -143,17 +143,17 @@ nvfp4_quant_rows_body(ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool 
 
 #define CKC_NVFP4_QUANT_INSTANCES(k)                                                                            \
     CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_quant_kernel, k), __launch_bounds__(CKC_NVFP4_THREADS),                  \
-                        (ckc_nvfp4_quant_params p, bool vec, bool q_vec, ckc_done_mark done),                     \
+                        (ckc_quantize_nvfp4_params p, bool vec, bool q_vec, ckc_done_mark done),                     \
                         (nvfp4_quant_body<(ckc_float_kind)k>(p, vec, q_vec, done)))                               \
     CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_quant_rows_kernel, k), CKC_MAX_REGISTERS(56),                            \
-                        (ckc_nvfp4_quant_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done),    \
+                        (ckc_quantize_nvfp4_params p, ckc_tile_geom g, bool vec, bool q_vec, ckc_done_mark done),    \
                         (nvfp4_quant_rows_body<(ckc_float_kind)k>(p, g, vec, q_vec, done)))
 CKC_KIND_KERNELS(CKC_NVFP4_QUANT_INSTANCES)
 
 /* `q_vec`: the code rows allow 8-byte loads; `out_vec`: out's rows allow vector stores. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-nvfp4_dequant_body(ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_done_mark done)
+nvfp4_dequant_body(ckc_dequantize_nvfp4_params p, bool q_vec, bool out_vec, ckc_done_mark done)
 {
     const int64_t scale_cols = p.cols / CKC_NVFP4_BLOCK;
     const int64_t b = (int64_t)blockIdx.x * CKC_NVFP4_THREADS + threadIdx.x;
@@ -199,7 +199,7 @@ ckc_nvfp4_value(uint32_t code)
  * 0 * inf is a NaN). */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-nvfp4_dequant_rows_body(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_mark done)
+nvfp4_dequant_rows_body(ckc_dequantize_nvfp4_params p, ckc_tile_geom g, ckc_done_mark done)
 {
     const float pts_in = *p.per_tensor_scale;
     const int64_t r = (int64_t)blockIdx.x * g.rows_per_block + threadIdx.y;
@@ -237,9 +237,9 @@ nvfp4_dequant_rows_body(ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_ma
 
 #define CKC_NVFP4_DEQUANT_INSTANCES(k)                                                                          \
     CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_dequant_kernel, k), __launch_bounds__(CKC_NVFP4_THREADS),                \
-                        (ckc_nvfp4_dequant_params p, bool q_vec, bool out_vec, ckc_done_mark done),               \
+                        (ckc_dequantize_nvfp4_params p, bool q_vec, bool out_vec, ckc_done_mark done),               \
                         (nvfp4_dequant_body<(ckc_float_kind)k>(p, q_vec, out_vec, done)))                         \
     CKC_KERNEL_INSTANCE(CKC_KNAME1(nvfp4_dequant_rows_kernel, k), __launch_bounds__(CKC_TILE_MAX_THREADS),        \
-                        (ckc_nvfp4_dequant_params p, ckc_tile_geom g, ckc_done_mark done),                        \
+                        (ckc_dequantize_nvfp4_params p, ckc_tile_geom g, ckc_done_mark done),                        \
                         (nvfp4_dequant_rows_body<(ckc_float_kind)k>(p, g, done)))
 CKC_KIND_KERNELS(CKC_NVFP4_DEQUANT_INSTANCES)

@@ -128,10 +128,10 @@ ckc_linear_chunk_x(const ckc_int8_linear_params *p, int64_t r0)
 
 /* Row-wise quantization of the chunk's rows read from `x` (x itself, or the
  * CPU's activated copy of it) into the scratch codes and scales. */
-static inline ckc_int8_rowwise_params
+static inline ckc_quantize_int8_rowwise_params
 ckc_linear_quant_params(const ckc_int8_linear_params *p, const void *x, int64_t rows)
 {
-    ckc_int8_rowwise_params q;
+    ckc_quantize_int8_rowwise_params q;
     q.x = x;
     q.kind = p->kind;
     q.rows = rows;

@@ -22,7 +22,7 @@ typedef struct {
     const void *noise;   /* NULL: nearest even; else uniform noise, same type/shape as x */
     int8_t *q;
     float *scale;        /* rows values */
-} ckc_int8_rowwise_params;
+} ckc_quantize_int8_rowwise_params;
 
 /* Tensor-wise int8 quantization with one scale. */
 typedef struct {
@@ -33,7 +33,7 @@ typedef struct {
     int compute_scale;   /* 1: write max(absmax/127, 1e-30) to *scale first */
     float *scale;        /* one value, read (and maybe written) */
     int8_t *q;
-} ckc_int8_tensorwise_params;
+} ckc_quantize_int8_tensorwise_params;
 
 /* out[rows, cols] = x rotated group-wise by the Hadamard matrix, in x's type. */
 typedef struct {
@@ -43,7 +43,7 @@ typedef struct {
     int64_t rows;
     int64_t cols;
     int64_t group;
-} ckc_hadamard_rows_params;
+} ckc_rotate_int8_convrot_weight_params;
 
 /* out = round_out(q * scale), then optionally rotated group-wise.  With an
  * index (dequantize_int8_embedding), output row r is q's row index[r] and the
@@ -60,7 +60,7 @@ typedef struct {
     const void *index;   /* NULL, or `rows` indices (int32 or int64) into q's rows */
     int index_is_64;
     int64_t q_rows;      /* q's rows: rows without an index */
-} ckc_int8_dequant_params;
+} ckc_dequantize_int8_convrot_weight_dtype_params;
 
 /* The q row of output row r: r itself, or its index; -1 for an index out of
  * [0, q_rows) (the CPU op rejects those first; the GPU writes NaN rows). */
@@ -91,7 +91,7 @@ typedef struct {
     uint8_t *qx;
     uint8_t *scales;     /* [roundup(out_rows,128), roundup(out_cols/16,4)], all written (padding: 0) */
     int hi_first;
-} ckc_nvfp4_quant_params;
+} ckc_quantize_nvfp4_params;
 
 typedef struct {
     const uint8_t *qx;
@@ -102,7 +102,7 @@ typedef struct {
     int64_t rows;
     int64_t cols;        /* output columns: 2 * qx columns */
     int hi_first;
-} ckc_nvfp4_dequant_params;
+} ckc_dequantize_nvfp4_params;
 
 /* ---- int8_linear and the GEMMs under it (csrc/ops/linear.c) ---- */
 
@@ -195,20 +195,20 @@ typedef struct {
     int64_t m;
     int64_t n;
     int64_t k;
-} ckc_nvfp4_gemm_params;
+} ckc_scaled_mm_nvfp4_params;
 
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
  * adds it here. */
 typedef union {
-    ckc_int8_rowwise_params int8_rowwise;
-    ckc_int8_tensorwise_params int8_tensorwise;
-    ckc_hadamard_rows_params hadamard_rows;
-    ckc_int8_dequant_params int8_dequant;
-    ckc_nvfp4_quant_params nvfp4_quant;
-    ckc_nvfp4_dequant_params nvfp4_dequant;
+    ckc_quantize_int8_rowwise_params quantize_int8_rowwise;
+    ckc_quantize_int8_tensorwise_params quantize_int8_tensorwise;
+    ckc_rotate_int8_convrot_weight_params rotate_int8_convrot_weight;
+    ckc_dequantize_int8_convrot_weight_dtype_params dequantize_int8_convrot_weight_dtype;
+    ckc_quantize_nvfp4_params quantize_nvfp4;
+    ckc_dequantize_nvfp4_params dequantize_nvfp4;
     ckc_int8_linear_params int8_linear;
-    ckc_nvfp4_gemm_params nvfp4_gemm;
+    ckc_scaled_mm_nvfp4_params scaled_mm_nvfp4;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

@@ -11,12 +11,12 @@
 #include "contract/status.h"
 
 /* ---- entries (cpu/entries.c) ---- */
-ckc_status ckc_cpu_entry_int8_rowwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_cpu_entry_int8_tensorwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_cpu_entry_hadamard_rows(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_cpu_entry_int8_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_cpu_entry_nvfp4_quant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_cpu_entry_nvfp4_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_quantize_int8_rowwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_quantize_int8_tensorwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_rotate_int8_convrot_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_dequantize_int8_convrot_weight_dtype(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_quantize_nvfp4(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_dequantize_nvfp4(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 /* int8_linear's quantizer and epilogue on their own, over p->int8_linear as one chunk
  * (ops/linear_parts.c: a library's GEMM between them). */

@@ -11,12 +11,12 @@
         return ckc_cpu()->op(&p->op, exec->nthreads, err);                                \
     }
 
-CKC_CPU_ENTRY(int8_rowwise)
-CKC_CPU_ENTRY(int8_tensorwise)
-CKC_CPU_ENTRY(hadamard_rows)
-CKC_CPU_ENTRY(int8_dequant)
-CKC_CPU_ENTRY(nvfp4_quant)
-CKC_CPU_ENTRY(nvfp4_dequant)
+CKC_CPU_ENTRY(quantize_int8_rowwise)
+CKC_CPU_ENTRY(quantize_int8_tensorwise)
+CKC_CPU_ENTRY(rotate_int8_convrot_weight)
+CKC_CPU_ENTRY(dequantize_int8_convrot_weight_dtype)
+CKC_CPU_ENTRY(quantize_nvfp4)
+CKC_CPU_ENTRY(dequantize_nvfp4)
 
 /* int8_linear chains several kernels of the table (cpu/linear.c). */
 ckc_status

@@ -141,7 +141,7 @@ rotated_row_bf16_vector(const uint16_t *row, int64_t k, int64_t group, float *v,
 /* ---- row-wise quantization (optionally rotated) ---- */
 
 typedef struct {
-    const ckc_int8_rowwise_params *p;
+    const ckc_quantize_int8_rowwise_params *p;
     ckc_scratch scratch;  /* 3 * cols per thread: values, noise, the rotated row */
 } rowwise_job;
 
@@ -149,7 +149,7 @@ static void
 rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const rowwise_job *job = (const rowwise_job *)ctx;
-    const ckc_int8_rowwise_params *p = job->p;
+    const ckc_quantize_int8_rowwise_params *p = job->p;
     const int64_t k = p->cols;
     const int64_t elem = ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
@@ -186,7 +186,7 @@ rowwise_range(void *ctx, int64_t r0, int64_t r1, int worker)
 }
 
 static ckc_status
-cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
+cpu_int8_rowwise(const ckc_quantize_int8_rowwise_params *p, int nthreads, ckc_error *err)
 {
     rowwise_job job;
     job.p = p;
@@ -200,7 +200,7 @@ cpu_int8_rowwise(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err)
 #define CKC_BLOCK 4096 /* elements converted per step of an elementwise loop */
 
 typedef struct {
-    const ckc_int8_tensorwise_params *p;
+    const ckc_quantize_int8_tensorwise_params *p;
     float *partial_absmax; /* one per worker */
     float math_scale;
 } tensorwise_job;
@@ -209,7 +209,7 @@ static void
 absmax_range(void *ctx, int64_t b, int64_t e, int worker)
 {
     tensorwise_job *job = (tensorwise_job *)ctx;
-    const ckc_int8_tensorwise_params *p = job->p;
+    const ckc_quantize_int8_tensorwise_params *p = job->p;
     const int64_t elem = ckc_kind_size(p->kind);
     job->partial_absmax[worker] = ckc_absmax_update(job->partial_absmax[worker],
                                                     ckc_src_absmax((const char *)p->x + b * elem, p->kind, e - b));
@@ -219,7 +219,7 @@ static void
 tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
 {
     const tensorwise_job *job = (const tensorwise_job *)ctx;
-    const ckc_int8_tensorwise_params *p = job->p;
+    const ckc_quantize_int8_tensorwise_params *p = job->p;
     const int64_t elem = ckc_kind_size(p->kind);
     float buf[CKC_BLOCK];
     float noise[CKC_BLOCK];
@@ -237,7 +237,7 @@ tensorwise_quant_range(void *ctx, int64_t b, int64_t e, int worker)
 }
 
 static ckc_status
-cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error *err)
+cpu_int8_tensorwise(const ckc_quantize_int8_tensorwise_params *p, int nthreads, ckc_error *err)
 {
     tensorwise_job job;
     const int threads = ckc_parallel_threads(p->numel, CKC_ELEMENT_GRAIN, nthreads);
@@ -265,7 +265,7 @@ cpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
 
 typedef struct {
-    const ckc_hadamard_rows_params *p;
+    const ckc_rotate_int8_convrot_weight_params *p;
     ckc_scratch scratch;
 } hadamard_job;
 
@@ -273,7 +273,7 @@ static void
 hadamard_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const hadamard_job *job = (const hadamard_job *)ctx;
-    const ckc_hadamard_rows_params *p = job->p;
+    const ckc_rotate_int8_convrot_weight_params *p = job->p;
     const int64_t k = p->cols;
     const int64_t row_bytes = k * ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
@@ -284,7 +284,7 @@ hadamard_range(void *ctx, int64_t r0, int64_t r1, int worker)
 }
 
 static ckc_status
-cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err)
+cpu_hadamard_rows(const ckc_rotate_int8_convrot_weight_params *p, int nthreads, ckc_error *err)
 {
     hadamard_job job;
     job.p = p;
@@ -299,7 +299,7 @@ cpu_hadamard_rows(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *er
  * products of eager's matmul by H_G).  `start` is the offset in q (and in a
  * full scale) of the n values, all in one row of q. */
 static void
-dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float norm, float *v)
+dequant_values(const ckc_dequantize_int8_convrot_weight_dtype_params *p, int64_t start, int64_t n, float norm, float *v)
 {
     const int8_t *q = p->q + start;
     int64_t i;
@@ -320,14 +320,14 @@ dequant_values(const ckc_int8_dequant_params *p, int64_t start, int64_t n, float
 
 /* q's offset of the output's flat element i (its row mapped through the index). */
 static int64_t
-dequant_source(const ckc_int8_dequant_params *p, int64_t i)
+dequant_source(const ckc_dequantize_int8_convrot_weight_dtype_params *p, int64_t i)
 {
     const int64_t r = i / p->cols;
     return ckc_dequant_source_row(p->index, p->index_is_64, p->q_rows, r) * p->cols + (i - r * p->cols);
 }
 
 typedef struct {
-    const ckc_int8_dequant_params *p;
+    const ckc_dequantize_int8_convrot_weight_dtype_params *p;
     ckc_scratch scratch;
 } dequant_job;
 
@@ -338,7 +338,7 @@ static void
 dequant_flat_range(void *ctx, int64_t b, int64_t e, int worker)
 {
     const dequant_job *job = (const dequant_job *)ctx;
-    const ckc_int8_dequant_params *p = job->p;
+    const ckc_dequantize_int8_convrot_weight_dtype_params *p = job->p;
     const int64_t elem = ckc_kind_size(p->out_kind);
     const int split = p->scale_mode == CKC_SCALE_PER_ROW || p->index != NULL;
     float v[CKC_BLOCK];
@@ -363,7 +363,7 @@ static void
 dequant_rotated_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const dequant_job *job = (const dequant_job *)ctx;
-    const ckc_int8_dequant_params *p = job->p;
+    const ckc_dequantize_int8_convrot_weight_dtype_params *p = job->p;
     const int64_t k = p->cols;
     const int64_t row_bytes = k * ckc_kind_size(p->out_kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
@@ -376,7 +376,7 @@ dequant_rotated_range(void *ctx, int64_t r0, int64_t r1, int worker)
 }
 
 static ckc_status
-cpu_int8_dequant(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err)
+cpu_int8_dequant(const ckc_dequantize_int8_convrot_weight_dtype_params *p, int nthreads, ckc_error *err)
 {
     dequant_job job;
     for (int64_t r = 0; p->index != NULL && r < p->rows; r++) {

@@ -12,12 +12,14 @@
 
 typedef struct {
     const char *isa;
-    ckc_status (*int8_rowwise)(const ckc_int8_rowwise_params *p, int nthreads, ckc_error *err);
-    ckc_status (*int8_tensorwise)(const ckc_int8_tensorwise_params *p, int nthreads, ckc_error *err);
-    ckc_status (*hadamard_rows)(const ckc_hadamard_rows_params *p, int nthreads, ckc_error *err);
-    ckc_status (*int8_dequant)(const ckc_int8_dequant_params *p, int nthreads, ckc_error *err);
-    ckc_status (*nvfp4_quant)(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err);
-    ckc_status (*nvfp4_dequant)(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err);
+    ckc_status (*quantize_int8_rowwise)(const ckc_quantize_int8_rowwise_params *p, int nthreads, ckc_error *err);
+    ckc_status (*quantize_int8_tensorwise)(const ckc_quantize_int8_tensorwise_params *p, int nthreads, ckc_error *err);
+    ckc_status (*rotate_int8_convrot_weight)(const ckc_rotate_int8_convrot_weight_params *p, int nthreads,
+                ckc_error *err);
+    ckc_status (*dequantize_int8_convrot_weight_dtype)(const ckc_dequantize_int8_convrot_weight_dtype_params *p,
+                int nthreads, ckc_error *err);
+    ckc_status (*quantize_nvfp4)(const ckc_quantize_nvfp4_params *p, int nthreads, ckc_error *err);
+    ckc_status (*dequantize_nvfp4)(const ckc_dequantize_nvfp4_params *p, int nthreads, ckc_error *err);
     /* int8_linear (linear_impl.h) */
     ckc_status (*int8_gemm)(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err);
     ckc_status (*linear_epilogue)(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err);

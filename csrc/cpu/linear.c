@@ -31,8 +31,8 @@ ckc_cpu_linear_quantize_chunk(const ckc_int8_linear_params *p, int64_t r0, int64
         CKC_TRY(cpu->input_act(&a, nthreads, err));
         src = p->act_rows;
     }
-    const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, src, rows);
-    return cpu->int8_rowwise(&q, nthreads, err);
+    const ckc_quantize_int8_rowwise_params q = ckc_linear_quant_params(p, src, rows);
+    return cpu->quantize_int8_rowwise(&q, nthreads, err);
 }
 
 /* The epilogue of the chunk at row r0 from p's accumulator into its output rows. */

@@ -11,7 +11,7 @@
 #include "math/nvfp4.h"
 
 typedef struct {
-    const ckc_nvfp4_quant_params *p;
+    const ckc_quantize_nvfp4_params *p;
     ckc_scratch scratch;  /* per thread: out_cols values, out_cols divisors, out_cols codes */
     float per_tensor_scale;
 } nvfp4_quant_job;
@@ -38,7 +38,7 @@ static void
 nvfp4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const nvfp4_quant_job *job = (const nvfp4_quant_job *)ctx;
-    const ckc_nvfp4_quant_params *p = job->p;
+    const ckc_quantize_nvfp4_params *p = job->p;
     const int64_t out_cols = p->out_cols;
     const int64_t scale_cols = out_cols / CKC_NVFP4_BLOCK;
     const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
@@ -82,7 +82,7 @@ nvfp4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 }
 
 static ckc_status
-cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err)
+cpu_nvfp4_quant(const ckc_quantize_nvfp4_params *p, int nthreads, ckc_error *err)
 {
     nvfp4_quant_job job;
     for (int64_t r = p->out_rows; r < ckc_nvfp4_scale_rows(p->out_rows); r++) {
@@ -95,7 +95,7 @@ cpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, int nthreads, ckc_error *err)
 }
 
 typedef struct {
-    const ckc_nvfp4_dequant_params *p;
+    const ckc_dequantize_nvfp4_params *p;
     ckc_scratch scratch;
     float per_tensor_scale; /* already rounded to the output type */
 } nvfp4_dequant_job;
@@ -104,7 +104,7 @@ static void
 nvfp4_dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const nvfp4_dequant_job *job = (const nvfp4_dequant_job *)ctx;
-    const ckc_nvfp4_dequant_params *p = job->p;
+    const ckc_dequantize_nvfp4_params *p = job->p;
     const int64_t cols = p->cols;
     const int64_t scale_cols = cols / CKC_NVFP4_BLOCK;
     const int64_t row_bytes = cols * ckc_kind_size(p->out_kind);
@@ -134,7 +134,7 @@ nvfp4_dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 }
 
 static ckc_status
-cpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, int nthreads, ckc_error *err)
+cpu_nvfp4_dequant(const ckc_dequantize_nvfp4_params *p, int nthreads, ckc_error *err)
 {
     nvfp4_dequant_job job;
     job.p = p;

@@ -20,7 +20,7 @@ extern "C" {
 ckc_status ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err);
 
 /* Block-scaled NVFP4 GEMM (compute capability 10.0 and newer on a real GPU). */
-ckc_status ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err);
+ckc_status ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err);
 
 #ifdef __cplusplus
 }

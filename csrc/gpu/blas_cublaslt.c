@@ -532,7 +532,7 @@ lt_type_of(ckc_float_kind kind)
 }
 
 static ckc_status
-nvfp4_describe(const ckc_nvfp4_gemm_params *p, lt_plan *pl, ckc_error *err)
+nvfp4_describe(const ckc_scaled_mm_nvfp4_params *p, lt_plan *pl, ckc_error *err)
 {
     const int32_t pointer_mode = LT_POINTER_MODE_DEVICE;
     const int32_t scale_mode = LT_SCALE_VEC16_UE4M3;
@@ -566,7 +566,7 @@ lt_algo_free(void *p)
 
 /* pl->algo for the problem: the cached one, or the filter's choice, cached. */
 static ckc_status
-nvfp4_algo(lt_handle handle, const ckc_nvfp4_gemm_params *p, int device, size_t ws_bytes, lt_plan *pl,
+nvfp4_algo(lt_handle handle, const ckc_scaled_mm_nvfp4_params *p, int device, size_t ws_bytes, lt_plan *pl,
            ckc_error *err)
 {
     const uint32_t align[3] = {ckc_blas_alignment(p->b), ckc_blas_alignment(p->a), ckc_blas_alignment(p->out)};
@@ -605,7 +605,7 @@ nvfp4_algo(lt_handle handle, const ckc_nvfp4_gemm_params *p, int device, size_t 
 }
 
 ckc_status
-ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
 {
     lt_handle handle;
     void *ws;

@@ -190,7 +190,7 @@ decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, fl
 static void
 run_nvfp4_gemm(const void *ctx)
 {
-    const ckc_nvfp4_gemm_params *p = (const ckc_nvfp4_gemm_params *)ctx;
+    const ckc_scaled_mm_nvfp4_params *p = (const ckc_scaled_mm_nvfp4_params *)ctx;
     /* b's values, a's current row and the bias, in float32. */
     float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + p->n) * sizeof(float));
     float *va = vb + p->n * p->k;
@@ -217,7 +217,7 @@ run_nvfp4_gemm(const void *ctx)
 }
 
 ckc_status
-ckc_blas_nvfp4_gemm(const ckc_nvfp4_gemm_params *p, const ckc_exec *exec, ckc_error *err)
+ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
 {
     const size_t floats = (size_t)(p->n * p->k + p->k + p->n);
     void *probe = malloc(floats * sizeof(float));

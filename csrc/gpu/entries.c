@@ -14,24 +14,24 @@
         return ckc_gpu_##op(&p->op, exec, err);                                           \
     }
 
-CKC_GPU_LAUNCHER_ENTRY(int8_rowwise)
-CKC_GPU_LAUNCHER_ENTRY(int8_tensorwise)
-CKC_GPU_LAUNCHER_ENTRY(hadamard_rows)
-CKC_GPU_LAUNCHER_ENTRY(int8_dequant)
-CKC_GPU_LAUNCHER_ENTRY(nvfp4_quant)
-CKC_GPU_LAUNCHER_ENTRY(nvfp4_dequant)
+CKC_GPU_LAUNCHER_ENTRY(quantize_int8_rowwise)
+CKC_GPU_LAUNCHER_ENTRY(quantize_int8_tensorwise)
+CKC_GPU_LAUNCHER_ENTRY(rotate_int8_convrot_weight)
+CKC_GPU_LAUNCHER_ENTRY(dequantize_int8_convrot_weight_dtype)
+CKC_GPU_LAUNCHER_ENTRY(quantize_nvfp4)
+CKC_GPU_LAUNCHER_ENTRY(dequantize_nvfp4)
 CKC_GPU_LAUNCHER_ENTRY(int8_linear)
 
 /* The block-scaled FP4 GEMM is cuBLASLt's alone (no kernel of ours), on the
  * tensors' device.  Its last work is the library's, so the op's completion
  * mark is queued separately after it. */
 ckc_status
-ckc_gpu_entry_nvfp4_gemm(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
+ckc_gpu_entry_scaled_mm_nvfp4(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
 {
     ckc_gpu_device_guard guard;
     ckc_status status;
     CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    status = ckc_blas_nvfp4_gemm(&p->nvfp4_gemm, exec, err);
+    status = ckc_blas_nvfp4_gemm(&p->scaled_mm_nvfp4, exec, err);
     ckc_gpu_device_leave(&guard);
     return status;
 }

@@ -23,14 +23,14 @@ void ckc_blas_reset(int capacity);
 #if defined(CKC_WITH_GPU)
 
 /* ---- entries (gpu/entries.c): the launchers of kernels/<family>.cu, and the BLAS seam ---- */
-ckc_status ckc_gpu_entry_int8_rowwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_entry_int8_tensorwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_entry_hadamard_rows(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_entry_int8_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_entry_nvfp4_quant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_entry_nvfp4_dequant(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_quantize_int8_rowwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_quantize_int8_tensorwise(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_rotate_int8_convrot_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_dequantize_int8_convrot_weight_dtype(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_quantize_nvfp4(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_dequantize_nvfp4(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_entry_nvfp4_gemm(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_scaled_mm_nvfp4(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 /* One one-thread kernel carrying the op's completion mark, nothing else: the
  * least an op can launch (the checks' own cost, benchmarks/bench_faults.py). */
 ckc_status ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);

@@ -59,7 +59,7 @@ typedef struct {
     ckc_act_args args; /* its arguments; args.row_factor one per row of the launch (rms_norm) */
 } ckc_row_layout;
 
-/* Which of ckc_int8_dequant_params' rows allow vector accesses. */
+/* Which of ckc_dequantize_int8_convrot_weight_dtype_params' rows allow vector accesses. */
 typedef struct {
     bool q;     /* the codes */
     bool scale; /* a full (CKC_SCALE_FULL) scale */

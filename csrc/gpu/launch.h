@@ -17,12 +17,15 @@
 extern "C" {
 #endif
 
-ckc_status ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err);
-ckc_status ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_quantize_int8_rowwise(const ckc_quantize_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_quantize_int8_tensorwise(const ckc_quantize_int8_tensorwise_params *p, ckc_exec *exec,
+                                            ckc_error *err);
+ckc_status ckc_gpu_rotate_int8_convrot_weight(const ckc_rotate_int8_convrot_weight_params *p, ckc_exec *exec,
+                                              ckc_error *err);
+ckc_status ckc_gpu_dequantize_int8_convrot_weight_dtype(const ckc_dequantize_int8_convrot_weight_dtype_params *p,
+                                                        ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_quantize_nvfp4(const ckc_quantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_dequantize_nvfp4(const ckc_dequantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err);
 /* int8_linear (kernels/linear.cu): activation + rotation + row quantizer, then
  * the cuBLASLt GEMM and the epilogue kernel, per chunk of rows; one row: GEMV. */
 ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err);

@@ -77,11 +77,12 @@ instance_act(int act)
  * chunks per thread (float16: 2), activated rows one.  `done`: the op's
  * completion mark when this is its last kernel. */
 static ckc_status
-quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream, ckc_done_mark done,
+quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
+              ckc_done_mark done,
               ckc_error *err)
 {
     const int64_t elem = ckc_kind_size(p->kind);
-    ckc_int8_rowwise_params params = *p;
+    ckc_quantize_int8_rowwise_params params = *p;
     ckc_row_layout layout = *lay;
     bool vec = ckc_aligned16(p->x, lay->x_stride * elem) &&
                (ckc_act_width(lay->act) == 1 || (p->cols * elem) % 16 == 0) &&
@@ -99,7 +100,7 @@ quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintp
 }
 
 ckc_status
-ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
+ckc_gpu_int8_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
                            ckc_error *err)
 {
     const ckc_done_mark none = {NULL, 0, NULL, NULL};
@@ -111,7 +112,7 @@ ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layou
 }
 
 ckc_status
-ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err)
+ckc_gpu_quantize_int8_rowwise(const ckc_quantize_int8_rowwise_params *p, ckc_exec *exec, ckc_error *err)
 {
     ckc_row_layout lay;
     memset(&lay, 0, sizeof lay);
@@ -124,10 +125,10 @@ ckc_gpu_int8_rowwise(const ckc_int8_rowwise_params *p, ckc_exec *exec, ckc_error
 /* ---- plain rotation (rotate_int8_convrot_weight) ---- */
 
 static ckc_status
-hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err)
+rotate_int8_convrot_weight(const ckc_rotate_int8_convrot_weight_params *p, ckc_exec *exec, ckc_error *err)
 {
     const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
-    ckc_hadamard_rows_params params = *p;
+    ckc_rotate_int8_convrot_weight_params params = *p;
     bool vec = ckc_aligned16(p->x, row_bytes);
     bool out_vec = ckc_aligned16(p->out, row_bytes);
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
@@ -142,18 +143,19 @@ hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err)
 }
 
 ckc_status
-ckc_gpu_hadamard_rows(const ckc_hadamard_rows_params *p, ckc_exec *exec, ckc_error *err)
+ckc_gpu_rotate_int8_convrot_weight(const ckc_rotate_int8_convrot_weight_params *p, ckc_exec *exec, ckc_error *err)
 {
-    CKC_ON_DEVICE(exec, err, hadamard_rows(p, exec, err));
+    CKC_ON_DEVICE(exec, err, rotate_int8_convrot_weight(p, exec, err));
 }
 
 /* ---- dequantization ---- */
 
 /* With rotation: one block per row, (q * scale) * 1/sqrt(G), then the rotation. */
 static ckc_status
-dequant_rotated(const ckc_int8_dequant_params *p, ckc_done_mark done, uintptr_t stream, ckc_error *err)
+dequant_rotated(const ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_done_mark done, uintptr_t stream,
+                ckc_error *err)
 {
-    ckc_int8_dequant_params params = *p;
+    ckc_dequantize_int8_convrot_weight_dtype_params params = *p;
     ckc_dequant_vec vec;
     const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), stream);
     void *args[] = {&params, &vec, &done};
@@ -167,9 +169,10 @@ dequant_rotated(const ckc_int8_dequant_params *p, ckc_done_mark done, uintptr_t 
  * tensor is 16-byte aligned and (for a per-row scale or an index) rows are
  * whole chunks, else one. */
 static ckc_status
-dequant_plain(const ckc_int8_dequant_params *p, ckc_done_mark done, uintptr_t stream, ckc_error *err)
+dequant_plain(const ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_done_mark done, uintptr_t stream,
+              ckc_error *err)
 {
-    ckc_int8_dequant_params params = *p;
+    ckc_dequantize_int8_convrot_weight_dtype_params params = *p;
     bool chunks = (uintptr_t)p->q % 16 == 0 && (uintptr_t)p->out % 16 == 0 &&
                   (p->scale_mode != CKC_SCALE_FULL || (uintptr_t)p->scale % 16 == 0) &&
                   ((p->scale_mode != CKC_SCALE_PER_ROW && p->index == NULL) || p->cols % CKC_CHUNK == 0);
@@ -182,7 +185,7 @@ dequant_plain(const ckc_int8_dequant_params *p, ckc_done_mark done, uintptr_t st
 }
 
 static ckc_status
-dequant_op(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
+dequant_op(const ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_exec *exec, ckc_error *err)
 {
     const ckc_done_mark done = ckc_exec_take_done_mark(exec);
     ckc_status status;
@@ -193,7 +196,8 @@ dequant_op(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
 }
 
 ckc_status
-ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error *err)
+ckc_gpu_dequantize_int8_convrot_weight_dtype(const ckc_dequantize_int8_convrot_weight_dtype_params *p,
+                                             ckc_exec *exec, ckc_error *err)
 {
     CKC_ON_DEVICE(exec, err, dequant_op(p, exec, err));
 }
@@ -202,13 +206,13 @@ ckc_gpu_int8_dequant(const ckc_int8_dequant_params *p, ckc_exec *exec, ckc_error
 
 /* absmax into *scale (as magnitude bits), the scale from it, then the codes. */
 static ckc_status
-tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
+tensorwise(const ckc_quantize_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
 {
     const uintptr_t stream = exec->stream;
     const int64_t needed = (p->numel + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     const ckc_launch_cfg c =
         ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS, CKC_ROW_THREADS, 0, stream);
-    ckc_int8_tensorwise_params params = *p;
+    ckc_quantize_int8_tensorwise_params params = *p;
     ckc_done_mark done;
     void *args[] = {&params, &done};
     if (p->compute_scale) {
@@ -228,7 +232,7 @@ tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
 }
 
 ckc_status
-ckc_gpu_int8_tensorwise(const ckc_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
+ckc_gpu_quantize_int8_tensorwise(const ckc_quantize_int8_tensorwise_params *p, ckc_exec *exec, ckc_error *err)
 {
     CKC_ON_DEVICE(exec, err, tensorwise(p, exec, err));
 }

@@ -78,7 +78,8 @@ linear_epilogue(const ckc_linear_epilogue_params *e, const ckc_exec *exec, ckc_d
 
 /* rms_norm's row factor of each row (math/rms.h): one warp per row. */
 static ckc_status
-row_factors(const ckc_int8_linear_params *p, const ckc_int8_rowwise_params *q, int64_t rows, const ckc_exec *exec,
+row_factors(const ckc_int8_linear_params *p, const ckc_quantize_int8_rowwise_params *q, int64_t rows,
+            const ckc_exec *exec,
             ckc_error *err)
 {
     const void *x = q->x;
@@ -111,7 +112,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
 {
     const ckc_done_mark none = {NULL, 0, NULL, NULL};
     const ckc_row_layout lay = {p->x_stride, p->ldq, p->act, ckc_linear_act_args(p)};
-    const ckc_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
+    const ckc_quantize_int8_rowwise_params q = ckc_linear_quant_params(p, ckc_linear_chunk_x(p, r0), rows);
     ckc_int8_gemm_params g;
     ckc_linear_epilogue_params e;
     if (ckc_act_needs_row_factor(p->act)) {

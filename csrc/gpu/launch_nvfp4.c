@@ -39,9 +39,9 @@ blocks_for(int64_t threads)
 }
 
 static ckc_status
-quantize(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err)
+quantize(const ckc_quantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err)
 {
-    ckc_nvfp4_quant_params params = *p;
+    ckc_quantize_nvfp4_params params = *p;
     bool vec = ckc_aligned16(p->x, p->cols * ckc_kind_size(p->kind));
     bool q_vec = packed_rows_aligned(p->qx, p->out_cols);
     /* One thread per entry of the whole scale buffer. */
@@ -62,15 +62,15 @@ quantize(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err)
 }
 
 ckc_status
-ckc_gpu_nvfp4_quant(const ckc_nvfp4_quant_params *p, ckc_exec *exec, ckc_error *err)
+ckc_gpu_quantize_nvfp4(const ckc_quantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err)
 {
     CKC_ON_DEVICE(exec, err, quantize(p, exec, err));
 }
 
 static ckc_status
-dequantize(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
+dequantize(const ckc_dequantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err)
 {
-    ckc_nvfp4_dequant_params params = *p;
+    ckc_dequantize_nvfp4_params params = *p;
     bool q_vec = packed_rows_aligned(p->qx, p->cols);
     bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
     const int64_t per_thread = CKC_NVFP4_ROW_BLOCKS * CKC_NVFP4_BLOCK;
@@ -92,7 +92,7 @@ dequantize(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
 }
 
 ckc_status
-ckc_gpu_nvfp4_dequant(const ckc_nvfp4_dequant_params *p, ckc_exec *exec, ckc_error *err)
+ckc_gpu_dequantize_nvfp4(const ckc_dequantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err)
 {
     CKC_ON_DEVICE(exec, err, dequantize(p, exec, err));
 }

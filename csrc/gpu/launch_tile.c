@@ -57,7 +57,7 @@ launch_tile_rows(ckc_float_kind kind, int64_t group, int mode, int act, ckc_tile
 }
 
 int
-ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
+ckc_tile_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
                        ckc_done_mark done, ckc_status *status, ckc_error *err)
 {
     const int64_t esize = ckc_kind_size(p->kind);
@@ -82,7 +82,8 @@ ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *l
 }
 
 int
-ckc_tile_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, ckc_done_mark done, ckc_status *status,
+ckc_tile_hadamard_rows(const ckc_rotate_int8_convrot_weight_params *p, uintptr_t stream, ckc_done_mark done,
+                       ckc_status *status,
                        ckc_error *err)
 {
     const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
@@ -100,11 +101,12 @@ ckc_tile_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, ckc_
 
 /* Dequantization: out = round(q * scale) (* 1/sqrt(G), rotated), per-row or single scale. */
 int
-ckc_tile_dequant(const ckc_int8_dequant_params *p, uintptr_t stream, ckc_done_mark done, ckc_status *status,
+ckc_tile_dequant(const ckc_dequantize_int8_convrot_weight_dtype_params *p, uintptr_t stream, ckc_done_mark done,
+                 ckc_status *status,
                  ckc_error *err)
 {
     ckc_tile_geom g = ckc_tile_geometry(p->cols, p->rows, CKC_TILE_MAX_THREADS);
-    ckc_int8_dequant_params args_p = *p;
+    ckc_dequantize_int8_convrot_weight_dtype_params args_p = *p;
     /* An index (dequantize_int8_embedding's gather) stays with the general kernel, which maps
      * each output row to its q row (ckc_dequant_source_row). */
     if (g.segments == 0 || p->rows == 0 || p->scale_mode == CKC_SCALE_FULL || p->index != NULL ||

@@ -14,16 +14,17 @@
 /* The row quantizer with int8_linear's layout (codes q_stride apart, the
  * activation fused into the load), under the caller's device guard; never the
  * op's last kernel. */
-ckc_status ckc_gpu_int8_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay,
+ckc_status ckc_gpu_int8_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *lay,
                                       uintptr_t stream, ckc_error *err);
 
 /* The row-tile launchers: 1 when their kernels take the call (*status: the
  * launch's), 0 when the general kernels must (nothing launched). */
-int ckc_tile_quantize_rows(const ckc_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
+int ckc_tile_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,
                            ckc_done_mark done, ckc_status *status, ckc_error *err);
-int ckc_tile_hadamard_rows(const ckc_hadamard_rows_params *p, uintptr_t stream, ckc_done_mark done,
+int ckc_tile_hadamard_rows(const ckc_rotate_int8_convrot_weight_params *p, uintptr_t stream, ckc_done_mark done,
                            ckc_status *status, ckc_error *err);
-int ckc_tile_dequant(const ckc_int8_dequant_params *p, uintptr_t stream, ckc_done_mark done, ckc_status *status,
+int ckc_tile_dequant(const ckc_dequantize_int8_convrot_weight_dtype_params *p, uintptr_t stream, ckc_done_mark done,
+                     ckc_status *status,
                      ckc_error *err);
 
 #endif /* CKC_GPU_LAUNCHERS_H */

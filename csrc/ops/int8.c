@@ -18,7 +18,7 @@ static ckc_status
 prepare_int8_rowwise(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[RW_X];
-    ckc_int8_rowwise_params *p = &params->int8_rowwise;
+    ckc_quantize_int8_rowwise_params *p = &params->quantize_int8_rowwise;
     CKC_TRY(ckc_check_rows(a, RW_X, &p->rows, &p->cols, err));
     CKC_TRY(ckc_check_shape(a, RW_Q, x->ndim, x->shape, err));
     CKC_TRY(ckc_check_numel(a, RW_SCALE, p->rows, err));
@@ -50,8 +50,8 @@ const ckc_op_spec ckc_op_quantize_int8_rowwise = {
            "of K; rotates each group of K first when group > 0; noise (x's shape, or None)\n"
            "selects stochastic rounding.",
     .prepare = prepare_int8_rowwise,
-    .cpu = ckc_cpu_entry_int8_rowwise,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_rowwise),
+    .cpu = ckc_cpu_entry_quantize_int8_rowwise,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_quantize_int8_rowwise),
 };
 
 /* ---- quantize_int8_tensorwise(x, q, scale, noise; compute_scale) ---- */
@@ -62,7 +62,7 @@ static ckc_status
 prepare_int8_tensorwise(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[TW_X];
-    ckc_int8_tensorwise_params *p = &params->int8_tensorwise;
+    ckc_quantize_int8_tensorwise_params *p = &params->quantize_int8_tensorwise;
     if (x->numel == 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': empty tensor");
     }
@@ -93,8 +93,8 @@ const ckc_op_spec ckc_op_quantize_int8_tensorwise = {
            "Tensor-wise int8 quantization of x into q with the one-element float32 scale;\n"
            "compute_scale=1 first sets scale to max(absmax(x) / 127, 1e-30).",
     .prepare = prepare_int8_tensorwise,
-    .cpu = ckc_cpu_entry_int8_tensorwise,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_tensorwise),
+    .cpu = ckc_cpu_entry_quantize_int8_tensorwise,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_quantize_int8_tensorwise),
 };
 
 /* ---- rotate_rows(x, out; group) ---- */
@@ -105,7 +105,7 @@ static ckc_status
 prepare_rotate_rows(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[ROT_X];
-    ckc_hadamard_rows_params *p = &params->hadamard_rows;
+    ckc_rotate_int8_convrot_weight_params *p = &params->rotate_int8_convrot_weight;
     if (x->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'weight': expected 2 dimensions, got %d", (int)x->ndim);
     }
@@ -130,8 +130,8 @@ const ckc_op_spec ckc_op_rotate_int8_convrot_weight = {
     .doc = "rotate_int8_convrot_weight(op, weight, out, group, stream, nthreads)\n--\n\n"
            "out = weight with each group of columns rotated by the regular Hadamard matrix.",
     .prepare = prepare_rotate_rows,
-    .cpu = ckc_cpu_entry_hadamard_rows,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_hadamard_rows),
+    .cpu = ckc_cpu_entry_rotate_int8_convrot_weight,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_rotate_int8_convrot_weight),
 };
 
 /* ---- dequantize_int8(q, scale, out; scale_mode, group) ---- */
@@ -159,7 +159,7 @@ prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err
 {
     const ckc_tensor *q = &a->t[DQ_Q];
     const int64_t mode = a->i[0];
-    ckc_int8_dequant_params *p = &params->int8_dequant;
+    ckc_dequantize_int8_convrot_weight_dtype_params *p = &params->dequantize_int8_convrot_weight_dtype;
     if (q->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
     }
@@ -193,8 +193,8 @@ const ckc_op_spec ckc_op_dequantize_int8_convrot_weight_dtype = {
            "out = q * scale (scale_mode 0 scalar, 1 per row, 2 per element), then rotated\n"
            "group-wise when group > 0; rounded once to out's dtype.",
     .prepare = prepare_int8_dequant,
-    .cpu = ckc_cpu_entry_int8_dequant,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_dequant),
+    .cpu = ckc_cpu_entry_dequantize_int8_convrot_weight_dtype,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_dequantize_int8_convrot_weight_dtype),
 };
 
 /* ---- int8_embedding(q, scale, indices, out; scale_mode, group) ----
@@ -209,7 +209,7 @@ prepare_int8_embedding(const ckc_op_args *a, ckc_op_params *params, ckc_error *e
     const ckc_tensor *q = &a->t[EM_Q];
     const ckc_tensor *idx = &a->t[EM_INDICES];
     const int64_t mode = a->i[0];
-    ckc_int8_dequant_params *p = &params->int8_dequant;
+    ckc_dequantize_int8_convrot_weight_dtype_params *p = &params->dequantize_int8_convrot_weight_dtype;
     if (q->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
     }
@@ -247,6 +247,6 @@ const ckc_op_spec ckc_op_dequantize_int8_embedding = {
            "rotated group-wise when group > 0; rounded once to out's dtype.  An index out of range is an\n"
            "ArgumentError on the CPU and a NaN row on the GPU (no host sync to check it there).",
     .prepare = prepare_int8_embedding,
-    .cpu = ckc_cpu_entry_int8_dequant,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_dequant),
+    .cpu = ckc_cpu_entry_dequantize_int8_convrot_weight_dtype,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_dequantize_int8_convrot_weight_dtype),
 };

@@ -252,7 +252,7 @@ const ckc_op_spec ckc_op_int8_linear = {
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_linear),
 };
 
-/* ---- nvfp4_gemm(a, b, scale_a, scale_b, alpha_beta, bias, out) ---- */
+/* ---- scaled_mm_nvfp4(a, b, scale_a, scale_b, alpha_beta, bias, out) ---- */
 
 enum { FG_A, FG_B, FG_SA, FG_SB, FG_AB, FG_BIAS, FG_OUT };
 
@@ -262,7 +262,7 @@ prepare_nvfp4_gemm(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     const ckc_tensor *ta = &a->t[FG_A];
     const ckc_tensor *tb = &a->t[FG_B];
     const ckc_tensor *out = &a->t[FG_OUT];
-    ckc_nvfp4_gemm_params *p = &params->nvfp4_gemm;
+    ckc_scaled_mm_nvfp4_params *p = &params->scaled_mm_nvfp4;
     int64_t shape[2];
     if (ta->ndim != 2 || tb->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "arguments 'a', 'b': expected 2 dimensions each");
@@ -314,5 +314,5 @@ const ckc_op_spec ckc_op_scaled_mm_nvfp4 = {
            "out = alpha_beta[0] * (dec(a) . dec(b)^T) + bias: block-scaled NVFP4 GEMM on the GPU.",
     .prepare = prepare_nvfp4_gemm,
     .cpu = NULL,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_nvfp4_gemm),
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_scaled_mm_nvfp4),
 };

@@ -30,7 +30,7 @@ prepare_nvfp4_quant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[QN_X];
     const ckc_tensor *qx = &a->t[QN_QX];
-    ckc_nvfp4_quant_params *p = &params->nvfp4_quant;
+    ckc_quantize_nvfp4_params *p = &params->quantize_nvfp4;
     int64_t out_rows;
     int64_t out_cols;
     if (x->ndim != 2) {
@@ -88,8 +88,8 @@ const ckc_op_spec ckc_op_quantize_nvfp4 = {
            "entries get scale 0; with group 16, 64 or 256, each group of columns is rotated\n"
            "by the regular Hadamard matrix and rounded to x's dtype first.",
     .prepare = prepare_nvfp4_quant,
-    .cpu = ckc_cpu_entry_nvfp4_quant,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_nvfp4_quant),
+    .cpu = ckc_cpu_entry_quantize_nvfp4,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_quantize_nvfp4),
 };
 
 /* ---- dequantize_nvfp4(qx, per_tensor_scale, scales, out; hi_first) ---- */
@@ -100,7 +100,7 @@ static ckc_status
 prepare_nvfp4_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *qx = &a->t[DN_QX];
-    ckc_nvfp4_dequant_params *p = &params->nvfp4_dequant;
+    ckc_dequantize_nvfp4_params *p = &params->dequantize_nvfp4;
     int64_t out_shape[2];
     if (qx->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'qx': expected 2 dimensions, got %d", (int)qx->ndim);
@@ -135,6 +135,6 @@ const ckc_op_spec ckc_op_dequantize_nvfp4 = {
     .doc = "dequantize_nvfp4(op, qx, per_tensor_scale, scales, out, hi_first, stream, nthreads)\n--\n\n"
            "Decodes NVFP4 codes qx[R, C/2] with swizzled e4m3 block scales into out[R, C].",
     .prepare = prepare_nvfp4_dequant,
-    .cpu = ckc_cpu_entry_nvfp4_dequant,
-    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_nvfp4_dequant),
+    .cpu = ckc_cpu_entry_dequantize_nvfp4,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_dequantize_nvfp4),
 };

@@ -199,16 +199,16 @@ free_outputs(outputs *o)
 static ckc_status
 rowwise(void *ctx, outputs *o, int nthreads, ckc_error *err)
 {
-    ckc_int8_rowwise_params p = *(ckc_int8_rowwise_params *)ctx;
+    ckc_quantize_int8_rowwise_params p = *(ckc_quantize_int8_rowwise_params *)ctx;
     p.q = o->p[0];
     p.scale = o->p[1];
-    return ckc_cpu()->int8_rowwise(&p, nthreads, err);
+    return ckc_cpu()->quantize_int8_rowwise(&p, nthreads, err);
 }
 
 static void
 case_rowwise(const char *name, ckc_float_kind kind, int64_t rows, int64_t cols, int64_t group, int noisy)
 {
-    ckc_int8_rowwise_params p;
+    ckc_quantize_int8_rowwise_params p;
     outputs o = {{NULL}, {0}, 0};
     rng = 1;
     memset(&p, 0, sizeof p);
@@ -229,19 +229,19 @@ case_rowwise(const char *name, ckc_float_kind kind, int64_t rows, int64_t cols, 
 static ckc_status
 tensorwise(void *ctx, outputs *o, int nthreads, ckc_error *err)
 {
-    ckc_int8_tensorwise_params p = *(ckc_int8_tensorwise_params *)ctx;
+    ckc_quantize_int8_tensorwise_params p = *(ckc_quantize_int8_tensorwise_params *)ctx;
     p.q = o->p[0];
     p.scale = o->p[1];
     if (!p.compute_scale) {
         *p.scale = 0.0123f;
     }
-    return ckc_cpu()->int8_tensorwise(&p, nthreads, err);
+    return ckc_cpu()->quantize_int8_tensorwise(&p, nthreads, err);
 }
 
 static void
 case_tensorwise(const char *name, ckc_float_kind kind, int64_t numel, int compute_scale, int noisy)
 {
-    ckc_int8_tensorwise_params p;
+    ckc_quantize_int8_tensorwise_params p;
     outputs o = {{NULL}, {0}, 0};
     rng = 2;
     memset(&p, 0, sizeof p);
@@ -261,15 +261,15 @@ case_tensorwise(const char *name, ckc_float_kind kind, int64_t numel, int comput
 static ckc_status
 hadamard(void *ctx, outputs *o, int nthreads, ckc_error *err)
 {
-    ckc_hadamard_rows_params p = *(ckc_hadamard_rows_params *)ctx;
+    ckc_rotate_int8_convrot_weight_params p = *(ckc_rotate_int8_convrot_weight_params *)ctx;
     p.out = o->p[0];
-    return ckc_cpu()->hadamard_rows(&p, nthreads, err);
+    return ckc_cpu()->rotate_int8_convrot_weight(&p, nthreads, err);
 }
 
 static void
 case_hadamard(const char *name, ckc_float_kind kind, int64_t rows, int64_t cols, int64_t group)
 {
-    ckc_hadamard_rows_params p;
+    ckc_rotate_int8_convrot_weight_params p;
     outputs o = {{NULL}, {0}, 0};
     rng = 3;
     memset(&p, 0, sizeof p);
@@ -289,9 +289,9 @@ case_hadamard(const char *name, ckc_float_kind kind, int64_t rows, int64_t cols,
 static ckc_status
 dequant(void *ctx, outputs *o, int nthreads, ckc_error *err)
 {
-    ckc_int8_dequant_params p = *(ckc_int8_dequant_params *)ctx;
+    ckc_dequantize_int8_convrot_weight_dtype_params p = *(ckc_dequantize_int8_convrot_weight_dtype_params *)ctx;
     p.out = o->p[0];
-    return ckc_cpu()->int8_dequant(&p, nthreads, err);
+    return ckc_cpu()->dequantize_int8_convrot_weight_dtype(&p, nthreads, err);
 }
 
 /* q and scale from the row-wise quantizer's own output on this machine's inputs;
@@ -302,7 +302,7 @@ case_dequant(const char *name, ckc_float_kind out_kind, int64_t rows, int64_t co
 {
     const int64_t out_rows = index_bits ? 29 : rows;
     const int64_t n_scale = mode == CKC_SCALE_SCALAR ? 1 : mode == CKC_SCALE_PER_ROW ? rows : rows * cols;
-    ckc_int8_dequant_params p;
+    ckc_dequantize_int8_convrot_weight_dtype_params p;
     outputs o = {{NULL}, {0}, 0};
     int8_t *q = malloc((size_t)(rows * cols));
     float *scale = malloc((size_t)n_scale * sizeof(float));
@@ -358,20 +358,20 @@ scales_size(int64_t rows, int64_t cols)
 }
 
 static ckc_status
-nvfp4_quant(void *ctx, outputs *o, int nthreads, ckc_error *err)
+quantize_nvfp4(void *ctx, outputs *o, int nthreads, ckc_error *err)
 {
-    ckc_nvfp4_quant_params p = *(ckc_nvfp4_quant_params *)ctx;
+    ckc_quantize_nvfp4_params p = *(ckc_quantize_nvfp4_params *)ctx;
     p.qx = o->p[0];
     p.scales = o->p[1];
-    return ckc_cpu()->nvfp4_quant(&p, nthreads, err);
+    return ckc_cpu()->quantize_nvfp4(&p, nthreads, err);
 }
 
 static ckc_status
-nvfp4_dequant(void *ctx, outputs *o, int nthreads, ckc_error *err)
+dequantize_nvfp4(void *ctx, outputs *o, int nthreads, ckc_error *err)
 {
-    ckc_nvfp4_dequant_params p = *(ckc_nvfp4_dequant_params *)ctx;
+    ckc_dequantize_nvfp4_params p = *(ckc_dequantize_nvfp4_params *)ctx;
     p.out = o->p[0];
-    return ckc_cpu()->nvfp4_dequant(&p, nthreads, err);
+    return ckc_cpu()->dequantize_nvfp4(&p, nthreads, err);
 }
 
 /* Quantizes x[rows, cols] (padded to 16 both ways: pad_16x), digests codes and
@@ -381,8 +381,8 @@ case_nvfp4(const char *name, ckc_float_kind kind, int64_t rows, int64_t cols, in
            ckc_float_kind out_kind)
 {
     char dq_name[64];
-    ckc_nvfp4_quant_params p;
-    ckc_nvfp4_dequant_params d;
+    ckc_quantize_nvfp4_params p;
+    ckc_dequantize_nvfp4_params d;
     outputs o = {{NULL}, {0}, 0};
     outputs dq = {{NULL}, {0}, 0};
     float amax = 0.0f;
@@ -405,7 +405,7 @@ case_nvfp4(const char *name, ckc_float_kind kind, int64_t rows, int64_t cols, in
     p.hi_first = hi_first;
     add_output(&o, (size_t)(p.out_rows * p.out_cols / 2));
     add_output(&o, scales_size(p.out_rows, p.out_cols));
-    run_case(name, nvfp4_quant, &p, &o);
+    run_case(name, quantize_nvfp4, &p, &o);
 
     memset(&d, 0, sizeof d);
     d.qx = o.p[0];
@@ -417,7 +417,7 @@ case_nvfp4(const char *name, ckc_float_kind kind, int64_t rows, int64_t cols, in
     d.hi_first = hi_first;
     add_output(&dq, (size_t)(d.rows * d.cols * ckc_kind_size(out_kind)));
     snprintf(dq_name, sizeof dq_name, "%s/dequant", name);
-    run_case(dq_name, nvfp4_dequant, &d, &dq);
+    run_case(dq_name, dequantize_nvfp4, &d, &dq);
     free_outputs(&dq);
     free_outputs(&o);
     free((void *)p.x);
