@@ -97,7 +97,7 @@ const ckc_op_spec ckc_op_quantize_int8_tensorwise = {
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_quantize_int8_tensorwise),
 };
 
-/* ---- rotate_rows(x, out; group) ---- */
+/* ---- rotate_int8_convrot_weight(x, out; group) ---- */
 
 enum { ROT_X, ROT_OUT };
 
@@ -134,7 +134,7 @@ const ckc_op_spec ckc_op_rotate_int8_convrot_weight = {
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_rotate_int8_convrot_weight),
 };
 
-/* ---- dequantize_int8(q, scale, out; scale_mode, group) ---- */
+/* ---- dequantize_int8_convrot_weight_dtype(q, scale, out; scale_mode, group) ---- */
 
 enum { DQ_Q, DQ_SCALE, DQ_OUT };
 
@@ -154,33 +154,52 @@ check_scale(const ckc_op_args *a, int idx, int64_t mode, int64_t rows, int64_t c
     return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'scale_mode': unknown mode %lld", (long long)mode);
 }
 
+/* q of the two dequantizers: [q_rows, cols] within the limits (checked before
+ * each op's own check of out, which reads q's shape). */
 static ckc_status
-prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+check_codes(const ckc_op_args *a, int iq, ckc_error *err)
 {
-    const ckc_tensor *q = &a->t[DQ_Q];
-    const int64_t mode = a->i[0];
-    ckc_dequantize_int8_convrot_weight_dtype_params *p = &params->dequantize_int8_convrot_weight_dtype;
+    const ckc_tensor *q = &a->t[iq];
     if (q->ndim != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
     }
-    CKC_TRY(ckc_check_extent(a, DQ_Q, q->shape[0], q->shape[1], err));
-    CKC_TRY(ckc_check_shape(a, DQ_OUT, 2, q->shape, err));
-    CKC_TRY(check_scale(a, DQ_SCALE, mode, q->shape[0], q->shape[1], err));
+    return ckc_check_extent(a, iq, q->shape[0], q->shape[1], err);
+}
+
+/* The rest the two dequantizers share: the scale of q's rows and the group
+ * checked, the block filled for `rows` output rows read from q's rows in order
+ * (the embedding then sets the rows' index). */
+static ckc_status
+fill_dequant(const ckc_op_args *a, int iq, int iscale, int iout, int64_t rows,
+             ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_error *err)
+{
+    const ckc_tensor *q = &a->t[iq];
+    const int64_t mode = a->i[0];
+    CKC_TRY(check_scale(a, iscale, mode, q->shape[0], q->shape[1], err));
     if (a->i[1] != 0) {
         CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
     }
     p->q = (const int8_t *)q->data;
-    p->scale = (const float *)a->t[DQ_SCALE].data;
+    p->scale = (const float *)a->t[iscale].data;
     p->scale_mode = (ckc_scale_mode)mode;
-    p->out = a->t[DQ_OUT].data;
-    p->out_kind = ckc_float_kind_of(a->t[DQ_OUT].dtype);
-    p->rows = q->shape[0];
+    p->out = a->t[iout].data;
+    p->out_kind = ckc_float_kind_of(a->t[iout].dtype);
+    p->rows = rows;
     p->cols = q->shape[1];
     p->group = a->i[1];
     p->index = NULL;
     p->index_is_64 = 0;
-    p->q_rows = p->rows;
+    p->q_rows = q->shape[0];
     return CKC_OK;
+}
+
+static ckc_status
+prepare_int8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+{
+    const ckc_tensor *q = &a->t[DQ_Q];
+    CKC_TRY(check_codes(a, DQ_Q, err));
+    CKC_TRY(ckc_check_shape(a, DQ_OUT, 2, q->shape, err));
+    return fill_dequant(a, DQ_Q, DQ_SCALE, DQ_OUT, q->shape[0], &params->dequantize_int8_convrot_weight_dtype, err);
 }
 
 const ckc_op_spec ckc_op_dequantize_int8_convrot_weight_dtype = {
@@ -197,7 +216,7 @@ const ckc_op_spec ckc_op_dequantize_int8_convrot_weight_dtype = {
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_dequantize_int8_convrot_weight_dtype),
 };
 
-/* ---- int8_embedding(q, scale, indices, out; scale_mode, group) ----
+/* ---- dequantize_int8_embedding(q, scale, indices, out; scale_mode, group) ----
  * dequantize_int8_embedding: out[r, :] = q[indices[r], :] * its scale, rotated
  * back when group > 0; out holds indices.numel() rows of q's columns. */
 
@@ -208,29 +227,13 @@ prepare_int8_embedding(const ckc_op_args *a, ckc_op_params *params, ckc_error *e
 {
     const ckc_tensor *q = &a->t[EM_Q];
     const ckc_tensor *idx = &a->t[EM_INDICES];
-    const int64_t mode = a->i[0];
     ckc_dequantize_int8_convrot_weight_dtype_params *p = &params->dequantize_int8_convrot_weight_dtype;
-    if (q->ndim != 2) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'q': expected 2 dimensions, got %d", (int)q->ndim);
-    }
-    CKC_TRY(ckc_check_extent(a, EM_Q, q->shape[0], q->shape[1], err));
+    CKC_TRY(check_codes(a, EM_Q, err));
     CKC_TRY(ckc_check_extent(a, EM_OUT, idx->numel, q->shape[1], err));
     CKC_TRY(ckc_check_numel(a, EM_OUT, idx->numel * q->shape[1], err));
-    CKC_TRY(check_scale(a, EM_SCALE, mode, q->shape[0], q->shape[1], err));
-    if (a->i[1] != 0) {
-        CKC_TRY(ckc_check_group("group_size", a->i[1], q->shape[1], err));
-    }
-    p->q = (const int8_t *)q->data;
-    p->scale = (const float *)a->t[EM_SCALE].data;
-    p->scale_mode = (ckc_scale_mode)mode;
-    p->out = a->t[EM_OUT].data;
-    p->out_kind = ckc_float_kind_of(a->t[EM_OUT].dtype);
-    p->rows = idx->numel;
-    p->cols = q->shape[1];
-    p->group = a->i[1];
+    CKC_TRY(fill_dequant(a, EM_Q, EM_SCALE, EM_OUT, idx->numel, p, err));
     p->index = idx->data;
     p->index_is_64 = idx->dtype == CKC_DTYPE_INT64;
-    p->q_rows = q->shape[0];
     return CKC_OK;
 }
 
