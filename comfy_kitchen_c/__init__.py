@@ -18,12 +18,12 @@ settings.export_to_c(_settings)  # before _C loads: the C side reads some of the
 
 from . import ops  # noqa: E402
 from ._C import ArgumentError, ArgumentTypeError, KitchenError  # noqa: E402
-from .backend import BACKEND_NAME, activate, register  # noqa: E402
+from .backend import BACKEND_NAME, activate, deactivate, register  # noqa: E402
 from .ops import linear_memory_limit, set_linear_memory_limit  # noqa: E402
 from .staging_guard import install_staging_guard, uninstall_staging_guard  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "SettingError", "activate",
+__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "SettingError", "activate", "deactivate",
            "install_staging_guard", "linear_memory_limit", "ops", "register", "set_linear_memory_limit",
            "uninstall_staging_guard"]
 

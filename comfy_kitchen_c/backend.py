@@ -73,18 +73,36 @@ def _call_rule(op: op_list.Op):
     return rule
 
 
+def declared_ops() -> frozenset[str] | None:
+    """The op names the installed comfy_kitchen declares (its public functions and its eager
+    backend's ops), or None without comfy_kitchen.  An op of the list that only a newer
+    comfy_kitchen declares is not registered beside an older one: nothing there would call it,
+    and a newer layout's probe must not find "c" for an op its own comfy_kitchen lacks."""
+    try:
+        import comfy_kitchen
+        from comfy_kitchen.registry import registry
+    except ImportError:
+        return None
+    eager = registry.list_backends().get("eager", {}).get("capabilities", ())
+    return frozenset(eager) | frozenset(n for n in dir(comfy_kitchen) if callable(getattr(comfy_kitchen, n, None)))
+
+
 def capabilities() -> dict:
-    """{function name: FunctionConstraints} of every registered op of op_list.OPS.
+    """{function name: FunctionConstraints} of every registered op of op_list.OPS that the
+    installed comfy_kitchen declares.
 
     The op's check is its whole contract (dtypes, ranks, devices, shapes, values: what the C
     kernels serve), run once per call as the call rule; no per-parameter constraints are
     declared beside it, which comfy_kitchen would check a second time (about 13 us per
-    int8_linear call) with nothing the check does not already refuse."""
+    int8_linear call) with nothing the check does not already refuse.  A call with an argument
+    the op does not know (a newer comfy_kitchen's keyword) fails the rule, so it falls through
+    to the next backend with the reason logged, never a TypeError from "c"."""
     from comfy_kitchen.constraints import FunctionConstraints
 
     devices = _devices()
+    declared = declared_ops()
     return {op.name: FunctionConstraints(params={}, default_devices=devices, call_rules=(_call_rule(op),))
-            for op in op_list.OPS if op.registered}
+            for op in op_list.OPS if op.registered and (declared is None or op.name in declared)}
 
 
 def _registry():
@@ -95,21 +113,64 @@ def _registry():
     return registry
 
 
+# The place in comfy_kitchen's backend priority the user gave "c" (activate(): first; a priority list
+# naming "c": its index there), or None while "c" has none.  Other code that resets the priority
+# without naming "c" (comfy_kitchen's ROCm set-up sets ["hip", "cuda", "triton", "eager"]) would
+# otherwise drop "c" from the dispatch for the rest of the process.
+_place: int | None = None
+
+
+def _keep_place(registry) -> None:
+    """Wraps the registry's set_priority (once) so that a list without "c" gets "c" back at the
+    user's place.  To take "c" out, disable it (registry.disable("c")) or name it last."""
+    if getattr(registry.set_priority, "_ckc_keeps_place", False):
+        return
+    original = registry.set_priority
+
+    def set_priority(priority_list):
+        global _place
+        order = list(priority_list)
+        if BACKEND_NAME in order:
+            _place = order.index(BACKEND_NAME)
+        elif _place is not None:
+            order.insert(min(_place, len(order)), BACKEND_NAME)
+            logger.debug("backend 'c' keeps place %d of comfy_kitchen's priority, reset to %s", _place,
+                         list(priority_list))
+        original(order)
+
+    set_priority._ckc_keeps_place = True
+    registry.set_priority = set_priority
+
+
 def register() -> bool:
     """Registers "c" in comfy_kitchen's registry (priorities unchanged); False without comfy_kitchen."""
     registry = _registry()
     if registry is None:
         return False
     registry.register(BACKEND_NAME, ops, capabilities())
+    _keep_place(registry)
     return True
 
 
 def activate() -> None:
-    """Registers "c" if needed and puts it first in comfy_kitchen's backend priority."""
+    """Registers "c" if needed and puts it first in comfy_kitchen's backend priority, a place it
+    keeps when other code resets the priority without naming it."""
     registry = _registry()
     if registry is None:
         raise ImportError("comfy_kitchen_c.activate() needs comfy_kitchen installed")
     if BACKEND_NAME not in registry.list_backends() or not registry.is_available(BACKEND_NAME):
         register()
+    _keep_place(registry)
     rest = [name for name in registry._priority if name != BACKEND_NAME]
     registry.set_priority([BACKEND_NAME] + rest)
+
+
+def deactivate() -> None:
+    """Takes "c" out of comfy_kitchen's backend priority, and forgets its place; it stays
+    registered (comfy_kitchen.use_backend("c") still reaches it)."""
+    global _place
+    registry = _registry()
+    if registry is None:
+        return
+    _place = None
+    registry.set_priority([name for name in registry._priority if name != BACKEND_NAME])

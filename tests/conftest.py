@@ -69,10 +69,23 @@ def activated():
 
     import comfy_kitchen_c
 
-    saved = list(registry._priority)
-    comfy_kitchen_c.activate()
-    yield
-    registry.set_priority(saved)
+    with saved_priority(registry):
+        comfy_kitchen_c.activate()
+        yield
+
+
+@contextlib.contextmanager
+def saved_priority(registry):
+    """comfy_kitchen's backend priority and the place "c" keeps in it (backend.py), restored
+    afterwards: a plain set_priority of the old list would give "c" its kept place back."""
+    from comfy_kitchen_c import backend
+
+    saved, place = list(registry._priority), backend._place
+    try:
+        yield
+    finally:
+        backend._place = place
+        registry.set_priority(saved)
 
 
 def assert_bitwise_equal(ours: torch.Tensor, ref: torch.Tensor, what: str):

@@ -61,7 +61,7 @@ from comfy_kitchen.registry import registry
 from comfy_kitchen.tensor.base import QuantizedTensor
 from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
 
-from conftest import E, assert_bitwise_equal, assert_rotated_quant_close, assert_rotation_close
+from conftest import E, assert_bitwise_equal, assert_rotated_quant_close, assert_rotation_close, saved_priority
 from test_int8_linear import assert_activation_close
 
 DIM, HIDDEN, VOCAB, G = 256, 512, 64, 256
@@ -259,22 +259,20 @@ EXPECTED_OPS = {
 def model():
     import comfy_kitchen_c
 
-    saved = list(registry._priority)
-    comfy_kitchen_c.activate()
-    with served() as calls:
-        m = TinyDiT()
-    yield m, calls
-    registry.set_priority(saved)
+    with saved_priority(registry):
+        comfy_kitchen_c.activate()
+        with served() as calls:
+            m = TinyDiT()
+        yield m, calls
 
 
 @pytest.fixture(autouse=True)
 def c_first(model):
     import comfy_kitchen_c
 
-    saved = list(registry._priority)
-    comfy_kitchen_c.activate()
-    yield
-    registry.set_priority(saved)
+    with saved_priority(registry):
+        comfy_kitchen_c.activate()
+        yield
 
 
 def test_loading_quantizes_in_c(model):

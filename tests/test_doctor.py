@@ -17,6 +17,7 @@ import torch
 
 import comfy_kitchen_c
 from comfy_kitchen_c import comfyui, doctor, doctor_comfyui
+from conftest import saved_priority
 
 GIB = 1 << 30
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,9 +144,8 @@ def test_settings_clamp(ram_gib, cache_ram, inactive):
 @pytest.fixture
 def registry():
     reg = pytest.importorskip("comfy_kitchen.registry").registry
-    saved = list(reg._priority)
-    yield reg
-    reg.set_priority(saved)
+    with saved_priority(reg):
+        yield reg
 
 
 @pytest.mark.parametrize("activate", [False, True])
@@ -153,7 +153,7 @@ def test_cpu_pick_agrees_with_the_registry(registry, activate):
     if activate:
         comfy_kitchen_c.activate()
     else:  # comfy_kitchen's own order, whatever earlier tests did
-        registry.set_priority([name for name in registry._priority if name != "c"])
+        comfy_kitchen_c.deactivate()
     table = doctor.backend_table()
     assert table["installed"] and table["c_registered"]
     assert table["c_active"] is activate
