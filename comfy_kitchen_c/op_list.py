@@ -121,12 +121,24 @@ def unused_c_ops(c_module, ops=OPS) -> list[str]:
             for name in getattr(c_module, "OP_FUNCTIONS", ()) if name not in used]
 
 
+def _gpu_cell(family_ops) -> str:
+    """The compute capabilities a family's ops run on: the family's floor, and each op above it."""
+    floor = min(op.min_cc for op in family_ops)
+    above = [f"`{op.name}` {op.min_cc[0]}.{op.min_cc[1]}+" for op in family_ops if op.min_cc != floor]
+    return f"{floor[0]}.{floor[1]}+" + (f" ({', '.join(above)}; below, the call falls through)" if above else "")
+
+
 def readme_table(ops=OPS) -> str:
-    """The README's op table: one row per family, in the list's order."""
-    rows: dict[str, list[str]] = {}
+    """The README's op table: one row per family, in the list's order, with where its ops run
+    (every op has CPU kernels; on CUDA from the compute capability the list gives)."""
+    families: dict[str, list[Op]] = {}
     for op in ops:
-        rows.setdefault(op.family, []).append(f"`{op.name}`" + (f" ({op.note})" if op.note else ""))
-    return "\n".join(["| family | ops |", "|---|---|"] + [f"| {f} | {', '.join(names)} |" for f, names in rows.items()])
+        families.setdefault(op.family, []).append(op)
+    rows = ["| family | ops | CPU | CUDA (compute capability) |", "|---|---|---|---|"]
+    for family, members in families.items():
+        names = ", ".join(f"`{op.name}`" + (f" ({op.note})" if op.note else "") for op in members)
+        rows.append(f"| {family} | {names} | all | {_gpu_cell(members)} |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":
