@@ -43,6 +43,9 @@ def _check_one(op: str, name: str, x, freqs_cis, split_half: bool) -> torch.Tens
         raise ArgumentError(f"{op}: argument '{name}': last dimension {d} is odd (RoPE rotates pairs)")
     if torch.is_grad_enabled() and (x.requires_grad or freqs_cis.requires_grad):
         raise ArgumentError(f"{op}: argument '{name}': requires grad (backend 'c' is inference only)")
+    if not split_half and x.numel() == 0:
+        # as eager, whose reshape(..., -1, 1, 2) of no elements is ambiguous
+        raise ArgumentError(f"{op}: argument '{name}': empty tensor of shape {list(x.shape)}")
     f = freqs_cis if split_half else _trim(x, freqs_cis)
     lead = tuple(f.shape[:-3])
     if tuple(f.shape[-3:]) != (d // 2, 2, 2) or len(lead) > x.ndim - 1:
