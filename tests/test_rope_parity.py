@@ -124,3 +124,38 @@ def test_paired_in_place_refuses_overlapping_tensors():
     x = torch.randn(2, 3, 4, 8)
     with pytest.raises(ArgumentError, match="apply_rope_: argument 'x'"):
         ops.apply_rope_(x, x[:1], torch.randn(1, 1, 4, 4, 2, 2))
+
+
+def test_comfyui_attention_blocks_run_rope_in_c(activated):
+    """WAN's and Flux's attention call comfy_kitchen.apply_rope1(x, freqs_cis) on q and k: through
+    the registry those calls must reach "c" (counted per backend), with eager's bits."""
+    import comfy_kitchen
+    from collections import Counter
+
+    from comfy_kitchen.registry import registry
+
+    calls = Counter()
+    real = registry.get_implementation
+
+    def counting(func_name, backend=None, kwargs=None):
+        impl = real(func_name, backend, kwargs)
+        calls[(func_name, "c" if impl.__module__.startswith("comfy_kitchen_c") else "other")] += 1
+        return impl
+
+    def wan_block(x, freqs):  # x [B, L, H*D] -> q, k [B, L, H, D]
+        q = x.view(1, 9, 4, 64)
+        k = (x * 0.5).view(1, 9, 4, 64)
+        return comfy_kitchen.apply_rope1(q, freqs), comfy_kitchen.apply_rope1(k, freqs)
+
+    x = torch.randn(1, 9, 256).bfloat16()
+    freqs = torch.randn(1, 9, 1, 32, 2, 2)
+    registry.get_implementation = counting
+    try:
+        with torch.inference_mode():
+            q, k = wan_block(x, freqs)
+            flux_q = comfy_kitchen.apply_rope1(x.view(1, 9, 4, 64).transpose(1, 2), torch.randn(1, 1, 9, 32, 2, 2))
+    finally:
+        registry.get_implementation = real
+    assert calls[("apply_rope1", "c")] == 3 and calls[("apply_rope1", "other")] == 0, calls
+    assert_bitwise_equal(q, E.apply_rope1(x.view(1, 9, 4, 64), freqs), "WAN q")
+    assert flux_q.shape == (1, 4, 9, 64)
