@@ -47,8 +47,8 @@ LIMITED_API = "0x030A0000"  # Python 3.10
 
 # Compiled separately with their instruction set's flags.
 ISA_SOURCES = {
-    "csrc/cpu/kernels_avx2.c": {"unix": ["-mavx2"], "msvc": ["/arch:AVX2"]},
-    "csrc/cpu/kernels_avx512.c": {"unix": ["-mavx2", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq"],
+    "csrc/cpu/kernels_avx2.c": {"unix": ["-mavx2", "-mfma"], "msvc": ["/arch:AVX2"]},
+    "csrc/cpu/kernels_avx512.c": {"unix": ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq"],
                                   "msvc": ["/arch:AVX512"]},
 }
 # Compute capabilities built as real code (SASS): Turing, Ampere (A100, RTX 30),
@@ -60,7 +60,8 @@ CUDA_ARCHS = "75;80;86;89;90;100;120"
 # units, which ISO C forbids (MSVC /W4: C4206).
 # The launchers (host C over the runtime seam) serve both GPU devices.
 GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c", "csrc/gpu/launch_flight.c", "csrc/gpu/launch_int8.c",
-                 "csrc/gpu/launch_linear.c", "csrc/gpu/launch_nvfp4.c", "csrc/gpu/launch_tile.c"]
+                 "csrc/gpu/launch_linear.c", "csrc/gpu/launch_nvfp4.c", "csrc/gpu/launch_tile.c",
+                 "csrc/gpu/launch_rope.c"]
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
     "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/cuda_driver.c"] + GPU_LAUNCHERS,

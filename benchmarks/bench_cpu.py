@@ -43,6 +43,7 @@ import torch
 
 import comfy_kitchen_c.ops as C
 from comfy_kitchen.backends.eager import quantization as E
+from comfy_kitchen.backends.eager import rope as E_ROPE
 from comfy_kitchen.tensor.int8_utils import _build_hadamard
 
 GROUP = 256
@@ -93,9 +94,28 @@ ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
         lambda x: (*C.quantize_int8_convrot_weight(x, GROUP), GROUP, BF16_CODE),
     "quantize_nvfp4": lambda x: (x, _nvfp4_scale(x)),
     "dequantize_nvfp4": lambda x: (*_nvfp4_codes(x), torch.bfloat16),
+    # RoPE: x [M, K] seen as WAN's [1, L, 24, K] (M = 24 L; --m 98304 --k 128 is x [1, 24, 4096, 128]),
+    # freqs_cis per position [1, L, 1, K/2, 2, 2]; the in-place forms rotate a clone of x
+    "apply_rope1": lambda x: _rope_args(x)[::2],
+    "apply_rope1_": lambda x: _rope_args(x)[::2],
+    "apply_rope_split_half1": lambda x: _rope_args(x)[::2],
+    "apply_rope_split_half1_": lambda x: _rope_args(x)[::2],
+    "apply_rope": lambda x: _rope_args(x),
+    "apply_rope_": lambda x: _rope_args(x),
+    "apply_rope_split_half": lambda x: _rope_args(x),
+    "apply_rope_split_half_": lambda x: _rope_args(x),
 }
 
-OPS = [Op(name, build, getattr(C, name), getattr(E, name)) for name, build in ARG_BUILDERS.items()]
+def _rope_args(x: torch.Tensor) -> tuple:
+    """(x as [1, L, 24, K], a copy of it as xk, freqs_cis [1, L, 1, K/2, 2, 2] float32)."""
+    heads = 24 if x.shape[0] % 24 == 0 else 1
+    q = x.reshape(1, x.shape[0] // heads, heads, x.shape[1])
+    freqs = torch.randn(1, q.shape[1], 1, x.shape[1] // 2, 2, 2, dtype=torch.float32)
+    return q, q.clone(), freqs.contiguous()
+
+
+OPS = [Op(name, build, getattr(C, name), getattr(E, name, None) or getattr(E_ROPE, name))
+       for name, build in ARG_BUILDERS.items()]
 
 
 def _linear_args(act: str | None) -> Callable[[torch.Tensor], tuple]:

@@ -41,6 +41,7 @@ class Op:
 
 
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
+ROPE = "RoPE"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -66,6 +67,14 @@ OPS: tuple[Op, ...] = (
     Op("quantize_and_rotate_nvfp4", OURS, ("quantize_nvfp4",), registered=False),
     Op("nvfp4_linear", OURS, ("quantize_nvfp4", "scaled_mm_nvfp4"), registered=False,
        note='see "NVFP4 with rotation"'),
+    Op("apply_rope1", ROPE, ("apply_rope1",), note="x [B, H, L, D] or [B, L, H, D], float32 `freqs_cis`"),
+    Op("apply_rope", ROPE, ("apply_rope1",)),
+    Op("apply_rope1_", ROPE, ("apply_rope1",)),
+    Op("apply_rope_", ROPE, ("apply_rope1",)),
+    Op("apply_rope_split_half1", ROPE, ("apply_rope1",)),
+    Op("apply_rope_split_half", ROPE, ("apply_rope1",)),
+    Op("apply_rope_split_half1_", ROPE, ("apply_rope1",)),
+    Op("apply_rope_split_half_", ROPE, ("apply_rope1",)),
 )
 
 BY_NAME = {op.name: op for op in OPS}

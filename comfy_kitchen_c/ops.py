@@ -35,6 +35,24 @@ from .linear import (  # noqa: F401 (the int8 linear ops, part of this module's 
     linear_memory_limit,
     set_linear_memory_limit,
 )
+from .rope import (  # noqa: F401 (the RoPE ops, part of this module's interface)
+    apply_rope,
+    apply_rope1,
+    apply_rope1_,
+    apply_rope_,
+    apply_rope_split_half,
+    apply_rope_split_half1,
+    apply_rope_split_half1_,
+    apply_rope_split_half_,
+    check_apply_rope,
+    check_apply_rope1,
+    check_apply_rope1_,
+    check_apply_rope_,
+    check_apply_rope_split_half,
+    check_apply_rope_split_half1,
+    check_apply_rope_split_half1_,
+    check_apply_rope_split_half_,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.

@@ -197,6 +197,44 @@ typedef struct {
     int64_t k;
 } ckc_scaled_mm_nvfp4_params;
 
+/* ---- RoPE (csrc/ops/rope.c): apply_rope1 serves the 8 apply_rope ops ---- */
+
+#define CKC_ROPE_MAX_LEAD 6
+
+/* out[r, :] = x[r, :] rotated by the frequencies of row r: freqs[fr][dim/2][2][2]
+ * (float32) with fr = sum_d coord_d(r) * freq_stride[d] over x's leading dims
+ * (collapsed where the broadcast pattern allows; last fastest).  Interleaved:
+ * out[2k+j] = pair(f[k][j][0], f[k][j][1], x[2k], x[2k+1]); split half (h = dim/2):
+ * out[k] = pair(f[k][0][0], f[k][0][1], x[k], x[k+h]),
+ * out[k+h] = pair(f[k][1][1], f[k][1][0], x[k+h], x[k]) (math/rope.h).  out may be
+ * x itself (the in-place ops): every kernel reads a pair's two inputs before it
+ * writes either output. */
+typedef struct {
+    const void *x;
+    void *out;
+    const float *freqs;
+    ckc_float_kind kind;     /* of x and out */
+    int split_half;
+    int64_t rows;
+    int64_t dim;             /* even */
+    int32_t lead_ndim;       /* 1 .. CKC_ROPE_MAX_LEAD */
+    int64_t lead[CKC_ROPE_MAX_LEAD];
+    int64_t freq_stride[CKC_ROPE_MAX_LEAD];  /* in freq rows; 0: broadcast */
+} ckc_apply_rope1_params;
+
+/* The first of row r's dim * 2 frequencies. */
+CKC_HD const float *
+ckc_rope_freq_row(const ckc_apply_rope1_params *p, int64_t r)
+{
+    int64_t fr = 0;
+    int d;
+    for (d = p->lead_ndim - 1; d >= 0; d--) {
+        fr += (r % p->lead[d]) * p->freq_stride[d];
+        r /= p->lead[d];
+    }
+    return p->freqs + fr * p->dim * 2;
+}
+
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
  * adds it here. */
@@ -209,6 +247,7 @@ typedef union {
     ckc_dequantize_nvfp4_params dequantize_nvfp4;
     ckc_int8_linear_params int8_linear;
     ckc_scaled_mm_nvfp4_params scaled_mm_nvfp4;
+    ckc_apply_rope1_params apply_rope1;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

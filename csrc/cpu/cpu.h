@@ -22,6 +22,7 @@ ckc_status ckc_cpu_entry_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc
  * (ops/linear_parts.c: a library's GEMM between them). */
 ckc_status ckc_cpu_entry_int8_linear_quantize(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_apply_rope1(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 
 /* ---- the device (cpu/dispatch.c) ---- */
 

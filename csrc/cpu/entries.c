@@ -37,3 +37,5 @@ ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_e
 {
     return ckc_cpu_linear_epilogue_chunk(&p->int8_linear, 0, p->int8_linear.rows, exec->nthreads, err);
 }
+
+CKC_CPU_ENTRY(apply_rope1)

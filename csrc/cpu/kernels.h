@@ -24,6 +24,8 @@ typedef struct {
     ckc_status (*int8_gemm)(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err);
     ckc_status (*linear_epilogue)(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err);
     ckc_status (*input_act)(const ckc_act_rows_params *p, int nthreads, ckc_error *err);
+    /* RoPE (rope_impl.h) */
+    ckc_status (*apply_rope1)(const ckc_apply_rope1_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

@@ -48,3 +48,5 @@ ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err
     ckc_gpu_device_leave(&guard);
     return status;
 }
+
+CKC_GPU_LAUNCHER_ENTRY(apply_rope1)

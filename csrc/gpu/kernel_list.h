@@ -61,4 +61,11 @@
 /* linear_epilogue_kernel<VEC> */
 #define CKC_EPILOGUE_KERNELS(X) X(1) X(8)
 
+/* ---- kernels/rope.cu ---- */
+
+/* rope_kernel<KIND, SPLIT, VEC>: every element kind, both layouts, vector units or pairs. */
+#define CKC_ROPE_KERNELS(X)                                                                                     \
+    X(0, 0, 0) X(0, 0, 1) X(0, 1, 0) X(0, 1, 1) X(1, 0, 0) X(1, 0, 1) X(1, 1, 0) X(1, 1, 1) X(2, 0, 0) X(2, 0, 1) \
+    X(2, 1, 0) X(2, 1, 1)
+
 #endif /* CKC_GPU_KERNEL_LIST_H */

@@ -29,6 +29,7 @@ ckc_status ckc_gpu_dequantize_nvfp4(const ckc_dequantize_nvfp4_params *p, ckc_ex
 /* int8_linear (kernels/linear.cu): activation + rotation + row quantizer, then
  * the cuBLASLt GEMM and the epilogue kernel, per chunk of rows; one row: GEMV. */
 ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_apply_rope1(const ckc_apply_rope1_params *p, ckc_exec *exec, ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

@@ -21,6 +21,7 @@
     X(int8_linear)                                                                                       \
     X(int8_linear_quantize)                                                                              \
     X(int8_linear_epilogue)                                                                              \
-    X(scaled_mm_nvfp4)
+    X(scaled_mm_nvfp4)                                                                                   \
+    X(apply_rope1)
 
 #endif /* CKC_OPS_OP_LIST_H */

@@ -18,8 +18,8 @@ leaf7_ebx(unsigned xcr0)
         return 0;
     }
     __cpuid(r, 1);
-    /* OSXSAVE and AVX before reading XCR0. */
-    if (!((r[2] >> 27) & 1) || !((r[2] >> 28) & 1) || (_xgetbv(0) & xcr0) != xcr0) {
+    /* OSXSAVE, AVX and FMA (the AVX2 and AVX-512 kernels are built with it: RoPE's fmaf). */
+    if (!((r[2] >> 27) & 1) || !((r[2] >> 28) & 1) || !((r[2] >> 12) & 1) || (_xgetbv(0) & xcr0) != xcr0) {
         return 0;
     }
     __cpuidex(r, 7, 0);
@@ -47,14 +47,15 @@ int
 ckc_cpu_has_avx2(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
+    /* FMA too: the AVX2 and AVX-512 kernels are built with it (RoPE's fmaf inlined and vectorized). */
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 int
 ckc_cpu_has_avx512(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 

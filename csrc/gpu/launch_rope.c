@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Launcher of the RoPE kernels (kernels/rope.cu): vector units of 16 bytes
+ * where the rows' length and the pointers allow them, else one pair per thread. */
+#if defined(CKC_WITH_GPU)
+
+#include "kernel.h"
+#include "launch.h"
+
+#define ROPE_DECL(k, s, v) CKC_EMU_THUNK_DECL(CKC_KNAME3(rope_kernel, k, s, v))
+CKC_ROPE_KERNELS(ROPE_DECL)
+#define ROPE_ENTRY(k, s, v) CKC_KERNEL_ENTRY(rope_kernel, "rope", "rope", CKC_KNAME3(rope_kernel, k, s, v), k, s, v, 0)
+static ckc_kernel rope[] = {CKC_ROPE_KERNELS(ROPE_ENTRY)};
+
+/* Whether the 16-byte units fit: x's values per unit divide the span they tile
+ * (the row, or half of it), and every pointer is 16-byte aligned. */
+static bool
+vector_units(const ckc_apply_rope1_params *p)
+{
+    const int64_t per_unit = 16 / ckc_kind_size(p->kind);
+    const int64_t span = p->split_half ? p->dim / 2 : p->dim;
+    return span % per_unit == 0 && (uintptr_t)p->x % 16 == 0 && (uintptr_t)p->out % 16 == 0 &&
+           (uintptr_t)p->freqs % 16 == 0;
+}
+
+static ckc_status
+apply(const ckc_apply_rope1_params *p, ckc_exec *exec, ckc_error *err)
+{
+    ckc_apply_rope1_params params = *p;
+    const int vec = vector_units(p);
+    const int64_t span = p->split_half ? p->dim / 2 : p->dim;
+    /* Vector units: span / per_unit per row; pairs: dim / 2 per row. */
+    int64_t units = vec ? span / (16 / ckc_kind_size(p->kind)) : p->dim / 2;
+    ckc_done_mark done = ckc_exec_take_done_mark(exec);
+    const ckc_launch_cfg c =
+        ckc_launch_1d((p->rows * units + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS, CKC_ROW_THREADS, 0, exec->stream);
+    void *args[] = {&params, &units, &done};
+    return CKC_LAUNCH_INSTANCE(rope, p->kind, p->split_half, vec, 0, &c, args, err);
+}
+
+ckc_status
+ckc_gpu_apply_rope1(const ckc_apply_rope1_params *p, ckc_exec *exec, ckc_error *err)
+{
+    CKC_ON_DEVICE(exec, err, apply(p, exec, err));
+}
+
+#endif /* CKC_WITH_GPU */
