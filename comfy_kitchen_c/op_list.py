@@ -41,6 +41,7 @@ class Op:
 
 
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
+FP8 = "FP8"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -66,6 +67,9 @@ OPS: tuple[Op, ...] = (
     Op("quantize_and_rotate_nvfp4", OURS, ("quantize_nvfp4",), registered=False),
     Op("nvfp4_linear", OURS, ("quantize_nvfp4", "scaled_mm_nvfp4"), registered=False,
        note='see "NVFP4 with rotation"'),
+    Op("quantize_per_tensor_fp8", FP8, ("quantize_per_tensor_fp8",), note="`float8_e4m3fn`, `float8_e5m2`"),
+    Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
+    Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`"),
 )
 
 BY_NAME = {op.name: op for op in OPS}

@@ -37,3 +37,7 @@ ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_e
 {
     return ckc_cpu_linear_epilogue_chunk(&p->int8_linear, 0, p->int8_linear.rows, exec->nthreads, err);
 }
+
+CKC_CPU_ENTRY(quantize_per_tensor_fp8)
+CKC_CPU_ENTRY(dequantize_per_tensor_fp8)
+CKC_CPU_ENTRY(stochastic_rounding_fp8)

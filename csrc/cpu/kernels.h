@@ -24,6 +24,13 @@ typedef struct {
     ckc_status (*int8_gemm)(const ckc_int8_gemm_params *p, int nthreads, ckc_error *err);
     ckc_status (*linear_epilogue)(const ckc_linear_epilogue_params *p, int nthreads, ckc_error *err);
     ckc_status (*input_act)(const ckc_act_rows_params *p, int nthreads, ckc_error *err);
+    /* per-tensor FP8 (fp8_impl.h) */
+    ckc_status (*quantize_per_tensor_fp8)(const ckc_quantize_per_tensor_fp8_params *p, int nthreads,
+                ckc_error *err);
+    ckc_status (*dequantize_per_tensor_fp8)(const ckc_dequantize_per_tensor_fp8_params *p, int nthreads,
+                ckc_error *err);
+    ckc_status (*stochastic_rounding_fp8)(const ckc_stochastic_rounding_fp8_params *p, int nthreads,
+                ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

@@ -13,6 +13,7 @@
 #include "int8_impl.h"
 #include "nvfp4_impl.h"
 #include "linear_impl.h"
+#include "fp8_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
 #define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
@@ -30,4 +31,7 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_int8_gemm,
     cpu_linear_epilogue,
     cpu_input_act,
+    cpu_fp8_quant,
+    cpu_fp8_dequant,
+    cpu_fp8_stochastic,
 };

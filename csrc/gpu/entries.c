@@ -48,3 +48,7 @@ ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err
     ckc_gpu_device_leave(&guard);
     return status;
 }
+
+CKC_GPU_LAUNCHER_ENTRY(quantize_per_tensor_fp8)
+CKC_GPU_LAUNCHER_ENTRY(dequantize_per_tensor_fp8)
+CKC_GPU_LAUNCHER_ENTRY(stochastic_rounding_fp8)

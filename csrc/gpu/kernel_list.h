@@ -61,4 +61,10 @@
 /* linear_epilogue_kernel<VEC> */
 #define CKC_EPILOGUE_KERNELS(X) X(1) X(8)
 
+/* ---- kernels/fp8.cu ---- */
+
+/* fp8_quant_kernel, fp8_dequant_kernel, fp8_stochastic_kernel<KIND>: by x's (the
+ * dequantizer: out's) element kind; the FP8 format is an argument. */
+#define CKC_FP8_KERNELS(X) X(0) X(1) X(2)
+
 #endif /* CKC_GPU_KERNEL_LIST_H */
