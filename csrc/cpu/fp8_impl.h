@@ -17,11 +17,12 @@ fp8_blocks(int64_t n)
     return (n + FP8_BLOCK - 1) / FP8_BLOCK;
 }
 
+/* The elements [*begin, *end) of blocks [b0, b1) of n elements. */
 static void
-fp8_block_range(int64_t b, int64_t n, int64_t *begin, int64_t *end)
+fp8_block_range(int64_t b0, int64_t b1, int64_t n, int64_t *begin, int64_t *end)
 {
-    *begin = b * FP8_BLOCK;
-    *end = *begin + FP8_BLOCK < n ? *begin + FP8_BLOCK : n;
+    *begin = b0 * FP8_BLOCK;
+    *end = b1 * FP8_BLOCK < n ? b1 * FP8_BLOCK : n;
 }
 
 static void
@@ -90,10 +91,8 @@ fp8_quant_range(void *ctx, int64_t b0, int64_t b1, int worker)
     const ckc_quantize_per_tensor_fp8_params *p = job->p;
     int64_t begin;
     int64_t end;
-    int64_t last;
     (void)worker;
-    fp8_block_range(b0, p->numel, &begin, &last);
-    fp8_block_range(b1 - 1, p->numel, &last, &end);
+    fp8_block_range(b0, b1, p->numel, &begin, &end);
     fp8_quant_span((const char *)p->x + begin * ckc_kind_size(p->kind), p->q + begin, end - begin, job->inv,
                    p->kind, p->e5m2);
 }
@@ -127,8 +126,7 @@ fp8_dequant_range(void *ctx, int64_t b0, int64_t b1, int worker)
     int64_t end;
     int64_t i;
     (void)worker;
-    fp8_block_range(b0, p->numel, &begin, &end);
-    fp8_block_range(b1 - 1, p->numel, &i, &end);
+    fp8_block_range(b0, b1, p->numel, &begin, &end);
     if (p->out_kind == CKC_F32) {
         float *out = (float *)p->out;
         for (i = begin; i < end; i++) {
@@ -167,11 +165,9 @@ fp8_stochastic_range(void *ctx, int64_t b0, int64_t b1, int worker)
     const ckc_stochastic_rounding_fp8_params *p = (const ckc_stochastic_rounding_fp8_params *)ctx;
     int64_t begin;
     int64_t end;
-    int64_t i;
     (void)worker;
-    fp8_block_range(b0, p->numel, &begin, &end);
-    fp8_block_range(b1 - 1, p->numel, &i, &end);
-    for (i = begin; i < end; i++) {
+    fp8_block_range(b0, b1, p->numel, &begin, &end);
+    for (int64_t i = begin; i < end; i++) {
         /* x.half(): the op's arithmetic is float16's whatever x's type */
         const float x = ckc_round_to_kind(ckc_kind_value(p->x, p->kind, i), CKC_F16);
         p->q[i] = ckc_fp8_stochastic(x, p->rng[i], p->e5m2);
