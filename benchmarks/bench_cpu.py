@@ -79,6 +79,11 @@ def _nvfp4_codes(x: torch.Tensor) -> tuple:
     return qx, pts, block_scales
 
 
+def _fp8_scale(x: torch.Tensor) -> torch.Tensor:
+    """The usual per-tensor FP8 scale: amax / e4m3's max, 0-dim float32."""
+    return x.abs().amax().float() / 448
+
+
 # Arguments of each op, built from x. The dequantize ops get codes and scales made from the same x
 # by our quantizers (eager makes the same ones; that is the parity the tests check).
 ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
@@ -104,6 +109,10 @@ ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
     "apply_rope_": lambda x: _rope_args(x),
     "apply_rope_split_half": lambda x: _rope_args(x),
     "apply_rope_split_half_": lambda x: _rope_args(x),
+    "quantize_per_tensor_fp8": lambda x: (x, _fp8_scale(x)),
+    "dequantize_per_tensor_fp8": lambda x: (C.quantize_per_tensor_fp8(x, _fp8_scale(x)), _fp8_scale(x),
+                                            torch.bfloat16),
+    "stochastic_rounding_fp8": lambda x: (x, torch.randint(0, 256, x.shape, dtype=torch.uint8)),
 }
 
 def _rope_args(x: torch.Tensor) -> tuple:

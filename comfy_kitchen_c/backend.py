@@ -46,6 +46,10 @@ def unsupported_gpu(kwargs, minimum=MIN_COMPUTE_CAPABILITY) -> str | None:
     return None
 
 
+def _on_cpu(kwargs) -> bool:
+    return any(isinstance(v, torch.Tensor) and v.is_cpu for v in kwargs.values())
+
+
 def _call_rule(op: op_list.Op):
     """The registry's one check of a call of op: the op's own (ops.check_<name>), whose result
     the op then takes instead of checking again (_proved.py)."""
@@ -56,6 +60,10 @@ def _call_rule(op: op_list.Op):
     minimum = op.min_cc
 
     def rule(kwargs):
+        if not op.registry_cpu and _on_cpu(kwargs):
+            reason = "eager is faster on the CPU (comfy_kitchen_c/op_list.py); ours runs on CUDA tensors"
+            logger.debug("backend 'c' declines %s: %s", op.name, reason)
+            return ValidationResult.fail("__device__", reason)
         gpu = unsupported_gpu(kwargs, minimum)
         if gpu is not None:
             logger.debug("backend 'c' declines %s: %s", op.name, gpu)

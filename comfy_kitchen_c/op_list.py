@@ -38,10 +38,14 @@ class Op:
     min_cc: tuple[int, int] = MIN_CC  # below it, a CUDA call falls through to the next backend
     registered: bool = True       # served through comfy_kitchen's registry (False: comfy_kitchen_c.ops only)
     note: str = ""                # the README's words after the name
+    # The registry's CPU calls: False where eager is faster on the CPU (the rule then gives them to
+    # eager, with the reason logged; a direct call of comfy_kitchen_c.ops.<name> still runs ours)
+    registry_cpu: bool = True
 
 
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
 ROPE = "RoPE"
+FP8 = "FP8"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -75,6 +79,10 @@ OPS: tuple[Op, ...] = (
     Op("apply_rope_split_half", ROPE, ("apply_rope1",)),
     Op("apply_rope_split_half1_", ROPE, ("apply_rope1",)),
     Op("apply_rope_split_half_", ROPE, ("apply_rope1",)),
+    Op("quantize_per_tensor_fp8", FP8, ("quantize_per_tensor_fp8",), note="`float8_e4m3fn`, `float8_e5m2`"),
+    Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
+    Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`",
+       registry_cpu=False),
 )
 
 BY_NAME = {op.name: op for op in OPS}
@@ -146,7 +154,10 @@ def readme_table(ops=OPS) -> str:
     rows = ["| family | ops | CPU | CUDA (compute capability) |", "|---|---|---|---|"]
     for family, members in families.items():
         names = ", ".join(f"`{op.name}`" + (f" ({op.note})" if op.note else "") for op in members)
-        rows.append(f"| {family} | {names} | all | {_gpu_cell(members)} |")
+        slower = [f"`{op.name}`" for op in members if not op.registry_cpu]
+        cpu = "all" + (f" ({', '.join(slower)}: direct calls only; the registry gives its CPU calls to eager, "
+                       "which is faster there)" if slower else "")
+        rows.append(f"| {family} | {names} | {cpu} | {_gpu_cell(members)} |")
     return "\n".join(rows)
 
 

@@ -25,6 +25,14 @@ from ._call import (  # noqa: F401 (re-exported: tests and backend.py use them t
 )
 from ._kernels import KERNELS
 from ._proved import checked as _checked
+from .fp8 import (  # noqa: F401 (the per-tensor FP8 ops, part of this module's interface)
+    check_dequantize_per_tensor_fp8,
+    check_quantize_per_tensor_fp8,
+    check_stochastic_rounding_fp8,
+    dequantize_per_tensor_fp8,
+    quantize_per_tensor_fp8,
+    stochastic_rounding_fp8,
+)
 from .linear import (  # noqa: F401 (the int8 linear ops, part of this module's interface)
     check_int8_linear,
     check_int8_linear_modulated,

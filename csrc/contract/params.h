@@ -234,6 +234,37 @@ ckc_rope_freq_row(const ckc_apply_rope1_params *p, int64_t r)
     }
     return p->freqs + fr * p->dim * 2;
 }
+/* ---- per-tensor FP8 (csrc/ops/fp8.c): numel elements in the flat order ---- */
+
+/* q = e4m3/e5m2 of clamp(x * round_x(1 / *scale)). */
+typedef struct {
+    const void *x;
+    ckc_float_kind kind;
+    int64_t numel;
+    const float *scale;      /* one value */
+    uint8_t *q;
+    int e5m2;                /* 0: float8_e4m3fn, 1: float8_e5m2 */
+} ckc_quantize_per_tensor_fp8_params;
+
+/* out = round_out(decode(x) * round_out(*scale)). */
+typedef struct {
+    const uint8_t *x;
+    int e5m2;
+    int64_t numel;
+    const float *scale;      /* one value (exact float32 of eager's scale) */
+    void *out;
+    ckc_float_kind out_kind;
+} ckc_dequantize_per_tensor_fp8_params;
+
+/* q = eager's stochastic rounding of x (as float16) with one noise byte each. */
+typedef struct {
+    const void *x;
+    ckc_float_kind kind;
+    int64_t numel;
+    const uint8_t *rng;
+    uint8_t *q;
+    int e5m2;
+} ckc_stochastic_rounding_fp8_params;
 
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
@@ -248,6 +279,9 @@ typedef union {
     ckc_int8_linear_params int8_linear;
     ckc_scaled_mm_nvfp4_params scaled_mm_nvfp4;
     ckc_apply_rope1_params apply_rope1;
+    ckc_quantize_per_tensor_fp8_params quantize_per_tensor_fp8;
+    ckc_dequantize_per_tensor_fp8_params dequantize_per_tensor_fp8;
+    ckc_stochastic_rounding_fp8_params stochastic_rounding_fp8;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

@@ -39,3 +39,6 @@ ckc_cpu_entry_int8_linear_epilogue(const ckc_op_params *p, ckc_exec *exec, ckc_e
 }
 
 CKC_CPU_ENTRY(apply_rope1)
+CKC_CPU_ENTRY(quantize_per_tensor_fp8)
+CKC_CPU_ENTRY(dequantize_per_tensor_fp8)
+CKC_CPU_ENTRY(stochastic_rounding_fp8)

@@ -26,6 +26,13 @@ typedef struct {
     ckc_status (*input_act)(const ckc_act_rows_params *p, int nthreads, ckc_error *err);
     /* RoPE (rope_impl.h) */
     ckc_status (*apply_rope1)(const ckc_apply_rope1_params *p, int nthreads, ckc_error *err);
+    /* per-tensor FP8 (fp8_impl.h) */
+    ckc_status (*quantize_per_tensor_fp8)(const ckc_quantize_per_tensor_fp8_params *p, int nthreads,
+                ckc_error *err);
+    ckc_status (*dequantize_per_tensor_fp8)(const ckc_dequantize_per_tensor_fp8_params *p, int nthreads,
+                ckc_error *err);
+    ckc_status (*stochastic_rounding_fp8)(const ckc_stochastic_rounding_fp8_params *p, int nthreads,
+                ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

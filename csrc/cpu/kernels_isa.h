@@ -14,6 +14,7 @@
 #include "nvfp4_impl.h"
 #include "linear_impl.h"
 #include "rope_impl.h"
+#include "fp8_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
 #define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
@@ -32,4 +33,7 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_linear_epilogue,
     cpu_input_act,
     cpu_apply_rope1,
+    cpu_fp8_quant,
+    cpu_fp8_dequant,
+    cpu_fp8_stochastic,
 };

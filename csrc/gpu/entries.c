@@ -50,3 +50,6 @@ ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err
 }
 
 CKC_GPU_LAUNCHER_ENTRY(apply_rope1)
+CKC_GPU_LAUNCHER_ENTRY(quantize_per_tensor_fp8)
+CKC_GPU_LAUNCHER_ENTRY(dequantize_per_tensor_fp8)
+CKC_GPU_LAUNCHER_ENTRY(stochastic_rounding_fp8)

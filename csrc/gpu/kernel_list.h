@@ -68,4 +68,10 @@
     X(0, 0, 0) X(0, 0, 1) X(0, 1, 0) X(0, 1, 1) X(1, 0, 0) X(1, 0, 1) X(1, 1, 0) X(1, 1, 1) X(2, 0, 0) X(2, 0, 1) \
     X(2, 1, 0) X(2, 1, 1)
 
+/* ---- kernels/fp8.cu ---- */
+
+/* fp8_quant_kernel, fp8_dequant_kernel, fp8_stochastic_kernel<KIND>: by x's (the
+ * dequantizer: out's) element kind; the FP8 format is an argument. */
+#define CKC_FP8_KERNELS(X) X(0) X(1) X(2)
+
 #endif /* CKC_GPU_KERNEL_LIST_H */

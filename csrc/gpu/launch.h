@@ -30,6 +30,13 @@ ckc_status ckc_gpu_dequantize_nvfp4(const ckc_dequantize_nvfp4_params *p, ckc_ex
  * the cuBLASLt GEMM and the epilogue kernel, per chunk of rows; one row: GEMV. */
 ckc_status ckc_gpu_int8_linear(const ckc_int8_linear_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_apply_rope1(const ckc_apply_rope1_params *p, ckc_exec *exec, ckc_error *err);
+/* per-tensor FP8 (kernels/fp8.cu) */
+ckc_status ckc_gpu_quantize_per_tensor_fp8(const ckc_quantize_per_tensor_fp8_params *p, ckc_exec *exec,
+                                           ckc_error *err);
+ckc_status ckc_gpu_dequantize_per_tensor_fp8(const ckc_dequantize_per_tensor_fp8_params *p, ckc_exec *exec,
+                                             ckc_error *err);
+ckc_status ckc_gpu_stochastic_rounding_fp8(const ckc_stochastic_rounding_fp8_params *p, ckc_exec *exec,
+                                           ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Bit-exact conversions between float32 and the narrow formats the ops read and
- * write: bfloat16, float16, float8 e4m3fn and fp4 e2m1.  Each encoder rounds to
+ * write: bfloat16, float16, float8 e4m3fn and e5m2, and fp4 e2m1.  Each encoder rounds to
  * nearest even exactly as PyTorch's CPU conversions (c10) and comfy_kitchen's
  * eager encoders do, so C and CUDA kernels produce the same bits as eager.
  * Everything is branch-light integer/float arithmetic so loops vectorize. */
@@ -179,6 +179,40 @@ ckc_e4m3_to_f32(uint8_t code)
         mag = ckc_f32_from_bits(((exp + 120u) << 23) | (mant << 20));
     }
     return ckc_f32_from_bits(sign | ckc_f32_bits(mag));
+}
+
+/* ---- float8 e5m2 (max 57344, subnormals down to 2^-16, infinities) ---- */
+
+/* Round to nearest even, a port of c10's fp8e5m2_from_fp32_value: magnitudes
+ * of 2^16 and above (61440 already rounds there) and infinities encode as
+ * infinity (0x7C | sign), NaN as 0x7F | sign. */
+CKC_HD uint8_t
+ckc_f32_to_e5m2(float f)
+{
+    uint32_t bits = ckc_f32_bits(f);
+    const uint32_t sign = bits & 0x80000000u;
+    uint32_t code;
+    bits ^= sign;
+    if (bits >= (143u << 23)) {
+        code = bits > (255u << 23) ? 0x7Fu : 0x7Cu;
+    } else if (bits < (113u << 23)) {
+        /* Below 2^-14 the result is subnormal: adding 2^7 leaves the rounded
+         * 2^-16 multiples in the low mantissa bits. */
+        const uint32_t denorm_magic = 134u << 23;
+        code = ckc_f32_bits(ckc_f32_from_bits(bits) + ckc_f32_from_bits(denorm_magic)) - denorm_magic;
+    } else {
+        const uint32_t mant_odd = (bits >> 21) & 1u;
+        bits += ((uint32_t)(15 - 127) << 23) + 0xFFFFFu + mant_odd;
+        code = bits >> 21;
+    }
+    return (uint8_t)((code & 0xFFu) | (sign >> 24));
+}
+
+/* e5m2 is float16 with the low 8 mantissa bits cut: the decoder is f16's. */
+CKC_HD float
+ckc_e5m2_to_f32(uint8_t code)
+{
+    return ckc_f16_to_f32((uint16_t)((uint16_t)code << 8));
 }
 
 /* ---- fp4 e2m1 (values 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign) ---- */

@@ -22,6 +22,9 @@
     X(int8_linear_quantize)                                                                              \
     X(int8_linear_epilogue)                                                                              \
     X(scaled_mm_nvfp4)                                                                                   \
-    X(apply_rope1)
+    X(apply_rope1)                                                                                       \
+    X(quantize_per_tensor_fp8)                                                                           \
+    X(dequantize_per_tensor_fp8)                                                                         \
+    X(stochastic_rounding_fp8)
 
 #endif /* CKC_OPS_OP_LIST_H */
