@@ -23,16 +23,33 @@ REGISTERED = sorted(op.name for op in op_list.OPS if op.registered and op.name i
 
 
 def _valid_kwargs(op: str) -> dict:
-    """A call of op that "c"'s rule accepts (the first of a few drawn)."""
-    target, rule = TARGETS[op], backend.capabilities()[op].call_rules[0]
+    """A call of op that the op's check accepts (the first of a few drawn)."""
+    target, check = TARGETS[op], getattr(comfy_kitchen_c.ops, f"check_{op}")
     for i in range(200):
         kwargs = target.make(Draw(11, i))
-        if rule(kwargs).success:
-            return kwargs
+        try:
+            check(**kwargs)
+        except comfy_kitchen_c.KitchenError:
+            continue
+        return kwargs
     raise AssertionError(f"no call of {op} that 'c' serves was drawn")
 
 
-@pytest.mark.parametrize("op", REGISTERED)
+# The registry's CPU calls of these go to eager, which is faster there (op_list.Op.registry_cpu)
+EAGER_ON_CPU = sorted(op.name for op in op_list.OPS if not op.registry_cpu)
+
+
+@pytest.mark.parametrize("op", EAGER_ON_CPU)
+def test_an_op_eager_runs_faster_on_the_cpu_gives_the_registrys_cpu_calls_to_eager(op, caplog):
+    kwargs = _valid_kwargs(op)
+    with caplog.at_level("DEBUG", logger="comfy_kitchen_c"):
+        result = registry.validate_backend_for_call("c", op, kwargs)
+    assert not result.success and result.failed_param == "__device__" and "eager is faster" in result.failure_reason
+    assert any(f"backend 'c' declines {op}: eager is faster" in r.getMessage() for r in caplog.records)
+    comfy_kitchen_c.ops.__dict__[op](**kwargs)  # a direct call runs ours
+
+
+@pytest.mark.parametrize("op", [op for op in REGISTERED if op not in EAGER_ON_CPU])
 def test_an_unknown_keyword_falls_through_with_its_reason_logged(op, caplog):
     kwargs = {**_valid_kwargs(op), "added_by_a_newer_comfy_kitchen": 1}
     with caplog.at_level("DEBUG", logger="comfy_kitchen_c"):
