@@ -18,6 +18,78 @@ os.environ.setdefault("COMFY_KITCHEN_C_FLIGHT_DIR", tempfile.mkdtemp(prefix="ckc
 E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
 
 
+# ---- what the installed comfy_kitchen has -------------------------------------------------------
+# The suites run against the newest comfy_kitchen and against the oldest the README supports
+# (0.2.31, .ci/run's step old_ck_suites).  A test of something an older comfy_kitchen lacks skips,
+# naming the version and what is missing; found by feature (the function, its parameter, the
+# activation, the behaviour), not by version, so a backport or a removal is seen as such.
+try:
+    from importlib.metadata import version as _version
+
+    CK_VERSION = _version("comfy-kitchen")
+except Exception:  # noqa: BLE001 - a source checkout without metadata
+    CK_VERSION = "(unknown version)"
+
+
+def _ck_has(feature: str) -> bool:
+    """One feature of the installed comfy_kitchen:
+    "E.name": a function of the eager backend; "ck.name": of the public API;
+    "E.fn(param)" / "ck.fn(param)": a parameter of that function;
+    "input_act='name'": an activation eager's int8_linear accepts;
+    "module:name": an attribute of a comfy_kitchen module;
+    "saturating nvfp4 block scales": eager's quantize_nvfp4 saturates a block scale below -448
+    (a negative per-tensor scale) to -448 (0.2.31 gave e4m3 NaN, tests/fuzz/README.md)."""
+    import importlib
+    import inspect
+
+    import comfy_kitchen as ck
+
+    if feature == "saturating nvfp4 block scales":
+        _, s = E.quantize_nvfp4(torch.full((1, 16), 3000.0), torch.tensor(-0.5))
+        return not bool(s.float().isnan().any())
+    if feature.startswith("input_act="):
+        from comfy_kitchen.backends._activations import INPUT_ACT_TO_CODE
+
+        return feature.split("=", 1)[1].strip("'") in INPUT_ACT_TO_CODE
+    if ":" in feature:
+        module, name = feature.split(":")
+        return hasattr(importlib.import_module(module), name)
+    owner, _, rest = feature.partition(".")
+    name, _, param = rest.partition("(")
+    fn = getattr({"E": E, "ck": ck}[owner], name, None)
+    if fn is None or not param:
+        return fn is not None
+    return param.rstrip(")") in inspect.signature(fn).parameters
+
+
+def ck_lacks(*features: str) -> list[str]:
+    """The features (see _ck_has) the installed comfy_kitchen lacks."""
+    return [f for f in features if not _ck_has(f)]
+
+
+def ck_lacks_reason(missing) -> str:
+    return f"comfy_kitchen {CK_VERSION} lacks {', '.join(missing)}"
+
+
+def requires_ck(*features: str):
+    """A skip mark for a test whose reference or call needs these features."""
+    missing = ck_lacks(*features)
+    return pytest.mark.skipif(bool(missing), reason=ck_lacks_reason(missing))
+
+
+def skip_unless_ck(*features: str) -> None:
+    """Inside a test: skip, with the reason, when a feature is missing."""
+    missing = ck_lacks(*features)
+    if missing:
+        pytest.skip(ck_lacks_reason(missing))
+
+
+# The fused forms of int8_linear (comfy_kitchen 0.2.40); 0.2.31 has none of them.
+RMS_NORM_ACT = ("input_act='rms_norm'", "E.int8_linear(input_act_weight)")
+RESIDUAL = ("E.int8_linear(residual)",)
+MODULATED = ("E.int8_linear_modulated", "E.int8_linear_rms_modulated")
+
+
 def pytest_report_header(config):
     """The emulated device's schedule (csrc/emu/emu_runtime.cpp), so that a failure under a
     shuffled one can be replayed with the same seed."""

@@ -14,6 +14,7 @@ from comfy_kitchen_c import _C, _checks, _proved, backend, op_list, ops
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 from targets import TARGETS  # noqa: E402
+from conftest import skip_unless_ck  # noqa: E402
 
 
 def _c_modules():
@@ -67,7 +68,9 @@ def test_removing_an_op_removes_it_from_the_registration_and_names_its_c_op(monk
 def test_the_registration_is_the_lists_registered_ops():
     from comfy_kitchen.registry import registry
 
-    listed = {op.name for op in op_list.OPS if op.registered}
+    # the ops of the list that the installed comfy_kitchen declares (all of them in the newest;
+    # 0.2.31 lacks the modulated ones): backend.py registers no op its comfy_kitchen lacks
+    listed = {op.name for op in op_list.OPS if op.registered} & backend.declared_ops()
     assert set(backend.capabilities()) == listed
     # what comfy_kitchen's registry holds for "c": an op registered but not listed, or listed and
     # not registered, fails here with its name
@@ -103,6 +106,13 @@ def test_a_registry_call_is_checked_once(activated, tensor_checks):
     import comfy_kitchen as ck
 
     x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
+    tensor_checks.clear()
+    ck.quantize_int8_rowwise(x)
+    assert tensor_checks == [("quantize_int8_rowwise", "x")]
+    # comfy_kitchen 0.2.31's int8_linear passes no input_act_eps (nor the other 0.2.40 arguments):
+    # the op's default 0.0 is not the proof's None, so the op checks again (_proved.py: a missed
+    # saving, the result is the same)
+    skip_unless_ck("ck.int8_linear(input_act_eps)")
     w, ws = ops.quantize_int8_rowwise(torch.randn(32, 64, dtype=torch.bfloat16))
     tensor_checks.clear()
     ops.int8_linear(x, w, ws)
@@ -111,9 +121,6 @@ def test_a_registry_call_is_checked_once(activated, tensor_checks):
     ours = ck.int8_linear(x, w, ws)
     assert direct and tensor_checks == direct  # the rule's check; the op took its result
     torch.testing.assert_close(ours, ops.int8_linear(x, w, ws), rtol=0, atol=0)
-    tensor_checks.clear()
-    ck.quantize_int8_rowwise(x)
-    assert tensor_checks == [("quantize_int8_rowwise", "x")]
 
 
 def test_a_proof_is_not_taken_for_other_arguments(activated):

@@ -15,6 +15,7 @@ from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
 
 import comfy_kitchen_c
 from comfy_kitchen_c import _C, op_list
+from conftest import MODULATED, RESIDUAL, RMS_NORM_ACT, ck_lacks_reason, requires_ck
 from inputs import FakeCudaTensor
 
 
@@ -157,8 +158,14 @@ def test_every_int8_and_nvfp4_op_of_eager_is_served():
     ours = registry._capabilities["c"]
     quantized = {n for n in eager if any(t in n for t in ("int8", "nvfp4", "int4", "w4a", "svdquant", "convrot"))}
     assert quantized - set(NOT_SERVED) <= ours, sorted(quantized - set(NOT_SERVED) - ours)
-    assert set(NOT_SERVED) <= quantized, "an op listed as not served left eager"
     assert not set(NOT_SERVED) & ours
+    absent = set(NOT_SERVED) - quantized
+    # A comfy_kitchen older than the list (it lacks ops the list registers: 0.2.31) may lack a
+    # not-served op too; whether one left eager is then seen against the newest.
+    older = {op.name for op in op_list.OPS if op.registered} - comfy_kitchen_c.backend.declared_ops()
+    assert not absent or older, f"an op listed as not served left eager: {sorted(absent)}"
+    if absent:
+        pytest.skip(ck_lacks_reason(sorted(absent)) + " (not served by c); checked against the newest")
 
 
 def test_a_refused_call_logs_cs_reason(activated, caplog):
@@ -173,6 +180,7 @@ def test_a_refused_call_logs_cs_reason(activated, caplog):
     assert "backend 'c' declines int8_linear: int8_linear: argument 'input_act_weight'" in record.getMessage()
 
 
+@requires_ck("comfy_kitchen.tensor.int8:_has_native_fusion", *MODULATED)
 def test_the_layouts_fusion_probe_finds_c(activated):
     """TensorWiseINT8Layout.fused_rms_modulated asks the registry with a subset of the
     arguments (no weight_scale, no norm_eps) whether a native backend serves the fusion."""
@@ -190,6 +198,8 @@ def fused_calls(monkeypatch):
     return count_calls(monkeypatch, ("int8_linear", "dequantize_int8_embedding"))
 
 
+@requires_ck("ck.int8_linear(residual)", "ck.int8_linear(input_act_weight)", "input_act='situ'",
+             "ck.int8_linear_modulated", "ck.int8_linear_rms_modulated")
 def test_the_new_ops_are_served_by_c_through_the_public_api(activated, fused_calls):
     x = torch.randn(3, 64, dtype=torch.bfloat16)
     w = torch.randint(-5, 6, (8, 64), dtype=torch.int8)

@@ -10,18 +10,37 @@ from comfy_kitchen_c import op_list, ops
 import oracle
 import run
 from targets import TARGETS
+from conftest import MODULATED, RESIDUAL, RMS_NORM_ACT, ck_lacks, ck_lacks_reason, requires_ck, skip_unless_ck
 
 SHORT_PASS = 600  # about 15 s here; tests/fuzz/README.md has the long runs
 
 
+# What a target's draws and eager reference need beyond comfy_kitchen 0.2.31: the newest has all of
+# it, and the pass then fuzzes every target with the same inputs as before; an older one's pass
+# leaves out the targets it cannot be a reference for (and says so, as a skip, after passing).
+FUZZ_NEEDS = {
+    "int8_linear": (*RMS_NORM_ACT, *RESIDUAL, "input_act='situ'"),
+    "int8_linear_modulated": MODULATED[:1],
+    "int8_linear_rms_modulated": MODULATED[1:],
+    # the draws include negative per-tensor scales: 0.2.31's eager made their block scales NaN
+    "quantize_nvfp4": ("saturating nvfp4 block scales",),
+}
+
+
 def test_short_pass():
-    stats = run.run(SHORT_PASS, seed=20260101)
+    left_out = {op: ck_lacks(*FUZZ_NEEDS.get(op, ())) for op in TARGETS}
+    left_out = {op: missing for op, missing in left_out.items() if missing}
+    fuzzed = sorted(set(TARGETS) - set(left_out))
+    stats = run.run(SHORT_PASS, seed=20260101, ops=fuzzed)
     assert not stats.failures, run.report(stats, 0.0)
     answered = sum(v for (op, outcome), v in stats.by_outcome.items() if outcome == "answered")
     refused = sum(v for (op, outcome), v in stats.by_outcome.items() if outcome.startswith("refused"))
     # the pass exercises both sides of every op's contract
     assert answered > SHORT_PASS / 3 and refused > SHORT_PASS / 10, run.report(stats, 0.0)
-    assert {op for (op, outcome) in stats.by_outcome if outcome == "answered"} == set(TARGETS)
+    assert {op for (op, outcome) in stats.by_outcome if outcome == "answered"} == set(fuzzed)
+    if left_out:
+        missing = dict.fromkeys(f for m in left_out.values() for f in m)
+        pytest.skip(f"{ck_lacks_reason(missing)}: not fuzzed {sorted(left_out)} (the other targets passed)")
 
 
 def test_every_public_op_has_a_target():
@@ -38,9 +57,11 @@ def test_every_public_op_has_a_target():
 def test_every_registered_op_is_fuzzed_through_the_registry():
     from comfy_kitchen.registry import registry
 
+    # of the registered ops, those the installed comfy_kitchen declares (backend.py; all, in the newest)
+    declared = ckc.backend.declared_ops()
     served = set(registry._capabilities.get("c", ()))
-    assert served == {t.op for t in TARGETS.values() if t.registered} == {op.name for op in op_list.OPS
-                                                                          if op.registered}
+    assert served == {t.op for t in TARGETS.values() if t.registered} & declared == {
+        op.name for op in op_list.OPS if op.registered} & declared
 
 
 def test_the_oracle_rejects_a_wrong_result():
@@ -98,9 +119,13 @@ def test_a_negative_per_tensor_scale_saturates_block_scales_as_eager():
 
     x = torch.full((2, 16), 3000.0)  # block scale 3000 / 6 / -0.5 = -1000, below -448
     for pts in (torch.tensor(-0.5), -0.5):
+        q, s = ops.quantize_nvfp4(x, pts)
+        assert s.view(torch.uint8)[0, 0] == 0xFE  # -448
+    # comfy_kitchen 0.2.31's eager gave NaN there (fixed later): ours follow the newest eager
+    skip_unless_ck("saturating nvfp4 block scales")
+    for pts in (torch.tensor(-0.5), -0.5):
         (q, s), (qr, sr) = ops.quantize_nvfp4(x, pts), E.quantize_nvfp4(x, torch.tensor(-0.5))
         assert torch.equal(s.view(torch.uint8), sr.view(torch.uint8)) and torch.equal(q, qr)
-        assert s.view(torch.uint8)[0, 0] == 0xFE  # -448
 
 
 def test_an_infinite_per_tensor_scale_gives_zero_codes():
@@ -110,6 +135,7 @@ def test_an_infinite_per_tensor_scale_gives_zero_codes():
     assert not q.any() and not s.view(torch.uint8).any()
 
 
+@requires_ck(*RMS_NORM_ACT, "E.int8_linear_rms_modulated")
 def test_rms_norm_of_a_strided_row_is_that_of_the_contiguous_row():
     """Found (seed 1, input 13555): torch's rms_norm sums a strided float32 row in another order
     than a contiguous one, so eager's bits depend on the layout (2-4 ulps here).  Ours are the
