@@ -37,6 +37,9 @@ def _ck_has(feature: str) -> bool:
     "E.fn(param)" / "ck.fn(param)": a parameter of that function;
     "input_act='name'": an activation eager's int8_linear accepts;
     "module:name": an attribute of a comfy_kitchen module;
+    "fused split-half rope": eager's split-half RoPE adds its second product with addcmul_ (0.2.40:
+    one fused multiply-add on torch's AVX2/AVX-512 and CUDA kernels, which ours follows; 0.2.31
+    rounded f0 * a + f1 * b as two products and a sum);
     "saturating nvfp4 block scales": eager's quantize_nvfp4 saturates a block scale below -448
     (a negative per-tensor scale) to -448 (0.2.31 gave e4m3 NaN, tests/fuzz/README.md)."""
     import importlib
@@ -44,6 +47,9 @@ def _ck_has(feature: str) -> bool:
 
     import comfy_kitchen as ck
 
+    if feature == "fused split-half rope":
+        rope = importlib.import_module("comfy_kitchen.backends.eager.rope")
+        return "addcmul_" in inspect.getsource(rope.apply_rope_split_half1)
     if feature == "saturating nvfp4 block scales":
         _, s = E.quantize_nvfp4(torch.full((1, 16), 3000.0), torch.tensor(-0.5))
         return not bool(s.float().isnan().any())

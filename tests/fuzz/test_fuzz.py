@@ -24,6 +24,8 @@ FUZZ_NEEDS = {
     "int8_linear_rms_modulated": MODULATED[1:],
     # the draws include negative per-tensor scales: 0.2.31's eager made their block scales NaN
     "quantize_nvfp4": ("saturating nvfp4 block scales",),
+    **{op: ("fused split-half rope",) for op in ("apply_rope_split_half1", "apply_rope_split_half",
+                                                  "apply_rope_split_half1_", "apply_rope_split_half_")},
 }
 
 
