@@ -430,6 +430,87 @@ CASES += [
 ]
 
 
+# ---- FP8 and RoPE ------------------------------------------------------------------------------
+
+def _fp8_scale(d: Inputs) -> torch.Tensor:
+    """The usual per-tensor FP8 scale: amax / 448 (e4m3's largest value), float32."""
+    return (d.x.abs().amax().float() / 448).reshape(())
+
+
+def _rng(d: Inputs) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(SEED + 7)
+    return torch.randint(0, 256, tuple(d.x.shape), dtype=torch.uint8, generator=generator).to(d.device)
+
+
+def _rope_x(d: Inputs, scale: float = 1.0) -> torch.Tensor:
+    """x as a [B, H, L, D] = [1, 1, ROWS, COLS] attention input, a fresh tensor per case (the
+    in-place forms write into it)."""
+    return (d.x * scale).reshape(1, 1, ROWS, COLS).clone()
+
+
+def _freqs(d: Inputs) -> torch.Tensor:
+    """freqs_cis as ComfyUI's models build it: float32 [1, 1, L, D/2, 2, 2] rotation matrices."""
+    pos = torch.arange(ROWS, dtype=torch.float32)[:, None]
+    inv = 10000.0 ** (-torch.arange(0, COLS, 2, dtype=torch.float32) / COLS)
+    angle = pos * inv
+    cos, sin = angle.cos(), angle.sin()
+    return torch.stack([cos, -sin, sin, cos], dim=-1).reshape(1, 1, ROWS, COLS // 2, 2, 2).to(d.device)
+
+
+def _rope_reference(op: str, inplace: bool) -> Callable[[object], Callable]:
+    """eager's RoPE op (its rope module, not the quantization one); an in-place form on copies, so
+    that ours then rotates the very inputs eager started from."""
+    def reference(_eager):
+        import importlib
+
+        fn = getattr(importlib.import_module("comfy_kitchen.backends.eager.rope"), op)
+        if not inplace:
+            return fn
+        return lambda *args: fn(*(a.clone() if i < len(args) - 1 else a for i, a in enumerate(args)))
+    return reference
+
+
+def _rope_case(op: str) -> Case:
+    pair = not op.endswith(("1", "1_"))
+    args = (lambda d: (_rope_x(d), _rope_x(d, 0.5), _freqs(d))) if pair else (lambda d: (_rope_x(d), _freqs(d)))
+    why = NEWER_EAGER if "split_half" not in op else (
+        "the installed comfy-kitchen's eager lacks this op or rounds split-half RoPE twice (0.2.31); "
+        "ours follows the newer one fused multiply-add (README \"Parity\")")
+    return Case(op, "", args, exact, _rope_reference(op, op.endswith("_")), runs=_eager_rope(op), not_run=why)
+
+
+def _eager_rope(op: str) -> Callable[[Inputs], bool]:
+    """Whether eager has op and computes it as ours does: its split-half forms add the second
+    product with one fused multiply-add (addcmul_) since comfy-kitchen 0.2.40; 0.2.31 rounded
+    twice, and ours follows the newer (README "Parity")."""
+    def runs(_d: Inputs) -> bool:
+        import importlib
+
+        try:
+            rope = importlib.import_module("comfy_kitchen.backends.eager.rope")
+        except ImportError:
+            return False
+        if not hasattr(rope, op):
+            return False
+        return "split_half" not in op or "addcmul_" in inspect.getsource(rope.apply_rope_split_half1)
+    return runs
+
+
+CASES += [
+    Case("quantize_per_tensor_fp8", "e4m3fn", lambda d: (d.x, _fp8_scale(d)), exact,
+         runs=_eager_takes("quantize_per_tensor_fp8"), not_run=NEWER_EAGER),
+    Case("quantize_per_tensor_fp8", "e5m2", lambda d: (d.x, _fp8_scale(d), torch.float8_e5m2), exact,
+         runs=_eager_takes("quantize_per_tensor_fp8"), not_run=NEWER_EAGER),
+    Case("dequantize_per_tensor_fp8", "", lambda d: (ops.quantize_per_tensor_fp8(d.x, _fp8_scale(d)), _fp8_scale(d),
+                                                     d.dtype), exact,
+         runs=_eager_takes("dequantize_per_tensor_fp8"), not_run=NEWER_EAGER),
+    Case("stochastic_rounding_fp8", "", lambda d: (d.x, _rng(d)), exact,
+         runs=_eager_takes("stochastic_rounding_fp8"), not_run=NEWER_EAGER),
+    *(_rope_case(op) for op in ("apply_rope1", "apply_rope", "apply_rope1_", "apply_rope_", "apply_rope_split_half1",
+                                "apply_rope_split_half", "apply_rope_split_half1_", "apply_rope_split_half_")),
+]
+
+
 # ---- running --------------------------------------------------------------------------------
 
 @dataclass

@@ -40,6 +40,8 @@ BLOCK_THREADS = {
     "int8_gemv_kernel": 256, "linear_epilogue_kernel": 256, "rms_factor_kernel": 32,
     # kernels/flight.cu: the flight record's completion mark, the start of a CUDA-graph replay
     "flight_mark_kernel": 1, "replay_begin_kernel": 1,
+    # kernels/fp8.cu, kernels/rope.cu: CKC_ROW_THREADS
+    "fp8_quant_kernel": 256, "fp8_dequant_kernel": 256, "fp8_stochastic_kernel": 256, "rope_kernel": 256,
 }
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)
