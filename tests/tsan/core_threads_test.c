@@ -22,6 +22,7 @@
 #include "cpu/parallel.h"
 #include "diag/checked.h"
 #include "diag/flight.h"
+#include "diag/flight_mirror.h"
 #include "emu/emu_api.h"
 #include "ops/op.h"
 
