@@ -60,12 +60,19 @@ def _check_one(op: str, name: str, x, freqs_cis, split_half: bool) -> torch.Tens
 
 
 def _check_inplace(op: str, *xs, readonly=()) -> None:
-    """Eager's check_rope_inplace rules, refused here by name so that eager raises its own error."""
+    """Eager's check_rope_inplace rules, refused here with the argument named (x; or xq, xk: each
+    alone first, then the pair, whose overlap is xk's fault) so that eager raises its own error."""
     from comfy_kitchen._rope_utils import check_rope_inplace
+    names = ("x",) if len(xs) == 1 else ("xq", "xk")
+    for name, x in zip(names, xs):
+        try:
+            check_rope_inplace(x, readonly=readonly)
+        except (RuntimeError, ValueError) as exc:
+            raise ArgumentError(f"{op}: argument '{name}': {exc}") from None
     try:
         check_rope_inplace(*xs, readonly=readonly)
     except (RuntimeError, ValueError) as exc:
-        raise ArgumentError(f"{op}: argument 'x': {exc}") from None
+        raise ArgumentError(f"{op}: argument '{names[-1]}': {exc}") from None
 
 
 def _rope(op: str, x: torch.Tensor, f: torch.Tensor, split_half: bool, out: torch.Tensor | None = None):
