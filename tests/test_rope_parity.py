@@ -122,7 +122,7 @@ def test_refusals_name_op_and_argument(call, needle):
 
 def test_paired_in_place_refuses_overlapping_tensors():
     x = torch.randn(2, 3, 4, 8)
-    with pytest.raises(ArgumentError, match="apply_rope_: argument 'x'"):
+    with pytest.raises(ArgumentError, match="apply_rope_: argument 'xk'"):
         ops.apply_rope_(x, x[:1], torch.randn(1, 1, 4, 4, 2, 2))
 
 
