@@ -5,6 +5,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -164,6 +165,17 @@ def saved_priority(registry):
     finally:
         backend._place = place
         registry.set_priority(saved)
+
+
+def kernels_of(device: str):
+    """The kernels a parity test runs: "cpu" (the CPU kernels) or "emulated" (the GPU kernels on
+    the emulated device, a context manager)."""
+    if device == "cpu":
+        return contextlib.nullcontext()
+    if sys.platform == "win32":
+        pytest.skip("the emulated device is not built on Windows yet")
+    from comfy_kitchen_c.testing import emulated_device
+    return emulated_device()
 
 
 def assert_bitwise_equal(ours: torch.Tensor, ref: torch.Tensor, what: str):

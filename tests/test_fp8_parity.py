@@ -4,27 +4,19 @@ emulated device: codes and values bit for bit, for float8_e4m3fn and float8_e5m2
 match as NaN of any sign: eager itself gives NaN codes of either sign for bfloat16 (its vector
 and scalar conversions disagree).  Exhaustive where the domain is small: every 16-bit input of
 the quantizer, every code of the dequantizer, every float16 input of stochastic rounding."""
-import contextlib
-import sys
 
 import pytest
 import torch
 
 import comfy_kitchen_c.ops as ops
-from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal
+from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, kernels_of
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 FP8_IDS = ["e4m3", "e5m2"]
 DEVICES = ["cpu", "emulated"]
 
 
-def _kernels(device):
-    if device == "cpu":
-        return contextlib.nullcontext()
-    if sys.platform == "win32":
-        pytest.skip("the emulated device is not built on Windows yet")
-    from comfy_kitchen_c.testing import emulated_device
-    return emulated_device()
+_kernels = kernels_of  # conftest.py
 
 
 def assert_fp8_equal(ours, ref, what):

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Parity of the NVFP4 ops with comfy_kitchen's eager backend, on CPU: codes,
 block scales (and their swizzled layout) and dequantized values bit for bit."""
-import contextlib
-import sys
 
 import pytest
 import torch
@@ -10,7 +8,7 @@ import torch
 from comfy_kitchen.float_utils import from_blocked, swap_nibbles
 
 import comfy_kitchen_c.ops as ops
-from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal
+from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, kernels_of
 from inputs import CASES
 
 # (rows, cols, pad_16x): aligned, rows not a multiple of 16 or 128, pad both dims, and
@@ -109,13 +107,7 @@ def _quant_kernel_into(scales, x, pts, out_shape, group):
     return qx
 
 
-def _kernels(device):
-    if device == "cpu":
-        return contextlib.nullcontext()
-    if sys.platform == "win32":
-        pytest.skip("the emulated device is not built on Windows yet")
-    from comfy_kitchen_c.testing import emulated_device
-    return emulated_device()
+_kernels = kernels_of  # conftest.py
 
 
 @pytest.mark.parametrize("device", ["cpu", "emulated"])

@@ -4,8 +4,6 @@ on the GPU kernels (emulated device): the shapes ComfyUI's models pass (WAN x [B
 freqs_cis [1, L, 1, D/2, 2, 2], Flux x [B, H, L, D] with freqs_cis [B, 1, L, D/2, 2, 2], longer
 freqs_cis trimmed), both layouts, the in-place forms, row lengths that leave the GPU's 16-byte
 units (scalar pairs), and NaN/Inf."""
-import contextlib
-import sys
 
 import pytest
 import torch
@@ -13,7 +11,7 @@ from comfy_kitchen.backends.eager import rope as E
 
 import comfy_kitchen_c.ops as ops
 from comfy_kitchen_c._C import ArgumentError, ArgumentTypeError
-from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal
+from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, kernels_of
 
 # (x shape, freqs_cis shape)
 SHAPES = [
@@ -27,13 +25,7 @@ SHAPES = [
 ]
 
 
-def _kernels(device):
-    if device == "cpu":
-        return contextlib.nullcontext()
-    if sys.platform == "win32":
-        pytest.skip("the emulated device is not built on Windows yet")
-    from comfy_kitchen_c.testing import emulated_device
-    return emulated_device()
+_kernels = kernels_of  # conftest.py
 
 
 def _inputs(xs, fs, dtype, special=False, seed=0):
