@@ -51,7 +51,8 @@ def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
                                    faults.CHECK.get())
 
 
-_round_up = _C.round_up  # v rounded up to a multiple of m: C's one helper (csrc/math/ckc_inline.h)
+# v rounded up to a multiple of m: C's one helper (csrc/math/ckc_inline.h), remembered per argument pair
+_round_up = functools.lru_cache(maxsize=4096)(_C.round_up)
 
 
 def _gpu_path(device: torch.device) -> bool:

@@ -8,6 +8,8 @@ contiguous tensor first; outputs are always new tensors.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import _C
@@ -376,7 +378,9 @@ def dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code):
 
 # Swizzled block-scale buffer of rows x cols values, (roundup(rows,128), roundup(cols/16,4)):
 # the formula of csrc/math/nvfp4.h, asked of C rather than written again.
-_scale_shape = _C.nvfp4_scale_shape
+# The block-scale buffer's shape, written once in C (csrc/math/nvfp4.h); remembered per shape, so
+# a call of a shape seen before crosses into C once (the op), not twice.
+_scale_shape = functools.lru_cache(maxsize=4096)(_C.nvfp4_scale_shape)
 
 
 def _is_number(value) -> bool:
