@@ -23,6 +23,7 @@ Where trusting the proof would be unsafe, and why it cannot happen here or is re
 """
 from __future__ import annotations
 
+import operator
 import threading
 
 _slot = threading.local()
@@ -39,10 +40,6 @@ def checked(check, *args):
     if proof is not None and proof[0] is check:
         _slot.proof = None
         proved = proof[1]
-        if len(proved) == len(args) and all(map(_same, proved, args)):
+        if len(proved) == len(args) and all(map(operator.is_, proved, args)):
             return proof[2]
     return check(*args)
-
-
-def _same(a, b) -> bool:
-    return a is b

@@ -3,6 +3,8 @@
  * where the rows' length and the pointers allow them, else one pair per thread. */
 #if defined(CKC_WITH_GPU)
 
+#include <stdint.h>
+
 #include "kernel.h"
 #include "launch.h"
 
@@ -30,10 +32,16 @@ apply(const ckc_apply_rope1_params *p, ckc_exec *exec, ckc_error *err)
     const int64_t span = p->split_half ? p->dim / 2 : p->dim;
     /* Vector units: span / per_unit per row; pairs: dim / 2 per row. */
     int64_t units = vec ? span / (16 / ckc_kind_size(p->kind)) : p->dim / 2;
-    ckc_done_mark done = ckc_exec_take_done_mark(exec);
-    const ckc_launch_cfg c =
-        ckc_launch_1d((p->rows * units + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS, CKC_ROW_THREADS, 0, exec->stream);
+    const int64_t blocks = (p->rows * units + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
+    ckc_done_mark done;
+    ckc_launch_cfg c;
     void *args[] = {&params, &units, &done};
+    if (blocks > INT32_MAX) { /* one thread per unit: the grid's x extent is below 2^31 */
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': %lld rows of %lld values need more than 2^31 blocks",
+                        (long long)p->rows, (long long)p->dim);
+    }
+    done = ckc_exec_take_done_mark(exec);
+    c = ckc_launch_1d(blocks, CKC_ROW_THREADS, 0, exec->stream);
     return CKC_LAUNCH_INSTANCE(rope, p->kind, p->split_half, vec, 0, &c, args, err);
 }
 
