@@ -81,8 +81,7 @@ OPS: tuple[Op, ...] = (
     Op("apply_rope_split_half_", ROPE, ("apply_rope1",)),
     Op("quantize_per_tensor_fp8", FP8, ("quantize_per_tensor_fp8",), note="`float8_e4m3fn`, `float8_e5m2`"),
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
-    Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`",
-       registry_cpu=False),
+    Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`"),
 )
 
 BY_NAME = {op.name: op for op in OPS}

@@ -117,6 +117,17 @@ def test_stochastic_every_float16_input(eager, device, fp8):
                              "codes")
 
 
+@pytest.mark.parametrize("fp8", FP8, ids=FP8_IDS)
+def test_stochastic_every_float16_input_with_every_noise_byte(eager, fp8):
+    """The CPU kernel reads a table over the float16 inputs (csrc/cpu/fp8_tables.c: two codes and
+    the noise byte where the upper one starts): every input with every one of the 256 noise bytes,
+    so a threshold one byte off fails here."""
+    x = all_16bit(torch.float16).reshape(-1, 1).expand(-1, 256).contiguous()
+    rng = torch.arange(256, dtype=torch.uint8).reshape(1, 256).expand(x.shape[0], -1).contiguous()
+    assert_fp8_equal(ops.stochastic_rounding_fp8(x, rng, fp8), eager.stochastic_rounding_fp8(x, rng, fp8),
+                     "codes at every noise byte")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fp8", FP8, ids=FP8_IDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])

@@ -3,6 +3,7 @@
 a keyword argument "c" does not know falls through with the reason logged, an op only a newer
 comfy_kitchen declares is registered only beside it, and "c" keeps the place in the backend
 priority the user gave it when other code resets the priority."""
+import dataclasses
 import os
 import sys
 
@@ -47,6 +48,16 @@ def test_an_op_eager_runs_faster_on_the_cpu_gives_the_registrys_cpu_calls_to_eag
     assert not result.success and result.failed_param == "__device__" and "eager is faster" in result.failure_reason
     assert any(f"backend 'c' declines {op}: eager is faster" in r.getMessage() for r in caplog.records)
     comfy_kitchen_c.ops.__dict__[op](**kwargs)  # a direct call runs ours
+
+
+def test_the_rule_of_an_op_marked_slower_on_the_cpu_gives_its_cpu_calls_to_eager(caplog):
+    """The mechanism itself, on a planted entry (the list may hold no such op)."""
+    op = dataclasses.replace(op_list.BY_NAME["quantize_per_tensor_fp8"], registry_cpu=False)
+    with caplog.at_level("DEBUG", logger="comfy_kitchen_c"):
+        result = backend._call_rule(op)(_valid_kwargs(op.name))
+    assert not result.success and result.failed_param == "__device__" and "eager is faster" in result.failure_reason
+    assert any(f"backend 'c' declines {op.name}: eager is faster" in r.getMessage() for r in caplog.records)
+    assert backend._call_rule(op_list.BY_NAME[op.name])(_valid_kwargs(op.name)).success
 
 
 @pytest.mark.parametrize("op", [op for op in REGISTERED if op not in EAGER_ON_CPU])

@@ -6,6 +6,7 @@
  * each code up in the 256 values of this call's scale, computed first with the
  * shared element math (math/fp8.h), so its bits are that math's.
  * Compiled once per instruction set, inside kernels_isa.h. */
+#include "fp8_tables.h"
 #include "math/fp8.h"
 
 #define FP8_BLOCK 4096
@@ -157,27 +158,57 @@ cpu_fp8_dequant(const ckc_dequantize_per_tensor_fp8_params *p, int nthreads, ckc
     return CKC_OK;
 }
 
-/* ---- stochastic_rounding_fp8 ---- */
+/* ---- stochastic_rounding_fp8: one load of cpu/fp8_tables.c's entry ---- */
+
+typedef struct {
+    const ckc_stochastic_rounding_fp8_params *p;
+    const uint32_t *table;
+} fp8_stochastic_job;
+
+/* The float16 bits of x.half() for element i of the input. */
+static inline uint16_t
+fp8_half_bits(const void *x, ckc_float_kind kind, int64_t i)
+{
+    if (kind == CKC_F16) {
+        return ((const uint16_t *)x)[i];
+    }
+    return ckc_f32_to_f16(ckc_kind_value(x, kind, i));
+}
+
+/* Element i's code: its table entry's, or computed where the entry says so. */
+static inline uint8_t
+fp8_stochastic_code(const fp8_stochastic_job *job, int64_t i)
+{
+    const ckc_stochastic_rounding_fp8_params *p = job->p;
+    const uint16_t h = fp8_half_bits(p->x, p->kind, i);
+    const uint32_t t = job->table[h];
+    const uint8_t r = p->rng[i];
+    if (t == CKC_FP8_SR_DIRECT) {
+        return ckc_fp8_stochastic(ckc_f16_to_f32(h), r, p->e5m2);
+    }
+    return (uint8_t)(r >= (t >> 16) ? t >> 8 : t);
+}
 
 static void
 fp8_stochastic_range(void *ctx, int64_t b0, int64_t b1, int worker)
 {
-    const ckc_stochastic_rounding_fp8_params *p = (const ckc_stochastic_rounding_fp8_params *)ctx;
-    int64_t begin;
+    const fp8_stochastic_job *job = (const fp8_stochastic_job *)ctx;
+    int64_t i;
     int64_t end;
     (void)worker;
-    fp8_block_range(b0, b1, p->numel, &begin, &end);
-    for (int64_t i = begin; i < end; i++) {
-        /* x.half(): the op's arithmetic is float16's whatever x's type */
-        const float x = ckc_round_to_kind(ckc_kind_value(p->x, p->kind, i), CKC_F16);
-        p->q[i] = ckc_fp8_stochastic(x, p->rng[i], p->e5m2);
+    fp8_block_range(b0, b1, job->p->numel, &i, &end);
+    for (; i < end; i++) {
+        job->p->q[i] = fp8_stochastic_code(job, i);
     }
 }
 
 static ckc_status
 cpu_fp8_stochastic(const ckc_stochastic_rounding_fp8_params *p, int nthreads, ckc_error *err)
 {
+    fp8_stochastic_job job;
     (void)err;
-    fp8_parallel(p->numel, nthreads, fp8_stochastic_range, (void *)p);
+    job.p = p;
+    job.table = ckc_fp8_sr_table(p->e5m2);
+    fp8_parallel(p->numel, nthreads, fp8_stochastic_range, &job);
     return CKC_OK;
 }

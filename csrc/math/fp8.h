@@ -89,32 +89,55 @@ ckc_fp8_sr_exponent(float a, int e5m2)
     return e < 0.0f ? 0.0f : (e > top ? top : e);
 }
 
-/* One code of x rounded with the noise byte r: mantissa bits scaled to
- * integers, r/256 added, floored.  x arrives rounded to float16 (x.half()). */
-CKC_HD uint8_t
-ckc_fp8_stochastic(float x, uint8_t r, int e5m2)
+/* Eager's op in two steps, so that the CPU can tabulate it (cpu/fp8_tables.c):
+ * ckc_fp8_sr_mantissa gives the scaled mantissa m0 of x (the noise not yet
+ * added: a function of x alone), ckc_fp8_sr_code the code of x once the noisy
+ * mantissa round16(m0 + r/256) is known.  x arrives rounded to float16
+ * (x.half()); NaN gives m0 = 0 and the NaN code below.  *e_out: the
+ * exponent field, which ckc_fp8_sr_code takes. */
+CKC_HD float
+ckc_fp8_sr_mantissa(float x, int e5m2, float *e_out)
 {
     const int mbits = e5m2 ? 2 : 3;
     const float bias = e5m2 ? 15.0f : 7.0f;
     const float mscale = (float)(1 << mbits);
     const float a = x < 0.0f ? -x : x;
-    const float sign = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
     float e;
-    float m;
+    *e_out = 0.0f;
+    if (x != x) {
+        return 0.0f;
+    }
+    e = ckc_fp8_sr_exponent(a, e5m2);
+    *e_out = e;
+    if (e != 0.0f) {
+        const float p = ckc_fp8_pow2_h(e - bias);
+        return ckc_round_to_kind(ckc_round_to_kind(ckc_round_to_kind(a / p, CKC_F16) - 1.0f, CKC_F16) * mscale,
+                                 CKC_F16);
+    }
+    /* a / 2^(1 - bias - M): a power of two, exact */
+    return a * ckc_f32_from_bits((uint32_t)(127 - (1 - (int)bias - mbits)) << 23);
+}
+
+/* The noisy mantissa: m0 plus r/256, in float16. */
+CKC_HD float
+ckc_fp8_sr_noisy(float m0, uint8_t r)
+{
+    return ckc_round_to_kind(m0 + (float)r * (1.0f / 256.0f), CKC_F16);
+}
+
+/* The code of x (exponent field e, from ckc_fp8_sr_mantissa) whose noisy
+ * mantissa is m: m floored to an integer, rescaled. */
+CKC_HD uint8_t
+ckc_fp8_sr_code(float x, float e, float m, int e5m2)
+{
+    const int mbits = e5m2 ? 2 : 3;
+    const float bias = e5m2 ? 15.0f : 7.0f;
+    const float mscale = (float)(1 << mbits);
+    const float sign = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
     float mag;
     if (x != x) {
         return 0x7Fu; /* eager: sign(NaN) = 0, and 0 * NaN is NaN */
     }
-    e = ckc_fp8_sr_exponent(a, e5m2);
-    if (e != 0.0f) {
-        const float p = ckc_fp8_pow2_h(e - bias);
-        m = ckc_round_to_kind(ckc_round_to_kind(ckc_round_to_kind(a / p, CKC_F16) - 1.0f, CKC_F16) * mscale,
-                              CKC_F16);
-    } else {
-        /* a / 2^(1 - bias - M): a power of two, exact */
-        m = a * ckc_f32_from_bits((uint32_t)(127 - (1 - (int)bias - mbits)) << 23);
-    }
-    m = ckc_round_to_kind(m + (float)r * (1.0f / 256.0f), CKC_F16);
     m = floorf(m) / mscale;
     if (e != 0.0f) {
         mag = ckc_round_to_kind(ckc_fp8_pow2_h(e - bias) * ckc_round_to_kind(1.0f + m, CKC_F16), CKC_F16);
@@ -122,6 +145,16 @@ ckc_fp8_stochastic(float x, uint8_t r, int e5m2)
         mag = ckc_round_to_kind(ckc_f32_from_bits((uint32_t)(127 + 1 - (int)bias) << 23) * m, CKC_F16);
     }
     return ckc_fp8_encode(ckc_fp8_clamp(ckc_round_to_kind(sign * mag, CKC_F16), ckc_fp8_max(e5m2)), e5m2);
+}
+
+/* One code of x rounded with the noise byte r: mantissa bits scaled to
+ * integers, r/256 added, floored. */
+CKC_HD uint8_t
+ckc_fp8_stochastic(float x, uint8_t r, int e5m2)
+{
+    float e;
+    const float m0 = ckc_fp8_sr_mantissa(x, e5m2, &e);
+    return ckc_fp8_sr_code(x, e, ckc_fp8_sr_noisy(m0, r), e5m2);
 }
 
 #endif /* CKC_MATH_FP8_H */
