@@ -672,6 +672,33 @@ def limit_problems(launch: Launch, kern: Kernel, met: dict, gpu: Gpu) -> list[st
     return problems
 
 
+# Every kernel of kernels/*.cu, modelled or not (issue 21: the kernels of every format): no
+# spills, no stack frame, no local memory.  The element kernels of the formats added since the model
+# (FP8, RoPE, and each new family's, listed here as it lands) also load their elements in 64- or
+# 128-bit units on the hot path, except the instances that are the scalar fallback for rows a vector
+# cannot read (odd widths, unaligned or strided rows), named by their template arguments.
+VECTOR_KERNELS = {"fp8_quant_kernel", "fp8_dequant_kernel", "fp8_stochastic_kernel", "rope_kernel"}
+SCALAR_FALLBACKS = {"rope_kernel": lambda args: args[2] == 0}  # rope_kernel<KIND, SPLIT, VEC = 0>
+
+
+def kernel_problems(kern: Kernel) -> list[str]:
+    """What one kernel breaks of the every-kernel limits above."""
+    where = f"{kern.name}{kern.args} on sm_{kern.arch} ({kern.source})"
+    problems = []
+    local = sum(1 for ins in kern.instrs if ins.base in ("LDL", "STL"))
+    if kern.spills != (0, 0) or kern.stack or local:
+        problems.append(f"{where}: spills {kern.spills}, stack frame {kern.stack} bytes, "
+                        f"{local} local memory instructions")
+    fallback = SCALAR_FALLBACKS.get(kern.name, lambda args: False)(kern.args)
+    if kern.name in VECTOR_KERNELS and not fallback:
+        path = [ins for block in sass_paths.hot_path(kern.instrs) for ins in block.instrs]
+        widest = max([ins.width() for ins in path if ins.is_global_load()] or [0])
+        if widest < 64:
+            problems.append(f"{where}: element loads not vectorized (widest global load on the hot path: "
+                            f"{widest} bits)")
+    return problems
+
+
 def check(commit: str | None = None) -> list[str]:
     """Every limit the kernels break, at the tests' shapes, on both targets."""
     problems = []
@@ -684,6 +711,8 @@ def check(commit: str | None = None) -> list[str]:
                     if limit is not None and met["per_element"]["total"] > limit:
                         problems.append(f"{op} {m}x{k}: {kern.name}{kern.args} on sm_{kern.arch}: "
                                         f"{met['per_element']['total']:.1f} instructions per element, limit {limit}")
+    for kern in kernels(commit).values():
+        problems += kernel_problems(kern)
     return sorted(set(problems))
 
 

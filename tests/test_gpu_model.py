@@ -7,7 +7,9 @@ M = 4096, K = 14336 and 3072:
   rotated one (G = 256), each deterministic;
 * every global load of a thread issued before the first use of any loaded value (one DRAM
   round trip per thread);
-* no register spills, no stack frame, no local memory;
+* no register spills, no stack frame, no local memory (in every kernel of kernels/*.cu, modelled
+  or not), and element loads of 64 or 128 bits in the element kernels the model does not plan
+  (gpu_model.VECTOR_KERNELS: FP8, RoPE and the later formats'), but for their scalar fallbacks;
 * enough bytes in flight per SM to cover 800 ns of DRAM latency at the datasheet bandwidth
   (H200: 4.8 TB/s x 800 ns / 132 SMs = 29 KB; 5070 Ti: 896 GB/s x 800 ns / 70 = 10 KB).
 
@@ -92,6 +94,11 @@ PLANTED = textwrap.dedent("""
         q[threadIdx.x] = w4{{in[k & 3], in[(k + 1) & 7], in[(k + 2) & 7], in[(k + 3) & 7]}};
     }
 
+    /* one element per thread and load, in a kernel held to vector loads */
+    __global__ void __launch_bounds__(256) planted_scalar(const uint16_t *x, uint16_t *q) {
+        q[blockIdx.x * 256 + threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x] ^ 1;
+    }
+
     /* 4 bytes per thread: too little in flight */
     __global__ void __launch_bounds__(256) planted_thin(const uint32_t *x, w4 *q) {
         const uint32_t a = x[threadIdx.x];
@@ -139,3 +146,22 @@ def test_hot_path_of_a_planted_kernel_is_what_the_thread_runs(planted):
     assert sum(ins.is_global_load() and ins.width() == 128 for ins in path) == 2
     assert sum(ins.is_global_store() and ins.width() == 128 for ins in path) == 1
     assert not any(ins.base == "CALL" for ins in path)
+
+
+def test_every_kernel_is_held_to_the_limits_without_a_model():
+    """Spills, stack, local memory: every kernel of kernels/*.cu; vector element loads: the
+    element kernels of the formats the model does not plan (VECTOR_KERNELS)."""
+    problems = [p for kern in model.kernels().values() for p in model.kernel_problems(kern)]
+    assert not problems, "\n".join(problems)
+    names = {kern.name for kern in model.kernels().values()}
+    assert model.VECTOR_KERNELS <= names, f"listed but not built: {model.VECTOR_KERNELS - names}"
+
+
+def test_the_every_kernel_limits_catch_planted_kernels(planted, monkeypatch):
+    monkeypatch.setattr(model, "VECTOR_KERNELS", model.VECTOR_KERNELS | {"planted_scalar", "planted_divide"})
+    for arch in ("90", "120"):
+        assert any("local memory" in p for p in model.kernel_problems(model.find_kernel(planted[arch], arch,
+                                                                                           "planted_local")))
+        assert any("not vectorized" in p for p in model.kernel_problems(model.find_kernel(planted[arch], arch,
+                                                                                            "planted_scalar")))
+        assert not model.kernel_problems(model.find_kernel(planted[arch], arch, "planted_divide"))
