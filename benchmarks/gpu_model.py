@@ -28,7 +28,6 @@ import functools
 import hashlib
 import importlib.util
 import io
-import math
 import os
 import re
 import shutil
