@@ -83,6 +83,14 @@ OPS: tuple[Op, ...] = (
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
     Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`",
        registry_cpu=False),
+    Op("rms_rope1", ROPE, ("rms_rope1",), note="rms_norm and RoPE in one pass"),
+    Op("rms_rope", ROPE, ("rms_rope1",)),
+    Op("rms_rope1_", ROPE, ("rms_rope1",)),
+    Op("rms_rope_", ROPE, ("rms_rope1",)),
+    Op("rms_rope_split_half1", ROPE, ("rms_rope1",)),
+    Op("rms_rope_split_half", ROPE, ("rms_rope1",), note="`rot_dim`"),
+    Op("rms_rope_split_half1_", ROPE, ("rms_rope1",)),
+    Op("rms_rope_split_half_", ROPE, ("rms_rope1",)),
 )
 
 BY_NAME = {op.name: op for op in OPS}

@@ -37,6 +37,8 @@ ckc_status ckc_gpu_dequantize_per_tensor_fp8(const ckc_dequantize_per_tensor_fp8
                                              ckc_error *err);
 ckc_status ckc_gpu_stochastic_rounding_fp8(const ckc_stochastic_rounding_fp8_params *p, ckc_exec *exec,
                                            ckc_error *err);
+/* rms_rope (kernels/rope.cu, launcher gpu/launch_rms_rope.c) */
+ckc_status ckc_gpu_rms_rope1(const ckc_rms_rope1_params *p, ckc_exec *exec, ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */
