@@ -32,11 +32,12 @@ def _eps(op: str, value) -> int:
 
 
 def _rot(op: str, value, d: int) -> int:
-    """rot_dim: 0 (all of D) or an even prefix length up to D."""
+    """rot_dim: 0 (all of D) or an even prefix length; D or more rotates all of D, as eager's
+    slice x_norm[..., :rot_dim] does.  A negative one (eager's slice from the end) is refused."""
     check.integer(op, "rot_dim", value)
-    if value < 0 or value > d or value % 2:
-        raise ArgumentError(f"{op}: argument 'rot_dim': expected 0 or an even length up to {d}, got {value}")
-    return 0 if value == d else value
+    if value < 0 or value % 2:
+        raise ArgumentError(f"{op}: argument 'rot_dim': expected 0 or an even length, got {value}")
+    return 0 if value >= d else value
 
 
 def _check_x(op: str, name: str, x, freqs_cis, scale, scale_name: str, split_half: bool, rot: int = 0):
