@@ -46,6 +46,7 @@ class Op:
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
 ROPE = "RoPE"
 FP8 = "FP8"
+RESIDUAL = "residual"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -91,6 +92,7 @@ OPS: tuple[Op, ...] = (
     Op("rms_rope_split_half", ROPE, ("rms_rope1",), note="`rot_dim`"),
     Op("rms_rope_split_half1_", ROPE, ("rms_rope1",)),
     Op("rms_rope_split_half_", ROPE, ("rms_rope1",)),
+    Op("rms_gated_residual", RESIDUAL, ("rms_gated_residual",), note="gate and residual per row, batch or position"),
 )
 
 BY_NAME = {op.name: op for op in OPS}

@@ -81,6 +81,10 @@ from .rms_rope import (  # noqa: F401 (the rms_rope ops, part of this module's i
     check_rms_rope_split_half1_,
     check_rms_rope_split_half_,
 )
+from .residual import (  # noqa: F401 (rms_gated_residual, part of this module's interface)
+    check_rms_gated_residual,
+    rms_gated_residual,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.

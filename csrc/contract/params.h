@@ -281,6 +281,24 @@ typedef struct {
     float eps;
 } ckc_rms_rope1_params;
 
+/* ---- rms_gated_residual (csrc/ops/residual.c) ---- */
+
+/* out[r, i] = residual + gate * rms_norm(act[r, :], weight, eps)[i] (math/residual.h),
+ * with gate's row (r / gate_div) % gate_mod and residual's (r / res_div) % res_mod
+ * (a broadcast over a block of the leading dims); every tensor rows of `dim` values. */
+typedef struct {
+    const void *act;
+    const void *weight;
+    const void *residual;
+    const void *gate;
+    void *out;
+    ckc_float_kind act_kind, weight_kind, res_kind, gate_kind, mid_kind, out_kind;
+    int64_t rows;
+    int64_t dim;
+    int64_t gate_div, gate_mod, res_div, res_mod;
+    float eps;
+} ckc_rms_gated_residual_params;
+
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
  * adds it here. */
@@ -298,6 +316,7 @@ typedef union {
     ckc_dequantize_per_tensor_fp8_params dequantize_per_tensor_fp8;
     ckc_stochastic_rounding_fp8_params stochastic_rounding_fp8;
     ckc_rms_rope1_params rms_rope1;
+    ckc_rms_gated_residual_params rms_gated_residual;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */
