@@ -44,6 +44,7 @@ import torch
 import comfy_kitchen_c.ops as C
 from comfy_kitchen.backends.eager import quantization as E
 from comfy_kitchen.backends.eager import rope as E_ROPE
+from comfy_kitchen.backends.eager import residual as E_RESIDUAL
 from comfy_kitchen.tensor.int8_utils import _build_hadamard
 
 GROUP = 256
@@ -120,6 +121,9 @@ ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
     "rms_rope_split_half1": lambda x: _rms_rope_args(x)[::2],
     "rms_rope": lambda x: _rms_rope_args(x)[:4],
     "rms_rope_split_half": lambda x: _rms_rope_args(x)[:4],
+    # rms_gated_residual: activation x [M, K], norm weight [K], residual [M, K], a gate per batch
+    "rms_gated_residual": lambda x: (x, torch.rand(x.shape[1]).to(x.dtype), x.flip(0).contiguous(),
+                                     torch.randn(1, x.shape[1]).to(x.dtype)),
 }
 
 
@@ -138,7 +142,8 @@ def _rope_args(x: torch.Tensor) -> tuple:
     return q, q.clone(), freqs.contiguous()
 
 
-OPS = [Op(name, build, getattr(C, name), getattr(E, name, None) or getattr(E_ROPE, name))
+OPS = [Op(name, build, getattr(C, name), getattr(E, name, None) or getattr(E_ROPE, name, None)
+          or getattr(E_RESIDUAL, name))
        for name, build in ARG_BUILDERS.items()]
 
 

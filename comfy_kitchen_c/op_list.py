@@ -113,6 +113,12 @@ NOT_SERVED = {
     "quantize_svdquant_w4a4": "SVDQuant int4",
     "scaled_mm_svdquant_w4a4": "SVDQuant int4",
     "gemv_awq_w4a16": "AWQ int4 weights",
+    # issue 21, item 3: eager's fp16_linear is torch.nn.functional.linear (cuBLAS on CUDA, oneDNN on
+    # the CPU) plus an addcmul; measured (benchmarks/README.md "fp16_linear"): bfloat16 on the CPU
+    # runs oneDNN's AMX kernels at 80-180 GFLOP/s, and cuBLAS is the GPU's own GEMM.  float16 on the
+    # CPU (torch's 8-11 GFLOP/s path) is the one case a C GEMM could win; not done (its sums would
+    # not be eager's bits, and the op is meant for CUDA's fp16 accumulation)
+    "fp16_linear": "eager is torch's own GEMM (cuBLAS, oneDNN), which c does not beat",
 }
 
 
