@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernel of rms_gated_residual (launcher: csrc/gpu/launch_residual.c): one
- * warp per row, its lanes the rms sum's streams (math/rms.h: aten's cascade),
- * lane 0 the ending; then each lane computes values lane, lane + 32, ... of the
+ * warp per row: the row's factor (rms_warp.cuh: aten's cascade), then each
+ * lane computes values lane, lane + 32, ... of the
  * row (math/rms_rope.h, math/residual.h).  The output is a new tensor. */
 #include "done_mark.cuh"
 #include "elements.cuh"
@@ -9,6 +9,7 @@
 #include "gpu/kernel_list.h"
 #include "math/residual.h"
 #include "math/rms_rope.h"
+#include "rms_warp.cuh"
 
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
@@ -16,18 +17,9 @@ residual_row(const ckc_rms_gated_residual_params &p, int64_t r, int lane, float 
 {
     const int64_t n = p.dim;
     const char *row = (const char *)p.act + r * n * ckc_kind_size(KIND);
-    const int64_t lanes = ckc_rms_lanes(n);
     const int64_t gr = r / p.gate_div % p.gate_mod;
     const int64_t rr = r / p.res_div % p.res_mod;
-    if (lane < CKC_RMS_ILP * lanes) {
-        streams[lane] = ckc_rms_stream_sum(row, KIND, lanes, n / lanes / CKC_RMS_ILP, lane);
-    }
-    __syncwarp();
-    if (lane == 0) {
-        *factor = ckc_rms_factor(ckc_rms_combine(row, KIND, n, streams), n, p.eps);
-    }
-    __syncwarp();
-    const float rf = *factor;
+    const float rf = ckc_warp_rms_factor<KIND>(row, n, p.eps, lane, streams, factor);
     for (int64_t i = lane; i < n; i += 32) {
         const float normed = ckc_rms_norm_value(ckc_load_value<KIND>(row, i), rf,
                                                 ckc_kind_value(p.weight, p.weight_kind, i), KIND);

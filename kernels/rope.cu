@@ -12,6 +12,7 @@
 #include "gpu/kernel_args.h"
 #include "gpu/kernel_list.h"
 #include "math/rms_rope.h"
+#include "rms_warp.cuh"
 #include "row_tile.cuh"
 
 /* Values of x per vector unit: 16 bytes of the type. */
@@ -147,11 +148,10 @@ rope_body(ckc_apply_rope1_params p, int64_t units, ckc_done_mark done)
 CKC_ROPE_KERNELS(CKC_ROPE_INSTANCES)
 
 /* ---- rms_rope (launcher: csrc/gpu/launch_rope.c) ----
- * One warp per row: its lanes sum the row's rms streams (math/rms.h: aten's
- * cascade, one stream per lane), lane 0 ends the sum into the factor r; then
+ * One warp per row: the row's factor r (rms_warp.cuh: aten's cascade); then
  * each lane normalizes and rotates pairs lane, lane + 32, ... of the prefix and
  * normalizes the rest (math/rms_rope.h).  Every read of the row's sum is done
- * before the warp's second __syncwarp and every write after it, and each output
+ * before ckc_warp_rms_factor returns and every write after it, and each output
  * position is written by the one lane that read it there, so out may be x. */
 template <ckc_float_kind KIND, int SPLIT>
 __device__ __forceinline__ void
@@ -159,18 +159,9 @@ rms_rope_row(const ckc_rms_rope1_params &p, int64_t r, int lane, float *streams,
 {
     const int64_t n = p.row_len;
     const char *row = (const char *)p.rope.x + r * n * ckc_kind_size(KIND);
-    const int64_t lanes = ckc_rms_lanes(n);
     const int64_t half = p.rope.dim / 2;
     const float *f = ckc_rope_freq_row(&p.rope, r);
-    if (lane < CKC_RMS_ILP * lanes) {
-        streams[lane] = ckc_rms_stream_sum(row, KIND, lanes, n / lanes / CKC_RMS_ILP, lane);
-    }
-    __syncwarp();
-    if (lane == 0) {
-        *factor = ckc_rms_factor(ckc_rms_combine(row, KIND, n, streams), n, p.eps);
-    }
-    __syncwarp();
-    const float rf = *factor;
+    const float rf = ckc_warp_rms_factor<KIND>(row, n, p.eps, lane, streams, factor);
     char *out = (char *)p.rope.out + r * n * ckc_kind_size(KIND);
     for (int64_t k = lane; k < half; k += 32) {
         const int64_t ia = SPLIT ? k : 2 * k;
