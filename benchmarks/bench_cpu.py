@@ -44,6 +44,7 @@ import torch
 import comfy_kitchen_c.ops as C
 from comfy_kitchen.backends.eager import quantization as E
 from comfy_kitchen.backends.eager import rope as E_ROPE
+from comfy_kitchen.backends.eager import residual as E_RESIDUAL
 from comfy_kitchen.tensor.int8_utils import _build_hadamard
 
 GROUP = 256
@@ -113,7 +114,25 @@ ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
     "dequantize_per_tensor_fp8": lambda x: (C.quantize_per_tensor_fp8(x, _fp8_scale(x)), _fp8_scale(x),
                                             torch.bfloat16),
     "stochastic_rounding_fp8": lambda x: (x, torch.randint(0, 256, x.shape, dtype=torch.uint8)),
+    # rms_rope: x as for RoPE above ([1, L, 24, K], --m 98304 --k 128: L = 4096), a bfloat16 scale
+    # of K values; the pairs take one scale for q and k (eager's k_scale=None)
+    "rms_rope1": lambda x: _rms_rope_args(x)[::2],
+    "rms_rope1_": lambda x: _rms_rope_args(x)[::2],
+    "rms_rope_split_half1": lambda x: _rms_rope_args(x)[::2],
+    "rms_rope": lambda x: _rms_rope_args(x)[:4],
+    "rms_rope_split_half": lambda x: _rms_rope_args(x)[:4],
+    # rms_gated_residual: activation x [M, K], norm weight [K], residual [M, K], a gate per batch
+    "rms_gated_residual": lambda x: (x, torch.rand(x.shape[1]).to(x.dtype), x.flip(0).contiguous(),
+                                     torch.randn(1, x.shape[1]).to(x.dtype)),
 }
+
+
+def _rms_rope_args(x: torch.Tensor) -> tuple:
+    """(q [1, L, 24, K], k, freqs_cis, scale [K] bfloat16, scale): [::2] is (q, freqs_cis, scale),
+    [:4] (q, k, freqs_cis, scale)."""
+    q, k, freqs = _rope_args(x)
+    scale = (torch.rand(x.shape[1]) * 2).to(x.dtype)
+    return q, k, freqs, scale, scale
 
 def _rope_args(x: torch.Tensor) -> tuple:
     """(x as [1, L, 24, K], a copy of it as xk, freqs_cis [1, L, 1, K/2, 2, 2] float32)."""
@@ -123,7 +142,8 @@ def _rope_args(x: torch.Tensor) -> tuple:
     return q, q.clone(), freqs.contiguous()
 
 
-OPS = [Op(name, build, getattr(C, name), getattr(E, name, None) or getattr(E_ROPE, name))
+OPS = [Op(name, build, getattr(C, name), getattr(E, name, None) or getattr(E_ROPE, name, None)
+          or getattr(E_RESIDUAL, name))
        for name, build in ARG_BUILDERS.items()]
 
 

@@ -46,6 +46,7 @@ class Op:
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
 ROPE = "RoPE"
 FP8 = "FP8"
+RESIDUAL = "residual"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -82,6 +83,15 @@ OPS: tuple[Op, ...] = (
     Op("quantize_per_tensor_fp8", FP8, ("quantize_per_tensor_fp8",), note="`float8_e4m3fn`, `float8_e5m2`"),
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
     Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`"),
+    Op("rms_rope1", ROPE, ("rms_rope1",), note="rms_norm and RoPE in one pass"),
+    Op("rms_rope", ROPE, ("rms_rope1",)),
+    Op("rms_rope1_", ROPE, ("rms_rope1",)),
+    Op("rms_rope_", ROPE, ("rms_rope1",)),
+    Op("rms_rope_split_half1", ROPE, ("rms_rope1",)),
+    Op("rms_rope_split_half", ROPE, ("rms_rope1",), note="`rot_dim`"),
+    Op("rms_rope_split_half1_", ROPE, ("rms_rope1",)),
+    Op("rms_rope_split_half_", ROPE, ("rms_rope1",)),
+    Op("rms_gated_residual", RESIDUAL, ("rms_gated_residual",), note="gate and residual per row, batch or position"),
 )
 
 BY_NAME = {op.name: op for op in OPS}
@@ -102,6 +112,12 @@ NOT_SERVED = {
     "quantize_svdquant_w4a4": "SVDQuant int4",
     "scaled_mm_svdquant_w4a4": "SVDQuant int4",
     "gemv_awq_w4a16": "AWQ int4 weights",
+    # issue 21, item 3: eager's fp16_linear is torch.nn.functional.linear (cuBLAS on CUDA, oneDNN on
+    # the CPU) plus an addcmul; measured (benchmarks/README.md "fp16_linear"): bfloat16 on the CPU
+    # runs oneDNN's AMX kernels at 80-180 GFLOP/s, and cuBLAS is the GPU's own GEMM.  float16 on the
+    # CPU (torch's 8-11 GFLOP/s path) is the one case a C GEMM could win; not done (its sums would
+    # not be eager's bits, and the op is meant for CUDA's fp16 accumulation)
+    "fp16_linear": "eager is torch's own GEMM (cuBLAS, oneDNN), which c does not beat",
 }
 
 

@@ -63,6 +63,28 @@ from .rope import (  # noqa: F401 (the RoPE ops, part of this module's interface
     check_apply_rope_split_half1_,
     check_apply_rope_split_half_,
 )
+from .rms_rope import (  # noqa: F401 (the rms_rope ops, part of this module's interface)
+    rms_rope,
+    rms_rope1,
+    rms_rope1_,
+    rms_rope_,
+    rms_rope_split_half,
+    rms_rope_split_half1,
+    rms_rope_split_half1_,
+    rms_rope_split_half_,
+    check_rms_rope,
+    check_rms_rope1,
+    check_rms_rope1_,
+    check_rms_rope_,
+    check_rms_rope_split_half,
+    check_rms_rope_split_half1,
+    check_rms_rope_split_half1_,
+    check_rms_rope_split_half_,
+)
+from .residual import (  # noqa: F401 (rms_gated_residual, part of this module's interface)
+    check_rms_gated_residual,
+    rms_gated_residual,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.

@@ -59,11 +59,11 @@ def _check_one(op: str, name: str, x, freqs_cis, split_half: bool) -> torch.Tens
     return f.reshape(*lead, d // 2, 2, 2)
 
 
-def _check_inplace(op: str, *xs, readonly=()) -> None:
+def _check_inplace(op: str, *xs, readonly=(), names=None) -> None:
     """Eager's check_rope_inplace rules, refused here with the argument named (x; or xq, xk: each
     alone first, then the pair, whose overlap is xk's fault) so that eager raises its own error."""
     from comfy_kitchen._rope_utils import check_rope_inplace
-    names = ("x",) if len(xs) == 1 else ("xq", "xk")
+    names = names or (("x",) if len(xs) == 1 else ("xq", "xk"))
     for name, x in zip(names, xs):
         try:
             check_rope_inplace(x, readonly=readonly)

@@ -511,6 +511,38 @@ CASES += [
 ]
 
 
+def _rms_rope_case(op: str) -> Case:
+    """rms_rope ops: x as for RoPE, a norm scale of COLS values (q's also serves k)."""
+    pair = not op.endswith(("1", "1_"))
+    args = ((lambda d: (_rope_x(d), _rope_x(d, 0.5), _freqs(d), _vector(d, 21, 0.5, 1.0))) if pair
+            else (lambda d: (_rope_x(d), _freqs(d), _vector(d, 21, 0.5, 1.0))))
+    return Case(op, "", args, exact, _rope_reference(op, op.endswith("_")), runs=_eager_rope(op), not_run=NEWER_EAGER)
+
+
+def _residual_reference(_eager):
+    import importlib
+
+    return importlib.import_module("comfy_kitchen.backends.eager.residual").rms_gated_residual
+
+
+def _eager_residual(_d: Inputs) -> bool:
+    import importlib
+
+    try:
+        return hasattr(importlib.import_module("comfy_kitchen.backends.eager.residual"), "rms_gated_residual")
+    except ImportError:
+        return False
+
+
+CASES += [
+    *(_rms_rope_case(op) for op in ("rms_rope1", "rms_rope", "rms_rope1_", "rms_rope_", "rms_rope_split_half1",
+                                    "rms_rope_split_half", "rms_rope_split_half1_", "rms_rope_split_half_")),
+    Case("rms_gated_residual", "gate per column", lambda d: (d.x, _vector(d, 22, 0.5, 1.0), d.x * 0.5,
+                                                             _vector(d, 23)), exact,
+         _residual_reference, runs=_eager_residual, not_run=NEWER_EAGER),
+]
+
+
 # ---- running --------------------------------------------------------------------------------
 
 @dataclass

@@ -11,7 +11,8 @@
 #include "elements.cuh"
 #include "gpu/kernel_args.h"
 #include "gpu/kernel_list.h"
-#include "math/rope.h"
+#include "math/rms_rope.h"
+#include "rms_warp.cuh"
 #include "row_tile.cuh"
 
 /* Values of x per vector unit: 16 bytes of the type. */
@@ -145,3 +146,57 @@ rope_body(ckc_apply_rope1_params p, int64_t units, ckc_done_mark done)
                         (ckc_apply_rope1_params p, int64_t units, ckc_done_mark done),                            \
                         (rope_body<(ckc_float_kind)k, s, v>(p, units, done)))
 CKC_ROPE_KERNELS(CKC_ROPE_INSTANCES)
+
+/* ---- rms_rope (launcher: csrc/gpu/launch_rope.c) ----
+ * One warp per row: the row's factor r (rms_warp.cuh: aten's cascade); then
+ * each lane normalizes and rotates pairs lane, lane + 32, ... of the prefix and
+ * normalizes the rest (math/rms_rope.h).  Every read of the row's sum is done
+ * before ckc_warp_rms_factor returns and every write after it, and each output
+ * position is written by the one lane that read it there, so out may be x. */
+template <ckc_float_kind KIND, int SPLIT>
+__device__ __forceinline__ void
+rms_rope_row(const ckc_rms_rope1_params &p, int64_t r, int lane, float *streams, float *factor)
+{
+    const int64_t n = p.row_len;
+    const char *row = (const char *)p.rope.x + r * n * ckc_kind_size(KIND);
+    const int64_t half = p.rope.dim / 2;
+    const float *f = ckc_rope_freq_row(&p.rope, r);
+    const float rf = ckc_warp_rms_factor<KIND>(row, n, p.eps, lane, streams, factor);
+    char *out = (char *)p.rope.out + r * n * ckc_kind_size(KIND);
+    for (int64_t k = lane; k < half; k += 32) {
+        const int64_t ia = SPLIT ? k : 2 * k;
+        const int64_t ib = SPLIT ? half + k : 2 * k + 1;
+        const float *fk = f + 4 * k;
+        const float a = ckc_rms_norm_value(ckc_load_value<KIND>(row, ia), rf, ckc_kind_value(p.scale, p.scale_kind, ia),
+                                           KIND);
+        const float b = ckc_rms_norm_value(ckc_load_value<KIND>(row, ib), rf, ckc_kind_value(p.scale, p.scale_kind, ib),
+                                           KIND);
+        ckc_store_value(out, KIND, ia, ckc_rope_pair(fk[0], fk[1], a, b));
+        ckc_store_value(out, KIND, ib, SPLIT ? ckc_rope_pair(fk[3], fk[2], b, a) : ckc_rope_pair(fk[2], fk[3], a, b));
+    }
+    for (int64_t i = 2 * half + lane; i < n; i += 32) {
+        ckc_store_value(out, KIND, i,
+                        ckc_rms_norm_value(ckc_load_value<KIND>(row, i), rf, ckc_kind_value(p.scale, p.scale_kind, i),
+                                           KIND));
+    }
+}
+
+template <ckc_float_kind KIND, int SPLIT>
+__device__ __forceinline__ void
+rms_rope_body(ckc_rms_rope1_params p, ckc_done_mark done)
+{
+    __shared__ float streams[CKC_RMS_ROPE_WARPS][CKC_RMS_STREAMS];
+    __shared__ float factor[CKC_RMS_ROPE_WARPS];
+    const int warp = (int)threadIdx.x / 32;
+    const int64_t r = (int64_t)blockIdx.x * CKC_RMS_ROPE_WARPS + warp;
+    /* Warp-uniform: a warp past the last row skips its row whole, and all reach the mark. */
+    if (r < p.rope.rows) {
+        rms_rope_row<KIND, SPLIT>(p, r, (int)threadIdx.x % 32, streams[warp], &factor[warp]);
+    }
+    ckc_done_mark_arrive(done);
+}
+
+#define CKC_RMS_ROPE_INSTANCES(k, s)                                                                            \
+    CKC_KERNEL_INSTANCE(CKC_KNAME2(rms_rope_kernel, k, s), __launch_bounds__(CKC_RMS_ROPE_WARPS * 32),          \
+                        (ckc_rms_rope1_params p, ckc_done_mark done), (rms_rope_body<(ckc_float_kind)k, s>(p, done)))
+CKC_RMS_ROPE_KERNELS(CKC_RMS_ROPE_INSTANCES)

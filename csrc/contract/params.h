@@ -266,6 +266,39 @@ typedef struct {
     int e5m2;
 } ckc_stochastic_rounding_fp8_params;
 
+/* ---- rms_rope (csrc/ops/rope.c): rms_rope1 serves the 8 rms_rope ops ---- */
+
+/* out[r, :] = RoPE of rms_norm(x[r, :], scale, eps) (math/rms_rope.h): the row's
+ * first `rope.dim` values rotated as apply_rope1 rotates a row of that length
+ * (rope.dim is the rotated prefix, rot_dim; its freqs rows hold rope.dim * 2
+ * floats), the rest normalized only.  rope.x and rope.out are rows of `row_len`
+ * values; out may be x itself (every kernel reads a row before it writes it). */
+typedef struct {
+    ckc_apply_rope1_params rope;
+    int64_t row_len;          /* D, the normalized length: >= rope.dim */
+    const void *scale;        /* row_len values */
+    ckc_float_kind scale_kind;
+    float eps;
+} ckc_rms_rope1_params;
+
+/* ---- rms_gated_residual (csrc/ops/residual.c) ---- */
+
+/* out[r, i] = residual + gate * rms_norm(act[r, :], weight, eps)[i] (math/residual.h),
+ * with gate's row (r / gate_div) % gate_mod and residual's (r / res_div) % res_mod
+ * (a broadcast over a block of the leading dims); every tensor rows of `dim` values. */
+typedef struct {
+    const void *act;
+    const void *weight;
+    const void *residual;
+    const void *gate;
+    void *out;
+    ckc_float_kind act_kind, weight_kind, res_kind, gate_kind, mid_kind, out_kind;
+    int64_t rows;
+    int64_t dim;
+    int64_t gate_div, gate_mod, res_div, res_mod;
+    float eps;
+} ckc_rms_gated_residual_params;
+
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
  * adds it here. */
@@ -282,6 +315,8 @@ typedef union {
     ckc_quantize_per_tensor_fp8_params quantize_per_tensor_fp8;
     ckc_dequantize_per_tensor_fp8_params dequantize_per_tensor_fp8;
     ckc_stochastic_rounding_fp8_params stochastic_rounding_fp8;
+    ckc_rms_rope1_params rms_rope1;
+    ckc_rms_gated_residual_params rms_gated_residual;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

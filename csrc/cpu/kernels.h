@@ -33,6 +33,10 @@ typedef struct {
                 ckc_error *err);
     ckc_status (*stochastic_rounding_fp8)(const ckc_stochastic_rounding_fp8_params *p, int nthreads,
                 ckc_error *err);
+    /* rms_rope (rms_rope_impl.h) */
+    ckc_status (*rms_rope1)(const ckc_rms_rope1_params *p, int nthreads, ckc_error *err);
+    /* rms_gated_residual (residual_impl.h) */
+    ckc_status (*rms_gated_residual)(const ckc_rms_gated_residual_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

@@ -74,4 +74,16 @@
  * dequantizer: out's) element kind; the FP8 format is an argument. */
 #define CKC_FP8_KERNELS(X) X(0) X(1) X(2)
 
+/* ---- kernels/rope.cu: rms_rope ---- */
+
+/* rms_rope_kernel<KIND, SPLIT>: every element kind, both layouts; one warp per row. */
+#define CKC_RMS_ROPE_WARPS 8
+#define CKC_RMS_ROPE_KERNELS(X) X(0, 0) X(0, 1) X(1, 0) X(1, 1) X(2, 0) X(2, 1)
+
+/* ---- kernels/residual.cu ---- */
+
+/* rms_gated_residual_kernel<KIND>: by the activation's kind; one warp per row
+ * (CKC_RMS_ROPE_WARPS warps per block). */
+#define CKC_RESIDUAL_KERNELS(X) X(0) X(1) X(2)
+
 #endif /* CKC_GPU_KERNEL_LIST_H */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Launcher of the RoPE kernels (kernels/rope.cu): vector units of 16 bytes
- * where the rows' length and the pointers allow them, else one pair per thread. */
+ * where the rows' length and the pointers allow them, else one pair per thread;
+ * and of the rms_rope kernels, one warp per row. */
 #if defined(CKC_WITH_GPU)
 
 #include <stdint.h>
@@ -49,6 +50,34 @@ ckc_status
 ckc_gpu_apply_rope1(const ckc_apply_rope1_params *p, ckc_exec *exec, ckc_error *err)
 {
     CKC_ON_DEVICE(exec, err, apply(p, exec, err));
+}
+
+/* ---- rms_rope: one warp per row (kernels/rope.cu) ---- */
+
+#define RMS_ROPE_DECL(k, s) CKC_EMU_THUNK_DECL(CKC_KNAME2(rms_rope_kernel, k, s))
+CKC_RMS_ROPE_KERNELS(RMS_ROPE_DECL)
+#define RMS_ROPE_ENTRY(k, s) \
+    CKC_KERNEL_ENTRY(rms_rope_kernel, "rms_rope", "rope", CKC_KNAME2(rms_rope_kernel, k, s), k, s, 0, 0)
+static ckc_kernel rms_rope[] = {CKC_RMS_ROPE_KERNELS(RMS_ROPE_ENTRY)};
+
+static ckc_status
+apply_rms(const ckc_rms_rope1_params *p, ckc_exec *exec, ckc_error *err)
+{
+    ckc_rms_rope1_params params = *p;
+    /* rows < 2^31 (the op's checks), so the grid stays below 2^28 blocks */
+    const int64_t blocks = (p->rope.rows + CKC_RMS_ROPE_WARPS - 1) / CKC_RMS_ROPE_WARPS;
+    ckc_done_mark done;
+    ckc_launch_cfg c;
+    void *args[] = {&params, &done};
+    done = ckc_exec_take_done_mark(exec);
+    c = ckc_launch_1d(blocks, CKC_RMS_ROPE_WARPS * 32, 0, exec->stream);
+    return CKC_LAUNCH_INSTANCE(rms_rope, p->rope.kind, p->rope.split_half, 0, 0, &c, args, err);
+}
+
+ckc_status
+ckc_gpu_rms_rope1(const ckc_rms_rope1_params *p, ckc_exec *exec, ckc_error *err)
+{
+    CKC_ON_DEVICE(exec, err, apply_rms(p, exec, err));
 }
 
 #endif /* CKC_WITH_GPU */

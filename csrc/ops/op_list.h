@@ -25,6 +25,8 @@
     X(apply_rope1)                                                                                       \
     X(quantize_per_tensor_fp8)                                                                           \
     X(dequantize_per_tensor_fp8)                                                                         \
-    X(stochastic_rounding_fp8)
+    X(stochastic_rounding_fp8)                                                                           \
+    X(rms_rope1)                                                                                         \
+    X(rms_gated_residual)
 
 #endif /* CKC_OPS_OP_LIST_H */

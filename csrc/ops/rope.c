@@ -2,7 +2,10 @@
 /* Host logic of the RoPE family: one C op, apply_rope1, serves comfy_kitchen's
  * eight apply_rope ops (comfy_kitchen_c/rope.py): one tensor per call (the
  * paired ops call it twice), the split-half layout by a flag, the in-place ops
- * by passing x itself as out. */
+ * by passing x itself as out.  Another, rms_rope1, serves the eight rms_rope ops
+ * (comfy_kitchen_c/rms_rope.py) the same way, rms_norm fused before the rotation. */
+#include <string.h>
+
 #include "cpu/cpu.h"
 #include "gpu/gpu.h"
 #include "op.h"
@@ -14,17 +17,17 @@
 enum { AR_X, AR_FREQS, AR_OUT };
 
 /* freqs_cis: x's rank + 2 dims (Python prepends the 1s eager's broadcast
- * implies), [..., dim/2, 2, 2], each leading dim 1 or x's. */
+ * implies), [..., half, 2, 2] for `half` rotated pairs, each leading dim 1 or x's. */
 static ckc_status
-check_freqs(const ckc_tensor *x, const ckc_tensor *f, ckc_error *err)
+check_freqs(const ckc_tensor *x, const ckc_tensor *f, int64_t half, ckc_error *err)
 {
     const int n = (int)x->ndim - 1;
     int d;
-    if (f->ndim != x->ndim + 2 || f->shape[n] != x->shape[n] / 2 || f->shape[n + 1] != 2 || f->shape[n + 2] != 2) {
+    if (f->ndim != x->ndim + 2 || f->shape[n] != half || f->shape[n + 1] != 2 || f->shape[n + 2] != 2) {
         return CKC_FAIL(err, CKC_ERR_VALUE,
-                        "argument 'freqs_cis': expected %d dimensions ending in [%lld, 2, 2] for x's last "
-                        "dimension %lld, got %d", (int)x->ndim + 2, (long long)(x->shape[n] / 2),
-                        (long long)x->shape[n], (int)f->ndim);
+                        "argument 'freqs_cis': expected %d dimensions ending in [%lld, 2, 2] for %lld rotated "
+                        "values of x, got %d", (int)x->ndim + 2, (long long)half, (long long)(2 * half),
+                        (int)f->ndim);
     }
     for (d = 0; d < n; d++) {
         if (f->shape[d] != 1 && f->shape[d] != x->shape[d]) {
@@ -79,35 +82,46 @@ fill_lead(const ckc_tensor *x, const ckc_tensor *f, ckc_apply_rope1_params *p)
     }
 }
 
+/* The RoPE block of x (index xi), freqs_cis (fi) and out (oi) for a rotated
+ * prefix of `rot` values (0: the whole row): shapes checked, p filled. */
 static ckc_status
-prepare_rope(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+fill_rope(const ckc_op_args *a, int xi, int fi, int oi, int64_t rot, int split_half, ckc_apply_rope1_params *p,
+          ckc_error *err)
 {
-    const ckc_tensor *x = &a->t[AR_X];
-    const ckc_tensor *f = &a->t[AR_FREQS];
-    ckc_apply_rope1_params *p = &params->apply_rope1;
+    const ckc_tensor *x = &a->t[xi];
+    const ckc_tensor *f = &a->t[fi];
     int64_t rows;
     int64_t dim;
     if (x->ndim < 1 || x->ndim > CKC_ROPE_MAX_LEAD + 1 || x->ndim + 2 > CKC_MAX_DIMS) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': expected 1 to %d dimensions, got %d",
                         CKC_MAX_DIMS - 2, (int)x->ndim);
     }
-    CKC_TRY(ckc_check_rows(a, AR_X, &rows, &dim, err));
-    if (dim % 2 != 0) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': last dimension %lld is odd (RoPE rotates pairs)",
-                        (long long)dim);
+    CKC_TRY(ckc_check_rows(a, xi, &rows, &dim, err));
+    if (rot == 0) {
+        rot = dim;
     }
-    CKC_TRY(check_freqs(x, f, err));
-    CKC_TRY(ckc_check_same_dtype(a, AR_OUT, AR_X, err));
-    CKC_TRY(ckc_check_shape(a, AR_OUT, (int)x->ndim, x->shape, err));
+    if (rot < 0 || rot > dim || rot % 2 != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': %lld rotated values of a last dimension of %lld (RoPE "
+                        "rotates pairs)", (long long)rot, (long long)dim);
+    }
+    CKC_TRY(check_freqs(x, f, rot / 2, err));
+    CKC_TRY(ckc_check_same_dtype(a, oi, xi, err));
+    CKC_TRY(ckc_check_shape(a, oi, (int)x->ndim, x->shape, err));
     p->x = x->data;
-    p->out = a->t[AR_OUT].data;
+    p->out = a->t[oi].data;
     p->freqs = (const float *)f->data;
     p->kind = ckc_float_kind_of(x->dtype);
-    p->split_half = a->i[0] != 0;
+    p->split_half = split_half != 0;
     p->rows = rows;
-    p->dim = dim;
+    p->dim = rot;
     fill_lead(x, f, p);
     return CKC_OK;
+}
+
+static ckc_status
+prepare_rope(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+{
+    return fill_rope(a, AR_X, AR_FREQS, AR_OUT, 0, a->i[0] != 0, &params->apply_rope1, err);
 }
 
 const ckc_op_spec ckc_op_apply_rope1 = {
@@ -123,4 +137,43 @@ const ckc_op_spec ckc_op_apply_rope1 = {
     .prepare = prepare_rope,
     .cpu = ckc_cpu_entry_apply_rope1,
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_apply_rope1),
+};
+
+/* ---- rms_rope1(x, freqs_cis, scale, out; split_half, rot, eps_bits) ---- */
+
+enum { RR_X, RR_FREQS, RR_SCALE, RR_OUT };
+
+static ckc_status
+prepare_rms_rope(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+{
+    ckc_rms_rope1_params *p = &params->rms_rope1;
+    const ckc_tensor *x = &a->t[RR_X];
+    const uint32_t eps_bits = (uint32_t)a->i[2];
+    if ((a->i[2] >> 32) != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'eps_bits': expected the 32 bits of a float32, got %lld",
+                        (long long)a->i[2]);
+    }
+    CKC_TRY(fill_rope(a, RR_X, RR_FREQS, RR_OUT, a->i[1], (int)a->i[0], &p->rope, err));
+    p->row_len = x->shape[x->ndim - 1];
+    CKC_TRY(ckc_check_shape(a, RR_SCALE, 1, &p->row_len, err));
+    p->scale = a->t[RR_SCALE].data;
+    p->scale_kind = ckc_float_kind_of(a->t[RR_SCALE].dtype);
+    memcpy(&p->eps, &eps_bits, sizeof p->eps);
+    return CKC_OK;
+}
+
+const ckc_op_spec ckc_op_rms_rope1 = {
+    .sig = {"rms_rope1", 4,
+            {{"x", CKC_FLOATS, 0},
+             {"freqs_cis", F32, 0},
+             {"scale", CKC_FLOATS, 0},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+            3, {"split_half", "rot", "eps_bits"}},
+    .doc = "rms_rope1(op, x, freqs_cis, scale, out, split_half, rot, eps_bits, stream, nthreads)\n--\n\n"
+           "rms_norm(x, (D,), scale, eps) then RoPE of its first `rot` values (0: all D) by\n"
+           "freqs_cis[..., rot/2, 2, 2] (float32), into out (x's shape and dtype; may be x itself), as\n"
+           "comfy_kitchen's eager _rms_rope1 rounds it; eps_bits: eps's float32 bits.",
+    .prepare = prepare_rms_rope,
+    .cpu = ckc_cpu_entry_rms_rope1,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_rms_rope1),
 };

@@ -19,6 +19,8 @@ from draw import Draw
 import fp8_targets
 import linear_targets
 import rope_targets
+import rms_rope_targets
+import residual_targets
 import oracle
 
 
@@ -378,4 +380,5 @@ NVFP4 = [
 
 
 TARGETS = {t.op: t for t in INT8_QUANT + INT8_DEQUANT + NVFP4 + linear_targets.targets(Target)
-           + rope_targets.targets(Target) + fp8_targets.targets(Target)}
+           + rope_targets.targets(Target) + fp8_targets.targets(Target) + rms_rope_targets.targets(Target)
+           + residual_targets.targets(Target)}
