@@ -113,6 +113,8 @@ ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
     "dequantize_per_tensor_fp8": lambda x: (C.quantize_per_tensor_fp8(x, _fp8_scale(x)), _fp8_scale(x),
                                             torch.bfloat16),
     "stochastic_rounding_fp8": lambda x: (x, torch.randint(0, 256, x.shape, dtype=torch.uint8)),
+    "quantize_mxfp8": lambda x: (x, False),
+    "dequantize_mxfp8": lambda x: (*C.quantize_mxfp8(x), torch.bfloat16),
 }
 
 def _rope_args(x: torch.Tensor) -> tuple:

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 # dequantize-and-matmul, which comfy_kitchen's eager backend cannot run there).
 MIN_CC = (7, 5)
 FP4_GEMM_MIN_CC = (10, 0)
+# The MXFP8 GEMM: cuBLASLt's block-scaled FP8 (E8M0 scales per 32 values), 10.0+ as well; on the
+# CPU a dequantize-and-matmul (eager's torch scaled_mm refuses the CPU's swizzled scales).
+MXFP8_GEMM_MIN_CC = (10, 0)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Op:
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
 ROPE = "RoPE"
 FP8 = "FP8"
+MXFP8 = "MXFP8"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -83,6 +87,9 @@ OPS: tuple[Op, ...] = (
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
     Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`",
        registry_cpu=False),
+    Op("quantize_mxfp8", MXFP8, ("quantize_mxfp8",), note="`pad_32x`, E8M0 scales in cuBLAS's swizzled layout"),
+    Op("dequantize_mxfp8", MXFP8, ("dequantize_mxfp8",)),
+    Op("scaled_mm_mxfp8", MXFP8, ("scaled_mm_mxfp8", "dequantize_mxfp8"), min_cc=MXFP8_GEMM_MIN_CC),
 )
 
 BY_NAME = {op.name: op for op in OPS}

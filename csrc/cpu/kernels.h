@@ -33,6 +33,9 @@ typedef struct {
                 ckc_error *err);
     ckc_status (*stochastic_rounding_fp8)(const ckc_stochastic_rounding_fp8_params *p, int nthreads,
                 ckc_error *err);
+    /* MXFP8 (mxfp8_impl.h) */
+    ckc_status (*quantize_mxfp8)(const ckc_quantize_mxfp8_params *p, int nthreads, ckc_error *err);
+    ckc_status (*dequantize_mxfp8)(const ckc_dequantize_mxfp8_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

@@ -21,6 +21,7 @@
 #include "blas_plan.h"
 #include "gpu.h"
 #include "math/float_bits.h"
+#include "math/mxfp8.h"
 #include "math/nvfp4.h"
 
 void
@@ -173,7 +174,7 @@ store_value(void *row, ckc_float_kind kind, int64_t i, float v)
 /* Values of one row of NVFP4 codes times their block scales (exact in float32:
  * a 2-bit by 3-bit significand product). */
 static void
-decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v)
+decode_nvfp4_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v)
 {
     const int64_t scale_cols = k / CKC_NVFP4_BLOCK;
     for (int64_t i = 0; i < k / 2; i++) {
@@ -185,47 +186,92 @@ decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, fl
     }
 }
 
-/* The NVFP4 GEMM when the stream runs it (its memory was checked to be had
- * when it was issued; a failure now leaves the output unwritten). */
+/* Values of one row of MXFP8 codes times their E8M0 block scales (math/mxfp8.h). */
 static void
-run_nvfp4_gemm(const void *ctx)
+decode_mxfp8_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v)
 {
-    const ckc_scaled_mm_nvfp4_params *p = (const ckc_scaled_mm_nvfp4_params *)ctx;
+    const int64_t scale_cols = k / CKC_MXFP8_BLOCK;
+    for (int64_t i = 0; i < k; i++) {
+        const float s = ckc_e8m0_to_f32(scales[ckc_nvfp4_scale_offset(r, i / CKC_MXFP8_BLOCK, scale_cols)]);
+        v[i] = ckc_mxfp8_decoded(codes[r * k + i], s);
+    }
+}
+
+/* A block-scaled GEMM as the reference computes it: out = alpha * dec(a) . dec(b)^T + bias,
+ * each row decoded by `decode`, summed in float32 in k's order. */
+typedef struct {
+    void (*decode)(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v);
+    const uint8_t *a;
+    const uint8_t *b;
+    const uint8_t *scale_a;
+    const uint8_t *scale_b;
+    const float *alpha;      /* read when the stream runs the GEMM (a CUDA-graph replay reads it anew) */
+    const void *bias;
+    void *out;
+    ckc_float_kind out_kind;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+} scaled_gemm_ref;
+
+/* The GEMM when the stream runs it (its memory was checked to be had when it
+ * was issued; a failure now leaves the output unwritten). */
+static void
+run_scaled_gemm(const void *ctx)
+{
+    const scaled_gemm_ref *g = (const scaled_gemm_ref *)ctx;
     /* b's values, a's current row and the bias, in float32. */
-    float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + p->n) * sizeof(float));
-    float *va = vb + p->n * p->k;
-    float *bias = va + p->k;
-    const float alpha = p->alpha_beta[0];
+    float *vb = (float *)malloc((size_t)(g->n * g->k + g->k + g->n) * sizeof(float));
+    float *va = vb + g->n * g->k;
+    float *bias = va + g->k;
+    const float alpha = *g->alpha;
     if (vb == NULL) {
         return;
     }
-    for (int64_t j = 0; j < p->n; j++) {
-        decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
-        bias[j] = p->bias != NULL ? ckc_kind_value(p->bias, p->out_kind, j) : 0.0f;
+    for (int64_t j = 0; j < g->n; j++) {
+        g->decode(g->b, g->scale_b, j, g->k, vb + j * g->k);
+        bias[j] = g->bias != NULL ? ckc_kind_value(g->bias, g->out_kind, j) : 0.0f;
     }
-    for (int64_t i = 0; i < p->m; i++) {
-        decode_row(p->a, p->scale_a, i, p->k, va);
-        for (int64_t j = 0; j < p->n; j++) {
+    for (int64_t i = 0; i < g->m; i++) {
+        g->decode(g->a, g->scale_a, i, g->k, va);
+        for (int64_t j = 0; j < g->n; j++) {
             float acc = 0.0f;
-            for (int64_t t = 0; t < p->k; t++) {
-                acc += va[t] * vb[j * p->k + t];
+            for (int64_t t = 0; t < g->k; t++) {
+                acc += va[t] * vb[j * g->k + t];
             }
-            store_value(p->out, p->out_kind, i * p->n + j, alpha * acc + bias[j]);
+            store_value(g->out, g->out_kind, i * g->n + j, alpha * acc + bias[j]);
         }
     }
     free(vb);
 }
 
+static ckc_status
+scaled_gemm(const scaled_gemm_ref *g, const char *name, const ckc_exec *exec, ckc_error *err)
+{
+    const size_t floats = (size_t)(g->n * g->k + g->k + g->n);
+    void *probe = malloc(floats * sizeof(float));
+    if (probe == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated %s GEMM: cannot allocate %zu floats", name, floats);
+    }
+    free(probe);
+    return stream_work(run_scaled_gemm, g, sizeof *g, exec, err);
+}
+
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const size_t floats = (size_t)(p->n * p->k + p->k + p->n);
-    void *probe = malloc(floats * sizeof(float));
-    if (probe == NULL) {
-        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %zu floats", floats);
-    }
-    free(probe);
-    return stream_work(run_nvfp4_gemm, p, sizeof *p, exec, err);
+    const scaled_gemm_ref g = {decode_nvfp4_row, p->a, p->b, p->scale_a, p->scale_b, p->alpha_beta, p->bias,
+                               p->out, p->out_kind, p->m, p->n, p->k};
+    return scaled_gemm(&g, "NVFP4", exec, err);
+}
+
+ckc_status
+ckc_blas_mxfp8_gemm(const ckc_scaled_mm_mxfp8_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    static const float one = 1.0f; /* MXFP8 has no alpha */
+    const scaled_gemm_ref g = {decode_mxfp8_row, p->a, p->b, p->scale_a, p->scale_b, &one, p->bias, p->out,
+                               p->out_kind, p->m, p->n, p->k};
+    return scaled_gemm(&g, "MXFP8", exec, err);
 }
 
 #endif /* CKC_EMULATED */

@@ -53,3 +53,17 @@ CKC_GPU_LAUNCHER_ENTRY(apply_rope1)
 CKC_GPU_LAUNCHER_ENTRY(quantize_per_tensor_fp8)
 CKC_GPU_LAUNCHER_ENTRY(dequantize_per_tensor_fp8)
 CKC_GPU_LAUNCHER_ENTRY(stochastic_rounding_fp8)
+CKC_GPU_LAUNCHER_ENTRY(quantize_mxfp8)
+CKC_GPU_LAUNCHER_ENTRY(dequantize_mxfp8)
+
+/* The block-scaled MXFP8 GEMM is cuBLASLt's alone, as the FP4 one. */
+ckc_status
+ckc_gpu_entry_scaled_mm_mxfp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
+{
+    ckc_gpu_device_guard guard;
+    ckc_status status;
+    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
+    status = ckc_blas_mxfp8_gemm(&p->scaled_mm_mxfp8, exec, err);
+    ckc_gpu_device_leave(&guard);
+    return status;
+}

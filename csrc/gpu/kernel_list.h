@@ -74,4 +74,9 @@
  * dequantizer: out's) element kind; the FP8 format is an argument. */
 #define CKC_FP8_KERNELS(X) X(0) X(1) X(2)
 
+/* ---- kernels/mxfp8.cu ---- */
+
+/* mxfp8_quant_kernel, mxfp8_dequant_kernel<KIND>: by x's (the dequantizer: out's) element kind. */
+#define CKC_MXFP8_KERNELS(X) X(0) X(1) X(2)
+
 #endif /* CKC_GPU_KERNEL_LIST_H */

@@ -25,6 +25,9 @@
     X(apply_rope1)                                                                                       \
     X(quantize_per_tensor_fp8)                                                                           \
     X(dequantize_per_tensor_fp8)                                                                         \
-    X(stochastic_rounding_fp8)
+    X(stochastic_rounding_fp8)                                                                           \
+    X(quantize_mxfp8)                                                                                    \
+    X(dequantize_mxfp8)                                                                                  \
+    X(scaled_mm_mxfp8)
 
 #endif /* CKC_OPS_OP_LIST_H */
