@@ -271,14 +271,14 @@ typedef struct {
 /* qx[out_rows, out_cols] = e4m3 codes of x[rows, cols] (zeros past x: pad_32x)
  * with each block's E8M0 scale at its swizzled offset in scales (padding: 0). */
 typedef struct {
-    const void *x;
+    const void *x;           /* [rows, cols] of kind */
+    uint8_t *qx;             /* [out_rows, out_cols] */
+    uint8_t *scales;         /* swizzled [roundup(out_rows,128), roundup(out_cols/32,4)] */
     ckc_float_kind kind;
     int64_t rows;
     int64_t cols;
     int64_t out_rows;        /* rows, or rows rounded up to 32 */
     int64_t out_cols;        /* cols, or cols rounded up to 32; a multiple of 32 */
-    uint8_t *qx;
-    uint8_t *scales;         /* swizzled [roundup(out_rows,128), roundup(out_cols/32,4)] */
 } ckc_quantize_mxfp8_params;
 
 /* out[rows, cols] = round_out(e4m3(qx) * e8m0(scale of its block)). */
@@ -291,20 +291,11 @@ typedef struct {
     int64_t cols;
 } ckc_dequantize_mxfp8_params;
 
-/* MXFP8 GEMM: out[m, n] = sum_k dec(a)[m, k] dec(b)[n, k] + bias[n], with
- * dec = e4m3 code * its block's E8M0 scale (swizzled layout). */
-typedef struct {
-    const uint8_t *a;        /* [m, k] */
-    const uint8_t *b;        /* [n, k] */
-    const uint8_t *scale_a;  /* swizzled [roundup(m,128), roundup(k/32,4)] */
-    const uint8_t *scale_b;
-    const void *bias;        /* n values of out's type, or NULL */
-    void *out;
-    ckc_float_kind out_kind;
-    int64_t m;
-    int64_t n;
-    int64_t k;
-} ckc_scaled_mm_mxfp8_params;
+/* MXFP8 GEMM: out[m, n] = sum_k dec(a)[m, k] dec(b)[n, k] + bias[n], the NVFP4
+ * GEMM's block read as another block-scaled format: a [m, k] and b [n, k] e4m3
+ * codes, dec = code * its block's E8M0 scale, scale_a and scale_b swizzled
+ * [roundup(m or n, 128), roundup(k/32, 4)], alpha_beta NULL (alpha 1, beta 0). */
+typedef ckc_scaled_mm_nvfp4_params ckc_scaled_mm_mxfp8_params;
 
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block

@@ -28,27 +28,29 @@ mxfp8_quant_block(const float *v, uint8_t *q)
     return scale;
 }
 
+/* Row r of x as floats in v, zeros past x (pad_32x: past its columns, and whole rows past its rows). */
+static void
+mxfp8_load_row(const ckc_quantize_mxfp8_params *p, int64_t r, float *v)
+{
+    const int64_t loaded = r < p->rows ? p->cols : 0;
+    if (loaded > 0) {
+        ckc_row_load((const char *)p->x + r * p->cols * ckc_kind_size(p->kind), p->kind, p->cols, v);
+    }
+    memset(v + loaded, 0, (size_t)(p->out_cols - loaded) * sizeof *v);
+}
+
 static void
 mxfp8_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const mxfp8_quant_job *job = (const mxfp8_quant_job *)ctx;
     const ckc_quantize_mxfp8_params *p = job->p;
-    const int64_t out_cols = p->out_cols;
-    const int64_t scale_cols = out_cols / CKC_MXFP8_BLOCK;
-    const int64_t row_bytes = p->cols * ckc_kind_size(p->kind);
+    const int64_t scale_cols = p->out_cols / CKC_MXFP8_BLOCK;
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
-        int64_t i = 0;
-        if (r < p->rows) {
-            ckc_row_load((const char *)p->x + r * row_bytes, p->kind, p->cols, v);
-            i = p->cols;
-        }
-        for (; i < out_cols; i++) {
-            v[i] = 0.0f;
-        }
+        mxfp8_load_row(p, r, v);
         for (int64_t c = 0; c < scale_cols; c++) {
             p->scales[ckc_nvfp4_scale_offset(r, c, scale_cols)] =
-                mxfp8_quant_block(v + c * CKC_MXFP8_BLOCK, p->qx + r * out_cols + c * CKC_MXFP8_BLOCK);
+                mxfp8_quant_block(v + c * CKC_MXFP8_BLOCK, p->qx + r * p->out_cols + c * CKC_MXFP8_BLOCK);
         }
         nvfp4_zero_scales(p->scales, r, scale_cols, scale_cols);
     }
@@ -71,27 +73,31 @@ typedef struct {
     ckc_scratch scratch;  /* per thread: one row of cols floats */
 } mxfp8_dequant_job;
 
+/* The 32 values of a block of codes with its E8M0 scale, in float32 (rounded by the row's store). */
+static void
+mxfp8_decode_block(const uint8_t *q, uint8_t scale_code, float *v)
+{
+    const float scale = ckc_e8m0_to_f32(scale_code);
+    for (int j = 0; j < CKC_MXFP8_BLOCK; j++) {
+        v[j] = ckc_mxfp8_decoded(q[j], scale);
+    }
+}
+
 static void
 mxfp8_dequant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const mxfp8_dequant_job *job = (const mxfp8_dequant_job *)ctx;
     const ckc_dequantize_mxfp8_params *p = job->p;
-    const int64_t cols = p->cols;
-    const int64_t scale_cols = cols / CKC_MXFP8_BLOCK;
-    const int64_t row_bytes = cols * ckc_kind_size(p->out_kind);
+    const int64_t scale_cols = p->cols / CKC_MXFP8_BLOCK;
+    const int64_t row_bytes = p->cols * ckc_kind_size(p->out_kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
     for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *qrow = p->qx + r * cols;
         for (int64_t c = 0; c < scale_cols; c++) {
-            const float scale = ckc_e8m0_to_f32(p->scales[ckc_nvfp4_scale_offset(r, c, scale_cols)]);
-            float *vb = v + c * CKC_MXFP8_BLOCK;
-            const uint8_t *qb = qrow + c * CKC_MXFP8_BLOCK;
-            for (int j = 0; j < CKC_MXFP8_BLOCK; j++) {
-                vb[j] = ckc_mxfp8_decoded(qb[j], scale);
-            }
+            mxfp8_decode_block(p->qx + r * p->cols + c * CKC_MXFP8_BLOCK,
+                               p->scales[ckc_nvfp4_scale_offset(r, c, scale_cols)], v + c * CKC_MXFP8_BLOCK);
         }
         /* the one rounding to the output type (eager's .to(output_type)) */
-        ckc_row_store(v, p->out_kind, cols, (char *)p->out + r * row_bytes);
+        ckc_row_store(v, p->out_kind, p->cols, (char *)p->out + r * row_bytes);
     }
 }
 

@@ -535,40 +535,33 @@ lt_type_of(ckc_float_kind kind)
     return kind == CKC_BF16 ? LT_R_16BF : (kind == CKC_F16 ? LT_R_16F : LT_R_32F);
 }
 
-/* One block-scaled problem: out[m, n] = alpha * a[m, k] . b[n, k]^T + bias, the
- * operands of in_type with block scales of scale_mode (swizzled), alpha and
- * beta at alpha_beta (pointer_mode: on the device or the host). */
+/* The format of a block-scaled GEMM's operands and scales. */
 typedef struct {
     const char *name;
-    const void *a;
-    const void *b;
-    const void *scale_a;
-    const void *scale_b;
-    const void *bias;
-    void *out;
-    ckc_float_kind out_kind;
-    int64_t m;
-    int64_t n;
-    int64_t k;
     int in_type;
     int32_t scale_mode;
-    const float *alpha_beta;
-    int32_t pointer_mode;
-} lt_scaled_gemm;
+} lt_block_format;
+
+static const lt_block_format lt_nvfp4 = {"NVFP4", LT_R_4F_E2M1, LT_SCALE_VEC16_UE4M3};
+static const lt_block_format lt_mxfp8 = {"MXFP8", LT_R_8F_E4M3, LT_SCALE_VEC32_UE8M0};
+
+/* alpha and beta: the block's, on the device, or (none given) 1 and 0 from the host. */
+static const float lt_one_zero[2] = {1.0f, 0.0f};
 
 static ckc_status
-scaled_describe(const lt_scaled_gemm *g, lt_plan *pl, ckc_error *err)
+scaled_describe(const ckc_scaled_mm_nvfp4_params *g, const lt_block_format *f, lt_plan *pl, ckc_error *err)
 {
     const int out_type = lt_type_of(g->out_kind);
-    CKC_TRY(lt_describe_tn(pl, LT_COMPUTE_32F, LT_R_32F, g->in_type, out_type, g->m, g->n, g->k, g->k, g->k, g->n,
+    const int32_t pointer_mode = g->alpha_beta != NULL ? LT_POINTER_MODE_DEVICE : LT_POINTER_MODE_HOST;
+    CKC_TRY(lt_describe_tn(pl, LT_COMPUTE_32F, LT_R_32F, f->in_type, out_type, g->m, g->n, g->k, g->k, g->k, g->n,
                            err));
     /* cuBLASLt's A is our b (the weight), so its A scales are scale_b. */
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_POINTER_MODE, &g->pointer_mode,
-                                                  sizeof g->pointer_mode));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_MODE, &g->scale_mode,
-                                                  sizeof g->scale_mode));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_B_SCALE_MODE, &g->scale_mode,
-                                                  sizeof g->scale_mode));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_POINTER_MODE, &pointer_mode,
+                                                  sizeof pointer_mode));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_MODE, &f->scale_mode,
+                                                  sizeof f->scale_mode));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_B_SCALE_MODE, &f->scale_mode,
+                                                  sizeof f->scale_mode));
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_POINTER, &g->scale_b,
                                                   sizeof g->scale_b));
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_B_SCALE_POINTER, &g->scale_a,
@@ -591,7 +584,8 @@ lt_algo_free(void *p)
 
 /* pl->algo for the problem: the cached one, or the filter's choice, cached. */
 static ckc_status
-scaled_algo(lt_handle handle, const lt_scaled_gemm *g, int device, size_t ws_bytes, lt_plan *pl, ckc_error *err)
+scaled_algo(lt_handle handle, const ckc_scaled_mm_nvfp4_params *g, int in_type, int device, size_t ws_bytes,
+            lt_plan *pl, ckc_error *err)
 {
     const uint32_t align[3] = {ckc_blas_alignment(g->b), ckc_blas_alignment(g->a), ckc_blas_alignment(g->out)};
     ckc_blas_key key;
@@ -604,7 +598,7 @@ scaled_algo(lt_handle handle, const lt_scaled_gemm *g, int device, size_t ws_byt
     key.v[2] = g->m;
     key.v[3] = g->n;
     key.v[4] = g->k;
-    key.v[5] = g->in_type;
+    key.v[5] = in_type;
     key.v[8] = align[0];
     key.v[9] = align[1];
     key.v[10] = align[2];
@@ -630,8 +624,9 @@ scaled_algo(lt_handle handle, const lt_scaled_gemm *g, int device, size_t ws_byt
 }
 
 static ckc_status
-scaled_gemm(const lt_scaled_gemm *g, const ckc_exec *exec, ckc_error *err)
+scaled_gemm(const ckc_scaled_mm_nvfp4_params *g, const lt_block_format *f, const ckc_exec *exec, ckc_error *err)
 {
+    const float *alpha_beta = g->alpha_beta != NULL ? g->alpha_beta : lt_one_zero;
     lt_handle handle;
     void *ws;
     size_t ws_bytes;
@@ -640,12 +635,12 @@ scaled_gemm(const lt_scaled_gemm *g, const ckc_exec *exec, ckc_error *err)
     lt_status s = 0;
     memset(&pl, 0, sizeof pl);
     CKC_TRY(lt_context(exec, &handle, &ws, &ws_bytes, err));
-    status = scaled_describe(g, &pl, err);
+    status = scaled_describe(g, f, &pl, err);
     if (status == CKC_OK) {
-        status = scaled_algo(handle, g, exec->device_index, ws_bytes, &pl, err);
+        status = scaled_algo(handle, g, f->in_type, exec->device_index, ws_bytes, &pl, err);
     }
     if (status == CKC_OK) {
-        s = lt.cublasLtMatmul(handle, pl.desc, g->alpha_beta, g->b, pl.a, g->a, pl.b, g->alpha_beta + 1, g->out, pl.c,
+        s = lt.cublasLtMatmul(handle, pl.desc, alpha_beta, g->b, pl.a, g->a, pl.b, alpha_beta + 1, g->out, pl.c,
                               g->out, pl.c, &pl.algo, ws, ws_bytes, (CUstream)exec->stream);
     }
     if (pl.c != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.c);
@@ -653,7 +648,7 @@ scaled_gemm(const lt_scaled_gemm *g, const ckc_exec *exec, ckc_error *err)
     if (pl.a != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.a);
     if (pl.desc != NULL) (void)lt.cublasLtMatmulDescDestroy(pl.desc);
     if (status == CKC_OK && s != 0) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (%s) failed: %s (%d)", g->name, lt_status_name(s), s);
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (%s) failed: %s (%d)", f->name, lt_status_name(s), s);
     }
     return status;
 }
@@ -661,20 +656,13 @@ scaled_gemm(const lt_scaled_gemm *g, const ckc_exec *exec, ckc_error *err)
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const lt_scaled_gemm g = {"NVFP4", p->a, p->b, p->scale_a, p->scale_b, p->bias, p->out, p->out_kind, p->m, p->n,
-                              p->k, LT_R_4F_E2M1, LT_SCALE_VEC16_UE4M3, p->alpha_beta, LT_POINTER_MODE_DEVICE};
-    return scaled_gemm(&g, exec, err);
+    return scaled_gemm(p, &lt_nvfp4, exec, err);
 }
-
-/* MXFP8 has no alpha: 1 and 0 from the host. */
-static const float lt_one_zero[2] = {1.0f, 0.0f};
 
 ckc_status
 ckc_blas_mxfp8_gemm(const ckc_scaled_mm_mxfp8_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const lt_scaled_gemm g = {"MXFP8", p->a, p->b, p->scale_a, p->scale_b, p->bias, p->out, p->out_kind, p->m, p->n,
-                              p->k, LT_R_8F_E4M3, LT_SCALE_VEC32_UE8M0, lt_one_zero, LT_POINTER_MODE_HOST};
-    return scaled_gemm(&g, exec, err);
+    return scaled_gemm(p, &lt_mxfp8, exec, err);
 }
 
 #endif /* CKC_WITH_CUDA */

@@ -197,49 +197,41 @@ decode_mxfp8_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t
     }
 }
 
-/* A block-scaled GEMM as the reference computes it: out = alpha * dec(a) . dec(b)^T + bias,
- * each row decoded by `decode`, summed in float32 in k's order. */
+/* A block-scaled GEMM as the reference computes it: out = alpha * dec(a) . dec(b)^T + bias
+ * (alpha 1 without alpha_beta), each row decoded by `decode`, summed in float32 in k's order. */
 typedef struct {
+    ckc_scaled_mm_nvfp4_params p;
     void (*decode)(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v);
-    const uint8_t *a;
-    const uint8_t *b;
-    const uint8_t *scale_a;
-    const uint8_t *scale_b;
-    const float *alpha;      /* read when the stream runs the GEMM (a CUDA-graph replay reads it anew) */
-    const void *bias;
-    void *out;
-    ckc_float_kind out_kind;
-    int64_t m;
-    int64_t n;
-    int64_t k;
 } scaled_gemm_ref;
 
 /* The GEMM when the stream runs it (its memory was checked to be had when it
- * was issued; a failure now leaves the output unwritten). */
+ * was issued; a failure now leaves the output unwritten).  alpha is read then:
+ * a CUDA-graph replay reads it anew. */
 static void
 run_scaled_gemm(const void *ctx)
 {
     const scaled_gemm_ref *g = (const scaled_gemm_ref *)ctx;
+    const ckc_scaled_mm_nvfp4_params *p = &g->p;
     /* b's values, a's current row and the bias, in float32. */
-    float *vb = (float *)malloc((size_t)(g->n * g->k + g->k + g->n) * sizeof(float));
-    float *va = vb + g->n * g->k;
-    float *bias = va + g->k;
-    const float alpha = *g->alpha;
+    float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + p->n) * sizeof(float));
+    float *va = vb + p->n * p->k;
+    float *bias = va + p->k;
+    const float alpha = p->alpha_beta != NULL ? p->alpha_beta[0] : 1.0f;
     if (vb == NULL) {
         return;
     }
-    for (int64_t j = 0; j < g->n; j++) {
-        g->decode(g->b, g->scale_b, j, g->k, vb + j * g->k);
-        bias[j] = g->bias != NULL ? ckc_kind_value(g->bias, g->out_kind, j) : 0.0f;
+    for (int64_t j = 0; j < p->n; j++) {
+        g->decode(p->b, p->scale_b, j, p->k, vb + j * p->k);
+        bias[j] = p->bias != NULL ? ckc_kind_value(p->bias, p->out_kind, j) : 0.0f;
     }
-    for (int64_t i = 0; i < g->m; i++) {
-        g->decode(g->a, g->scale_a, i, g->k, va);
-        for (int64_t j = 0; j < g->n; j++) {
+    for (int64_t i = 0; i < p->m; i++) {
+        g->decode(p->a, p->scale_a, i, p->k, va);
+        for (int64_t j = 0; j < p->n; j++) {
             float acc = 0.0f;
-            for (int64_t t = 0; t < g->k; t++) {
-                acc += va[t] * vb[j * g->k + t];
+            for (int64_t t = 0; t < p->k; t++) {
+                acc += va[t] * vb[j * p->k + t];
             }
-            store_value(g->out, g->out_kind, i * g->n + j, alpha * acc + bias[j]);
+            store_value(p->out, p->out_kind, i * p->n + j, alpha * acc + bias[j]);
         }
     }
     free(vb);
@@ -248,7 +240,7 @@ run_scaled_gemm(const void *ctx)
 static ckc_status
 scaled_gemm(const scaled_gemm_ref *g, const char *name, const ckc_exec *exec, ckc_error *err)
 {
-    const size_t floats = (size_t)(g->n * g->k + g->k + g->n);
+    const size_t floats = (size_t)(g->p.n * g->p.k + g->p.k + g->p.n);
     void *probe = malloc(floats * sizeof(float));
     if (probe == NULL) {
         return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated %s GEMM: cannot allocate %zu floats", name, floats);
@@ -260,17 +252,18 @@ scaled_gemm(const scaled_gemm_ref *g, const char *name, const ckc_exec *exec, ck
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const scaled_gemm_ref g = {decode_nvfp4_row, p->a, p->b, p->scale_a, p->scale_b, p->alpha_beta, p->bias,
-                               p->out, p->out_kind, p->m, p->n, p->k};
+    scaled_gemm_ref g;
+    g.p = *p;
+    g.decode = decode_nvfp4_row;
     return scaled_gemm(&g, "NVFP4", exec, err);
 }
 
 ckc_status
 ckc_blas_mxfp8_gemm(const ckc_scaled_mm_mxfp8_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    static const float one = 1.0f; /* MXFP8 has no alpha */
-    const scaled_gemm_ref g = {decode_mxfp8_row, p->a, p->b, p->scale_a, p->scale_b, &one, p->bias, p->out,
-                               p->out_kind, p->m, p->n, p->k};
+    scaled_gemm_ref g;
+    g.p = *p;
+    g.decode = decode_mxfp8_row;
     return scaled_gemm(&g, "MXFP8", exec, err);
 }
 

@@ -148,6 +148,7 @@ prepare_mxfp8_gemm(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     p->b = (const uint8_t *)tb->data;
     p->scale_a = (const uint8_t *)a->t[XG_SA].data;
     p->scale_b = (const uint8_t *)a->t[XG_SB].data;
+    p->alpha_beta = NULL;
     p->bias = a->present[XG_BIAS] ? a->t[XG_BIAS].data : NULL;
     p->out = a->t[XG_OUT].data;
     p->out_kind = ckc_float_kind_of(a->t[XG_OUT].dtype);
