@@ -61,7 +61,8 @@ CUDA_ARCHS = "75;80;86;89;90;100;120"
 # The launchers (host C over the runtime seam) serve both GPU devices.
 GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c", "csrc/gpu/launch_flight.c", "csrc/gpu/launch_int8.c",
                  "csrc/gpu/launch_linear.c", "csrc/gpu/launch_nvfp4.c", "csrc/gpu/launch_tile.c",
-                 "csrc/gpu/launch_rope.c", "csrc/gpu/launch_fp8.c", "csrc/gpu/launch_residual.c"]
+                 "csrc/gpu/launch_rope.c", "csrc/gpu/launch_fp8.c", "csrc/gpu/launch_residual.c",
+                 "csrc/gpu/launch_mxfp8.c"]
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
     "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/cuda_driver.c"] + GPU_LAUNCHERS,
@@ -174,8 +175,9 @@ def write_fatbins_c(path: str, fatbins: list[str], cuda_version: int, archs: lis
             lines.append("    " + ", ".join(f"0x{w:016x}ULL" for w in words[at:at + 6]) + ",")
         lines.append("};")
         entries.append(f'    {{"{Path(fatbin).stem}", (const unsigned char *)fatbin_{i}, {len(data)}u}},')
-    if len(entries) > 8:
-        raise RuntimeError("more kernel sources than CKC_FATBIN_MAX (csrc/gpu/fatbins.h)")
+    limit = int(re.search(r"#define CKC_FATBIN_MAX (\d+)", (ROOT / "csrc/gpu/fatbins.h").read_text()).group(1))
+    if len(entries) > limit:
+        raise RuntimeError(f"{len(entries)} kernel sources, more than CKC_FATBIN_MAX = {limit} (csrc/gpu/fatbins.h)")
     lines += ["", "const ckc_fatbin ckc_fatbins[CKC_FATBIN_MAX] = {", *entries, "};",
               f"const int ckc_fatbin_count = {len(entries)};",
               f"const int ckc_kernels_cuda_version = {cuda_version};",

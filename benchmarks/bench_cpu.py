@@ -124,6 +124,8 @@ ARG_BUILDERS: dict[str, Callable[[torch.Tensor], tuple]] = {
     # rms_gated_residual: activation x [M, K], norm weight [K], residual [M, K], a gate per batch
     "rms_gated_residual": lambda x: (x, torch.rand(x.shape[1]).to(x.dtype), x.flip(0).contiguous(),
                                      torch.randn(1, x.shape[1]).to(x.dtype)),
+    "quantize_mxfp8": lambda x: (x, False),
+    "dequantize_mxfp8": lambda x: (*C.quantize_mxfp8(x), torch.bfloat16),
 }
 
 

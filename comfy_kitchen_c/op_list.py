@@ -28,6 +28,9 @@ from dataclasses import dataclass
 # dequantize-and-matmul, which comfy_kitchen's eager backend cannot run there).
 MIN_CC = (7, 5)
 FP4_GEMM_MIN_CC = (10, 0)
+# The MXFP8 GEMM: cuBLASLt's block-scaled FP8 (E8M0 scales per 32 values), 10.0+ as well; on the
+# CPU a dequantize-and-matmul (eager's torch scaled_mm refuses the CPU's swizzled scales).
+MXFP8_GEMM_MIN_CC = (10, 0)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_
 ROPE = "RoPE"
 FP8 = "FP8"
 RESIDUAL = "residual"
+MXFP8 = "MXFP8"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -92,6 +96,9 @@ OPS: tuple[Op, ...] = (
     Op("rms_rope_split_half1_", ROPE, ("rms_rope1",)),
     Op("rms_rope_split_half_", ROPE, ("rms_rope1",)),
     Op("rms_gated_residual", RESIDUAL, ("rms_gated_residual",), note="gate and residual per row, batch or position"),
+    Op("quantize_mxfp8", MXFP8, ("quantize_mxfp8",), note="`pad_32x`, E8M0 scales in cuBLAS's swizzled layout"),
+    Op("dequantize_mxfp8", MXFP8, ("dequantize_mxfp8",)),
+    Op("scaled_mm_mxfp8", MXFP8, ("scaled_mm_mxfp8", "dequantize_mxfp8"), min_cc=MXFP8_GEMM_MIN_CC),
 )
 
 BY_NAME = {op.name: op for op in OPS}

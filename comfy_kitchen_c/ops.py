@@ -45,6 +45,14 @@ from .linear import (  # noqa: F401 (the int8 linear ops, part of this module's 
     linear_memory_limit,
     set_linear_memory_limit,
 )
+from .mxfp8 import (  # noqa: F401 (the MXFP8 ops, part of this module's interface)
+    check_dequantize_mxfp8,
+    check_quantize_mxfp8,
+    check_scaled_mm_mxfp8,
+    dequantize_mxfp8,
+    quantize_mxfp8,
+    scaled_mm_mxfp8,
+)
 from .rope import (  # noqa: F401 (the RoPE ops, part of this module's interface)
     apply_rope,
     apply_rope1,

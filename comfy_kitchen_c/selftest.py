@@ -543,6 +543,28 @@ CASES += [
 ]
 
 
+def _mxfp8_gemm_args(d: Inputs) -> tuple:
+    """scaled_mm_mxfp8's operands: x and a [LINEAR_N, COLS] weight quantized by eager."""
+    w = synthetic(LINEAR_N, COLS, seed=SEED + 2).to(d.device, d.dtype)
+    (qa, sa), (qb, sb) = d.eager.quantize_mxfp8(d.x), d.eager.quantize_mxfp8(w)
+    return (qa, qb, sa, sb, None, d.dtype)
+
+
+CASES += [
+    Case("quantize_mxfp8", "", lambda d: (d.x,), exact, runs=_eager_takes("quantize_mxfp8"), not_run=NEWER_EAGER),
+    Case("quantize_mxfp8", f"{ODD_SHAPE[0]}x{ODD_SHAPE[1]}, pad_32x", lambda d: (d.x_odd, True), exact,
+         runs=_eager_takes("quantize_mxfp8"), not_run=NEWER_EAGER),
+    Case("dequantize_mxfp8", "", lambda d: (*d.eager.quantize_mxfp8(d.x), d.dtype), exact,
+         runs=_eager_takes("dequantize_mxfp8"), not_run=NEWER_EAGER),
+    # the GEMM's rule is the FP4 one: exact products (e4m3 values times powers of two) summed in
+    # float32 in another order, then one rounding
+    Case("scaled_mm_mxfp8", "", _mxfp8_gemm_args, fp4_gemm,
+         runs=lambda d: _eager_takes("scaled_mm_mxfp8")(d) and _eager_runs_fp4_gemm(d),
+         not_run="eager's is torch's block-scaled MXFP8 GEMM (CUDA, compute capability 10.0+, 16-bit output); "
+         "tests/test_mxfp8_parity.py checks ours against the definition"),
+]
+
+
 # ---- running --------------------------------------------------------------------------------
 
 @dataclass

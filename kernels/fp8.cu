@@ -5,6 +5,7 @@
  * for the values where the launcher found the tensors 16-byte aligned (`vec`),
  * element by element at the tail.  The element math is math/fp8.h, the same as
  * the CPU's, so both give eager's bits. */
+#include "codes.cuh"
 #include "done_mark.cuh"
 #include "elements.cuh"
 #include "row_tile.cuh"
@@ -13,46 +14,6 @@
 #include "math/fp8.h"
 
 #define CKC_FP8_BOUNDS __launch_bounds__(CKC_ROW_THREADS)
-
-/* 16 codes from q[start..]: zeros past n. */
-__device__ __forceinline__ void
-ckc_fp8_load_codes(const uint8_t *q, int64_t start, int64_t n, bool vec, uint8_t c[CKC_CHUNK])
-{
-    if (vec && start + CKC_CHUNK <= n) {
-        const ckc_bytes16 b = *(const ckc_bytes16 *)(q + start);
-        CKC_UNROLL
-        for (int e = 0; e < CKC_CHUNK; e++) {
-            c[e] = (uint8_t)(b.w[e / 4] >> (8 * (e % 4)));
-        }
-        return;
-    }
-    CKC_UNROLL
-    for (int e = 0; e < CKC_CHUNK; e++) {
-        c[e] = start + e < n ? q[start + e] : (uint8_t)0;
-    }
-}
-
-/* 16 codes to q[start..]: none past n. */
-__device__ __forceinline__ void
-ckc_fp8_store_codes(uint8_t *q, int64_t start, int64_t n, bool vec, const uint8_t c[CKC_CHUNK])
-{
-    if (vec && start + CKC_CHUNK <= n) {
-        ckc_bytes16 b;
-        CKC_UNROLL
-        for (int w = 0; w < 4; w++) {
-            b.w[w] = (uint32_t)c[4 * w] | (uint32_t)c[4 * w + 1] << 8 | (uint32_t)c[4 * w + 2] << 16 |
-                     (uint32_t)c[4 * w + 3] << 24;
-        }
-        *(ckc_bytes16 *)(q + start) = b;
-        return;
-    }
-    CKC_UNROLL
-    for (int e = 0; e < CKC_CHUNK; e++) {
-        if (start + e < n) {
-            q[start + e] = c[e];
-        }
-    }
-}
 
 /* The first chunk of this thread and the grid's stride, in elements. */
 #define CKC_FP8_LOOP(n)                                                                                        \

@@ -44,6 +44,8 @@ BLOCK_THREADS = {
     "fp8_quant_kernel": 256, "fp8_dequant_kernel": 256, "fp8_stochastic_kernel": 256, "rope_kernel": 256,
     # kernels/rope.cu, kernels/residual.cu: CKC_RMS_ROPE_WARPS = 8 warps, one row each
     "rms_rope_kernel": 256, "rms_gated_residual_kernel": 256,
+    # kernels/mxfp8.cu: CKC_ROW_THREADS
+    "mxfp8_quant_kernel": 256, "mxfp8_dequant_kernel": 256,
 }
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)

@@ -26,6 +26,7 @@ const ckc_named_code ckc_shared_ints[] = {
     /* the modulations: this package's activation codes, not comfy_kitchen input_act names */
     {"ACT_MODULATE", CKC_ACT_MODULATE},
     {"ACT_RMS_MODULATE", CKC_ACT_RMS_MODULATE},
+    {"MXFP8_BLOCK", CKC_MXFP8_BLOCK},
     {NULL, 0},
 };
 

@@ -11,6 +11,7 @@
 
 #include "math/activation.h"
 #include "math/hadamard.h"
+#include "math/mxfp8.h"
 #include "math/nvfp4.h"
 
 #ifdef __cplusplus

@@ -298,6 +298,36 @@ typedef struct {
     int64_t gate_div, gate_mod, res_div, res_mod;
     float eps;
 } ckc_rms_gated_residual_params;
+/* ---- MXFP8 (csrc/ops/mxfp8.c): blocks of 32 values with E8M0 scales ---- */
+
+/* qx[out_rows, out_cols] = e4m3 codes of x[rows, cols] (zeros past x: pad_32x)
+ * with each block's E8M0 scale at its swizzled offset in scales (padding: 0). */
+typedef struct {
+    const void *x;           /* [rows, cols] of kind */
+    uint8_t *qx;             /* [out_rows, out_cols] */
+    uint8_t *scales;         /* swizzled [roundup(out_rows,128), roundup(out_cols/32,4)] */
+    ckc_float_kind kind;
+    int64_t rows;
+    int64_t cols;
+    int64_t out_rows;        /* rows, or rows rounded up to 32 */
+    int64_t out_cols;        /* cols, or cols rounded up to 32; a multiple of 32 */
+} ckc_quantize_mxfp8_params;
+
+/* out[rows, cols] = round_out(e4m3(qx) * e8m0(scale of its block)). */
+typedef struct {
+    const uint8_t *qx;
+    const uint8_t *scales;
+    void *out;
+    ckc_float_kind out_kind;
+    int64_t rows;
+    int64_t cols;
+} ckc_dequantize_mxfp8_params;
+
+/* MXFP8 GEMM: out[m, n] = sum_k dec(a)[m, k] dec(b)[n, k] + bias[n], the NVFP4
+ * GEMM's block read as another block-scaled format: a [m, k] and b [n, k] e4m3
+ * codes, dec = code * its block's E8M0 scale, scale_a and scale_b swizzled
+ * [roundup(m or n, 128), roundup(k/32, 4)], alpha_beta NULL (alpha 1, beta 0). */
+typedef ckc_scaled_mm_nvfp4_params ckc_scaled_mm_mxfp8_params;
 
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
@@ -317,6 +347,9 @@ typedef union {
     ckc_stochastic_rounding_fp8_params stochastic_rounding_fp8;
     ckc_rms_rope1_params rms_rope1;
     ckc_rms_gated_residual_params rms_gated_residual;
+    ckc_quantize_mxfp8_params quantize_mxfp8;
+    ckc_dequantize_mxfp8_params dequantize_mxfp8;
+    ckc_scaled_mm_mxfp8_params scaled_mm_mxfp8;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

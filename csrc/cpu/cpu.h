@@ -28,6 +28,8 @@ ckc_status ckc_cpu_entry_dequantize_per_tensor_fp8(const ckc_op_params *p, ckc_e
 ckc_status ckc_cpu_entry_stochastic_rounding_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_rms_rope1(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_rms_gated_residual(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_quantize_mxfp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_dequantize_mxfp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 
 /* ---- the device (cpu/dispatch.c) ---- */
 

@@ -37,6 +37,9 @@ typedef struct {
     ckc_status (*rms_rope1)(const ckc_rms_rope1_params *p, int nthreads, ckc_error *err);
     /* rms_gated_residual (residual_impl.h) */
     ckc_status (*rms_gated_residual)(const ckc_rms_gated_residual_params *p, int nthreads, ckc_error *err);
+    /* MXFP8 (mxfp8_impl.h) */
+    ckc_status (*quantize_mxfp8)(const ckc_quantize_mxfp8_params *p, int nthreads, ckc_error *err);
+    ckc_status (*dequantize_mxfp8)(const ckc_dequantize_mxfp8_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

@@ -17,6 +17,7 @@
 #include "fp8_impl.h"
 #include "rms_rope_impl.h"
 #include "residual_impl.h"
+#include "mxfp8_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
 #define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
@@ -40,4 +41,6 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_fp8_stochastic,
     cpu_rms_rope1,
     cpu_rms_gated_residual,
+    cpu_mxfp8_quant,
+    cpu_mxfp8_dequant,
 };

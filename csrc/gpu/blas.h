@@ -22,6 +22,10 @@ ckc_status ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exe
 /* Block-scaled NVFP4 GEMM (compute capability 10.0 and newer on a real GPU). */
 ckc_status ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err);
 
+/* Block-scaled MXFP8 GEMM (e4m3 with E8M0 scales per 32 values; compute capability
+ * 10.0 and newer on a real GPU). */
+ckc_status ckc_blas_mxfp8_gemm(const ckc_scaled_mm_mxfp8_params *p, const ckc_exec *exec, ckc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

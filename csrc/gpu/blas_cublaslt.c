@@ -63,6 +63,7 @@ enum {
     LT_R_32I = 10,
     LT_R_16BF = 14,
     LT_R_4F_E2M1 = 33,
+    LT_R_8F_E4M3 = 28,
     LT_OP_N = 0,
     LT_OP_T = 1,
     LT_DESC_POINTER_MODE = 2, /* cublasLtMatmulDescAttributes_t */
@@ -75,9 +76,11 @@ enum {
     LT_DESC_BIAS_DATA_TYPE = 26,
     LT_DESC_A_SCALE_MODE = 31,
     LT_DESC_B_SCALE_MODE = 32,
+    LT_POINTER_MODE_HOST = 0,
     LT_POINTER_MODE_DEVICE = 1,
     LT_EPILOGUE_BIAS = 4,
     LT_SCALE_VEC16_UE4M3 = 1,
+    LT_SCALE_VEC32_UE8M0 = 2,
     LT_PREF_MAX_WORKSPACE_BYTES = 1, /* cublasLtMatmulPreferenceAttributes_t */
     LT_PREF_REDUCTION_SCHEME_MASK = 3,
     LT_PREF_MIN_ALIGNMENT_A = 5,
@@ -523,7 +526,8 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
     return CKC_OK;
 }
 
-/* ---- the NVFP4 GEMM: descriptors per call (they carry its pointers), the algorithm cached ---- */
+/* ---- the block-scaled GEMMs (NVFP4, MXFP8): descriptors per call (they carry
+ * their pointers), the algorithm cached ---- */
 
 static int
 lt_type_of(ckc_float_kind kind)
@@ -531,27 +535,41 @@ lt_type_of(ckc_float_kind kind)
     return kind == CKC_BF16 ? LT_R_16BF : (kind == CKC_F16 ? LT_R_16F : LT_R_32F);
 }
 
+/* The format of a block-scaled GEMM's operands and scales. */
+typedef struct {
+    const char *name;
+    int in_type;
+    int32_t scale_mode;
+} lt_block_format;
+
+static const lt_block_format lt_nvfp4 = {"NVFP4", LT_R_4F_E2M1, LT_SCALE_VEC16_UE4M3};
+static const lt_block_format lt_mxfp8 = {"MXFP8", LT_R_8F_E4M3, LT_SCALE_VEC32_UE8M0};
+
+/* alpha and beta: the block's, on the device, or (none given) 1 and 0 from the host. */
+static const float lt_one_zero[2] = {1.0f, 0.0f};
+
 static ckc_status
-nvfp4_describe(const ckc_scaled_mm_nvfp4_params *p, lt_plan *pl, ckc_error *err)
+scaled_describe(const ckc_scaled_mm_nvfp4_params *g, const lt_block_format *f, lt_plan *pl, ckc_error *err)
 {
-    const int32_t pointer_mode = LT_POINTER_MODE_DEVICE;
-    const int32_t scale_mode = LT_SCALE_VEC16_UE4M3;
-    const int out_type = lt_type_of(p->out_kind);
-    CKC_TRY(lt_describe_tn(pl, LT_COMPUTE_32F, LT_R_32F, LT_R_4F_E2M1, out_type, p->m, p->n, p->k, p->k, p->k, p->n,
+    const int out_type = lt_type_of(g->out_kind);
+    const int32_t pointer_mode = g->alpha_beta != NULL ? LT_POINTER_MODE_DEVICE : LT_POINTER_MODE_HOST;
+    CKC_TRY(lt_describe_tn(pl, LT_COMPUTE_32F, LT_R_32F, f->in_type, out_type, g->m, g->n, g->k, g->k, g->k, g->n,
                            err));
     /* cuBLASLt's A is our b (the weight), so its A scales are scale_b. */
     LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_POINTER_MODE, &pointer_mode,
                                                   sizeof pointer_mode));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_MODE, &scale_mode, sizeof scale_mode));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_B_SCALE_MODE, &scale_mode, sizeof scale_mode));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_POINTER, &p->scale_b,
-                                                  sizeof p->scale_b));
-    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_B_SCALE_POINTER, &p->scale_a,
-                                                  sizeof p->scale_a));
-    if (p->bias != NULL) {
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_MODE, &f->scale_mode,
+                                                  sizeof f->scale_mode));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_B_SCALE_MODE, &f->scale_mode,
+                                                  sizeof f->scale_mode));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_A_SCALE_POINTER, &g->scale_b,
+                                                  sizeof g->scale_b));
+    LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_B_SCALE_POINTER, &g->scale_a,
+                                                  sizeof g->scale_a));
+    if (g->bias != NULL) {
         const int32_t epilogue = LT_EPILOGUE_BIAS;
         LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-        LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_BIAS_POINTER, &p->bias, sizeof p->bias));
+        LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
         LT_TRY(err, lt.cublasLtMatmulDescSetAttribute(pl->desc, LT_DESC_BIAS_DATA_TYPE, &out_type,
                                                       sizeof out_type));
     }
@@ -566,20 +584,21 @@ lt_algo_free(void *p)
 
 /* pl->algo for the problem: the cached one, or the filter's choice, cached. */
 static ckc_status
-nvfp4_algo(lt_handle handle, const ckc_scaled_mm_nvfp4_params *p, int device, size_t ws_bytes, lt_plan *pl,
-           ckc_error *err)
+scaled_algo(lt_handle handle, const ckc_scaled_mm_nvfp4_params *g, int in_type, int device, size_t ws_bytes,
+            lt_plan *pl, ckc_error *err)
 {
-    const uint32_t align[3] = {ckc_blas_alignment(p->b), ckc_blas_alignment(p->a), ckc_blas_alignment(p->out)};
+    const uint32_t align[3] = {ckc_blas_alignment(g->b), ckc_blas_alignment(g->a), ckc_blas_alignment(g->out)};
     ckc_blas_key key;
     ckc_blas_entry *entry;
     lt_algo *algo;
     memset(&key, 0, sizeof key);
-    /* kind: 1 + 2 * output type + whether the bias epilogue is on */
-    key.v[0] = 1 + 2 * lt_type_of(p->out_kind) + (p->bias != NULL);
+    /* kind: 1 + 2 * output type + whether the bias epilogue is on; then the operands' type */
+    key.v[0] = 1 + 2 * lt_type_of(g->out_kind) + (g->bias != NULL);
     key.v[1] = device;
-    key.v[2] = p->m;
-    key.v[3] = p->n;
-    key.v[4] = p->k;
+    key.v[2] = g->m;
+    key.v[3] = g->n;
+    key.v[4] = g->k;
+    key.v[5] = in_type;
     key.v[8] = align[0];
     key.v[9] = align[1];
     key.v[10] = align[2];
@@ -604,9 +623,10 @@ nvfp4_algo(lt_handle handle, const ckc_scaled_mm_nvfp4_params *p, int device, si
     return CKC_OK;
 }
 
-ckc_status
-ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
+static ckc_status
+scaled_gemm(const ckc_scaled_mm_nvfp4_params *g, const lt_block_format *f, const ckc_exec *exec, ckc_error *err)
 {
+    const float *alpha_beta = g->alpha_beta != NULL ? g->alpha_beta : lt_one_zero;
     lt_handle handle;
     void *ws;
     size_t ws_bytes;
@@ -615,22 +635,34 @@ ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, c
     lt_status s = 0;
     memset(&pl, 0, sizeof pl);
     CKC_TRY(lt_context(exec, &handle, &ws, &ws_bytes, err));
-    status = nvfp4_describe(p, &pl, err);
+    status = scaled_describe(g, f, &pl, err);
     if (status == CKC_OK) {
-        status = nvfp4_algo(handle, p, exec->device_index, ws_bytes, &pl, err);
+        status = scaled_algo(handle, g, f->in_type, exec->device_index, ws_bytes, &pl, err);
     }
     if (status == CKC_OK) {
-        s = lt.cublasLtMatmul(handle, pl.desc, p->alpha_beta, p->b, pl.a, p->a, pl.b, p->alpha_beta + 1, p->out, pl.c,
-                              p->out, pl.c, &pl.algo, ws, ws_bytes, (CUstream)exec->stream);
+        s = lt.cublasLtMatmul(handle, pl.desc, alpha_beta, g->b, pl.a, g->a, pl.b, alpha_beta + 1, g->out, pl.c,
+                              g->out, pl.c, &pl.algo, ws, ws_bytes, (CUstream)exec->stream);
     }
     if (pl.c != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.c);
     if (pl.b != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.b);
     if (pl.a != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.a);
     if (pl.desc != NULL) (void)lt.cublasLtMatmulDescDestroy(pl.desc);
     if (status == CKC_OK && s != 0) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (NVFP4) failed: %s (%d)", lt_status_name(s), s);
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (%s) failed: %s (%d)", f->name, lt_status_name(s), s);
     }
     return status;
+}
+
+ckc_status
+ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    return scaled_gemm(p, &lt_nvfp4, exec, err);
+}
+
+ckc_status
+ckc_blas_mxfp8_gemm(const ckc_scaled_mm_mxfp8_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    return scaled_gemm(p, &lt_mxfp8, exec, err);
 }
 
 #endif /* CKC_WITH_CUDA */

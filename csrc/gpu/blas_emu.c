@@ -21,6 +21,7 @@
 #include "blas_plan.h"
 #include "gpu.h"
 #include "math/float_bits.h"
+#include "math/mxfp8.h"
 #include "math/nvfp4.h"
 
 void
@@ -173,7 +174,7 @@ store_value(void *row, ckc_float_kind kind, int64_t i, float v)
 /* Values of one row of NVFP4 codes times their block scales (exact in float32:
  * a 2-bit by 3-bit significand product). */
 static void
-decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v)
+decode_nvfp4_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v)
 {
     const int64_t scale_cols = k / CKC_NVFP4_BLOCK;
     for (int64_t i = 0; i < k / 2; i++) {
@@ -185,26 +186,46 @@ decode_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, fl
     }
 }
 
-/* The NVFP4 GEMM when the stream runs it (its memory was checked to be had
- * when it was issued; a failure now leaves the output unwritten). */
+/* Values of one row of MXFP8 codes times their E8M0 block scales (math/mxfp8.h). */
 static void
-run_nvfp4_gemm(const void *ctx)
+decode_mxfp8_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v)
 {
-    const ckc_scaled_mm_nvfp4_params *p = (const ckc_scaled_mm_nvfp4_params *)ctx;
+    const int64_t scale_cols = k / CKC_MXFP8_BLOCK;
+    for (int64_t i = 0; i < k; i++) {
+        const float s = ckc_e8m0_to_f32(scales[ckc_nvfp4_scale_offset(r, i / CKC_MXFP8_BLOCK, scale_cols)]);
+        v[i] = ckc_mxfp8_decoded(codes[r * k + i], s);
+    }
+}
+
+/* A block-scaled GEMM as the reference computes it: out = alpha * dec(a) . dec(b)^T + bias
+ * (alpha 1 without alpha_beta), each row decoded by `decode`, summed in float32 in k's order. */
+typedef struct {
+    ckc_scaled_mm_nvfp4_params p;
+    void (*decode)(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t k, float *v);
+} scaled_gemm_ref;
+
+/* The GEMM when the stream runs it (its memory was checked to be had when it
+ * was issued; a failure now leaves the output unwritten).  alpha is read then:
+ * a CUDA-graph replay reads it anew. */
+static void
+run_scaled_gemm(const void *ctx)
+{
+    const scaled_gemm_ref *g = (const scaled_gemm_ref *)ctx;
+    const ckc_scaled_mm_nvfp4_params *p = &g->p;
     /* b's values, a's current row and the bias, in float32. */
     float *vb = (float *)malloc((size_t)(p->n * p->k + p->k + p->n) * sizeof(float));
     float *va = vb + p->n * p->k;
     float *bias = va + p->k;
-    const float alpha = p->alpha_beta[0];
+    const float alpha = p->alpha_beta != NULL ? p->alpha_beta[0] : 1.0f;
     if (vb == NULL) {
         return;
     }
     for (int64_t j = 0; j < p->n; j++) {
-        decode_row(p->b, p->scale_b, j, p->k, vb + j * p->k);
+        g->decode(p->b, p->scale_b, j, p->k, vb + j * p->k);
         bias[j] = p->bias != NULL ? ckc_kind_value(p->bias, p->out_kind, j) : 0.0f;
     }
     for (int64_t i = 0; i < p->m; i++) {
-        decode_row(p->a, p->scale_a, i, p->k, va);
+        g->decode(p->a, p->scale_a, i, p->k, va);
         for (int64_t j = 0; j < p->n; j++) {
             float acc = 0.0f;
             for (int64_t t = 0; t < p->k; t++) {
@@ -216,16 +237,34 @@ run_nvfp4_gemm(const void *ctx)
     free(vb);
 }
 
+static ckc_status
+scaled_gemm(const scaled_gemm_ref *g, const char *name, const ckc_exec *exec, ckc_error *err)
+{
+    const size_t floats = (size_t)(g->p.n * g->p.k + g->p.k + g->p.n);
+    void *probe = malloc(floats * sizeof(float));
+    if (probe == NULL) {
+        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated %s GEMM: cannot allocate %zu floats", name, floats);
+    }
+    free(probe);
+    return stream_work(run_scaled_gemm, g, sizeof *g, exec, err);
+}
+
 ckc_status
 ckc_blas_nvfp4_gemm(const ckc_scaled_mm_nvfp4_params *p, const ckc_exec *exec, ckc_error *err)
 {
-    const size_t floats = (size_t)(p->n * p->k + p->k + p->n);
-    void *probe = malloc(floats * sizeof(float));
-    if (probe == NULL) {
-        return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated NVFP4 GEMM: cannot allocate %zu floats", floats);
-    }
-    free(probe);
-    return stream_work(run_nvfp4_gemm, p, sizeof *p, exec, err);
+    scaled_gemm_ref g;
+    g.p = *p;
+    g.decode = decode_nvfp4_row;
+    return scaled_gemm(&g, "NVFP4", exec, err);
+}
+
+ckc_status
+ckc_blas_mxfp8_gemm(const ckc_scaled_mm_mxfp8_params *p, const ckc_exec *exec, ckc_error *err)
+{
+    scaled_gemm_ref g;
+    g.p = *p;
+    g.decode = decode_mxfp8_row;
+    return scaled_gemm(&g, "MXFP8", exec, err);
 }
 
 #endif /* CKC_EMULATED */

@@ -22,19 +22,21 @@ CKC_GPU_LAUNCHER_ENTRY(quantize_nvfp4)
 CKC_GPU_LAUNCHER_ENTRY(dequantize_nvfp4)
 CKC_GPU_LAUNCHER_ENTRY(int8_linear)
 
-/* The block-scaled FP4 GEMM is cuBLASLt's alone (no kernel of ours), on the
- * tensors' device.  Its last work is the library's, so the op's completion
- * mark is queued separately after it. */
-ckc_status
-ckc_gpu_entry_scaled_mm_nvfp4(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
-{
-    ckc_gpu_device_guard guard;
-    ckc_status status;
-    CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));
-    status = ckc_blas_nvfp4_gemm(&p->scaled_mm_nvfp4, exec, err);
-    ckc_gpu_device_leave(&guard);
-    return status;
-}
+/* The block-scaled GEMMs (FP4, MXFP8) are cuBLASLt's alone (no kernel of ours),
+ * on the tensors' device.  Their last work is the library's, so the op's
+ * completion mark is queued separately after it. */
+#define CKC_GPU_BLAS_ENTRY(op, gemm)                                                      \
+    ckc_status ckc_gpu_entry_##op(const ckc_op_params *p, ckc_exec *exec, ckc_error *err) \
+    {                                                                                     \
+        ckc_gpu_device_guard guard;                                                       \
+        ckc_status status;                                                                \
+        CKC_TRY(ckc_gpu_device_enter(exec->device_index, &guard, err));                   \
+        status = gemm(&p->op, exec, err);                                                 \
+        ckc_gpu_device_leave(&guard);                                                     \
+        return status;                                                                    \
+    }
+
+CKC_GPU_BLAS_ENTRY(scaled_mm_nvfp4, ckc_blas_nvfp4_gemm)
 
 ckc_status
 ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err)
@@ -55,3 +57,7 @@ CKC_GPU_LAUNCHER_ENTRY(dequantize_per_tensor_fp8)
 CKC_GPU_LAUNCHER_ENTRY(stochastic_rounding_fp8)
 CKC_GPU_LAUNCHER_ENTRY(rms_rope1)
 CKC_GPU_LAUNCHER_ENTRY(rms_gated_residual)
+CKC_GPU_LAUNCHER_ENTRY(quantize_mxfp8)
+CKC_GPU_LAUNCHER_ENTRY(dequantize_mxfp8)
+
+CKC_GPU_BLAS_ENTRY(scaled_mm_mxfp8, ckc_blas_mxfp8_gemm)

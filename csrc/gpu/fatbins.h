@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#define CKC_FATBIN_MAX 8
+#define CKC_FATBIN_MAX 16
 
 typedef struct {
     const char *name;           /* the .cu file's stem: "int8" */

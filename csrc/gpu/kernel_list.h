@@ -85,5 +85,9 @@
 /* rms_gated_residual_kernel<KIND>: by the activation's kind; one warp per row
  * (CKC_RMS_ROPE_WARPS warps per block). */
 #define CKC_RESIDUAL_KERNELS(X) X(0) X(1) X(2)
+/* ---- kernels/mxfp8.cu ---- */
+
+/* mxfp8_quant_kernel, mxfp8_dequant_kernel<KIND>: by x's (the dequantizer: out's) element kind. */
+#define CKC_MXFP8_KERNELS(X) X(0) X(1) X(2)
 
 #endif /* CKC_GPU_KERNEL_LIST_H */

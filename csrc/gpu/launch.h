@@ -41,6 +41,9 @@ ckc_status ckc_gpu_stochastic_rounding_fp8(const ckc_stochastic_rounding_fp8_par
 ckc_status ckc_gpu_rms_rope1(const ckc_rms_rope1_params *p, ckc_exec *exec, ckc_error *err);
 /* rms_gated_residual (kernels/residual.cu, launcher gpu/launch_residual.c) */
 ckc_status ckc_gpu_rms_gated_residual(const ckc_rms_gated_residual_params *p, ckc_exec *exec, ckc_error *err);
+/* MXFP8 (kernels/mxfp8.cu) */
+ckc_status ckc_gpu_quantize_mxfp8(const ckc_quantize_mxfp8_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_dequantize_mxfp8(const ckc_dequantize_mxfp8_params *p, ckc_exec *exec, ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

@@ -27,6 +27,9 @@
     X(dequantize_per_tensor_fp8)                                                                         \
     X(stochastic_rounding_fp8)                                                                           \
     X(rms_rope1)                                                                                         \
-    X(rms_gated_residual)
+    X(rms_gated_residual)                                                                                \
+    X(quantize_mxfp8)                                                                                    \
+    X(dequantize_mxfp8)                                                                                  \
+    X(scaled_mm_mxfp8)
 
 #endif /* CKC_OPS_OP_LIST_H */

@@ -47,10 +47,15 @@ def same_form(ours, ref) -> None:
             raise Mismatch(f"result {k}: {a.dtype}{list(a.shape)}, eager {b.dtype}{list(b.shape)}")
 
 
+# float8 compared as bytes (E8M0 scales: MXFP8's, where torch has them)
+BYTE_FLOATS = tuple(d for d in (torch.float8_e4m3fn, torch.float8_e5m2, getattr(torch, "float8_e8m0fnu", None))
+                    if d is not None)
+
+
 def bits_equal(a: torch.Tensor, b: torch.Tensor, what: str, zero_signs: bool = True) -> None:
     """Same values, NaN where eager has NaN (any payload), zeros of the same sign unless not
     zero_signs; float8 and codes as bytes."""
-    if a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # torch has no signbit for float8
+    if a.dtype in BYTE_FLOATS:  # torch has no signbit for float8
         a, b = a.view(torch.uint8), b.view(torch.uint8)
     if a.dtype.is_floating_point:
         same = (a == b) | (torch.isnan(a) & torch.isnan(b))

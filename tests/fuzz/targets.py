@@ -18,6 +18,7 @@ from comfy_kitchen_c import ops
 from draw import Draw
 import fp8_targets
 import linear_targets
+import mxfp8_targets
 import rope_targets
 import rms_rope_targets
 import residual_targets
@@ -381,4 +382,4 @@ NVFP4 = [
 
 TARGETS = {t.op: t for t in INT8_QUANT + INT8_DEQUANT + NVFP4 + linear_targets.targets(Target)
            + rope_targets.targets(Target) + fp8_targets.targets(Target) + rms_rope_targets.targets(Target)
-           + residual_targets.targets(Target)}
+           + residual_targets.targets(Target) + mxfp8_targets.targets(Target)}
