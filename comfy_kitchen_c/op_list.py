@@ -46,6 +46,7 @@ class Op:
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
 ROPE = "RoPE"
 FP8 = "FP8"
+W4A4 = "ConvRot W4A4 (int4)"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -83,6 +84,12 @@ OPS: tuple[Op, ...] = (
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
     Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`",
        registry_cpu=False),
+    Op("quantize_convrot_w4a4_weight", W4A4, ("quantize_convrot_w4a4_weight",),
+       note="`convrot_groupsize` 4 ... 1024, stochastic rounding with eager's noise"),
+    Op("dequantize_convrot_w4a4_weight", W4A4, ("dequantize_convrot_w4a4_weight",)),
+    Op("convrot_w4a4_linear", W4A4, ("quantize_convrot_w4a4_weight", "convrot_w4a4_linear"),
+       note="the int4 GEMM accumulated exactly (CPU: unpacked to int8; GPU: nibbles unpacked in registers)"),
+    Op("prepare_int4_weight_for_int8_linear", W4A4, ("prepare_int4_weight_for_int8_linear",)),
 )
 
 BY_NAME = {op.name: op for op in OPS}
@@ -92,10 +99,6 @@ BY_NAME = {op.name: op for op in OPS}
 # comfy_kitchen release that adds an int8 or NVFP4 op makes tests/test_registration.py fail until
 # it is served (a line above) or listed here.
 NOT_SERVED = {
-    "convrot_w4a4_linear": "int4 ConvRot W4A4 (its own layout)",
-    "quantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
-    "dequantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
-    "prepare_int4_weight_for_int8_linear": "int4 weights (W4A8)",
     "quantize_w4a8_int8_weight": "int4 weights (W4A8)",
     "dequantize_w4a8_int8_weight": "int4 weights (W4A8)",
     "w4a8_int8_linear": "int4 weights (W4A8)",

@@ -63,6 +63,16 @@ from .rope import (  # noqa: F401 (the RoPE ops, part of this module's interface
     check_apply_rope_split_half1_,
     check_apply_rope_split_half_,
 )
+from .w4a4 import (  # noqa: F401 (the ConvRot W4A4 ops, part of this module's interface)
+    check_convrot_w4a4_linear,
+    check_dequantize_convrot_w4a4_weight,
+    check_prepare_int4_weight_for_int8_linear,
+    check_quantize_convrot_w4a4_weight,
+    convrot_w4a4_linear,
+    dequantize_convrot_w4a4_weight,
+    prepare_int4_weight_for_int8_linear,
+    quantize_convrot_w4a4_weight,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.

@@ -266,6 +266,58 @@ typedef struct {
     int e5m2;
 } ckc_stochastic_rounding_fp8_params;
 
+/* ---- ConvRot W4A4 (csrc/ops/w4a4.c): int4 codes two per byte (math/int4.h) ---- */
+
+/* Row-wise int4 quantization of x[rows, cols], each group of `group` columns
+ * rotated first (0: none); q[rows, cols / 2] packed, scale[rows] float32. */
+typedef struct {
+    const void *x;
+    ckc_float_kind kind;
+    int64_t rows;
+    int64_t cols;
+    int64_t group;
+    const void *noise;   /* NULL: nearest even; else eager's uniform noise, x's type and shape */
+    uint8_t *q;
+    float *scale;
+} ckc_quantize_convrot_w4a4_weight_params;
+
+/* out[rows, cols] = round_out(rotate(float32(code) * scale[row])). */
+typedef struct {
+    const uint8_t *q;    /* [rows, cols / 2] */
+    const float *scale;  /* rows values */
+    void *out;
+    ckc_float_kind out_kind;
+    int64_t rows;
+    int64_t cols;
+    int64_t group;
+} ckc_dequantize_convrot_w4a4_weight_params;
+
+/* out[rows, 2 * cols] int8 = the signed nibbles of q[rows, cols]. */
+typedef struct {
+    const uint8_t *q;
+    int8_t *out;
+    int64_t rows;
+    int64_t cols;
+} ckc_prepare_int4_weight_for_int8_linear_params;
+
+/* out[m, n] = int4_linear epilogue (math/int4.h) of sum_k a[m, k] w[n, k], a and
+ * w packed int4 [., k / 2]; x_scale float32 [m]; w_scale and bias [n] of
+ * their own types (rounded to out's); out of out_kind. */
+typedef struct {
+    const uint8_t *a;
+    const float *x_scale;
+    const uint8_t *w;
+    const void *w_scale;
+    ckc_float_kind w_scale_kind;
+    const void *bias;    /* NULL: none */
+    ckc_float_kind bias_kind;
+    void *out;
+    ckc_float_kind out_kind;
+    int64_t m;
+    int64_t n;
+    int64_t k;           /* unpacked; even */
+} ckc_convrot_w4a4_linear_params;
+
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
  * adds it here. */
@@ -282,6 +334,10 @@ typedef union {
     ckc_quantize_per_tensor_fp8_params quantize_per_tensor_fp8;
     ckc_dequantize_per_tensor_fp8_params dequantize_per_tensor_fp8;
     ckc_stochastic_rounding_fp8_params stochastic_rounding_fp8;
+    ckc_quantize_convrot_w4a4_weight_params quantize_convrot_w4a4_weight;
+    ckc_dequantize_convrot_w4a4_weight_params dequantize_convrot_w4a4_weight;
+    ckc_prepare_int4_weight_for_int8_linear_params prepare_int4_weight_for_int8_linear;
+    ckc_convrot_w4a4_linear_params convrot_w4a4_linear;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

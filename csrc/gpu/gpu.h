@@ -35,6 +35,10 @@ ckc_status ckc_gpu_entry_apply_rope1(const ckc_op_params *p, ckc_exec *exec, ckc
 ckc_status ckc_gpu_entry_quantize_per_tensor_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_dequantize_per_tensor_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_stochastic_rounding_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_quantize_convrot_w4a4_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_dequantize_convrot_w4a4_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_prepare_int4_weight_for_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_convrot_w4a4_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 /* One one-thread kernel carrying the op's completion mark, nothing else: the
  * least an op can launch (the checks' own cost, benchmarks/bench_faults.py). */
 ckc_status ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);

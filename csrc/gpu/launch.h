@@ -37,6 +37,14 @@ ckc_status ckc_gpu_dequantize_per_tensor_fp8(const ckc_dequantize_per_tensor_fp8
                                              ckc_error *err);
 ckc_status ckc_gpu_stochastic_rounding_fp8(const ckc_stochastic_rounding_fp8_params *p, ckc_exec *exec,
                                            ckc_error *err);
+/* ConvRot W4A4 (kernels/w4a4.cu) */
+ckc_status ckc_gpu_quantize_convrot_w4a4_weight(const ckc_quantize_convrot_w4a4_weight_params *p, ckc_exec *exec,
+                                                ckc_error *err);
+ckc_status ckc_gpu_dequantize_convrot_w4a4_weight(const ckc_dequantize_convrot_w4a4_weight_params *p,
+                                                  ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_prepare_int4_weight_for_int8_linear(const ckc_prepare_int4_weight_for_int8_linear_params *p,
+                                                       ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_convrot_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, ckc_exec *exec, ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

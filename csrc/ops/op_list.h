@@ -25,6 +25,10 @@
     X(apply_rope1)                                                                                       \
     X(quantize_per_tensor_fp8)                                                                           \
     X(dequantize_per_tensor_fp8)                                                                         \
-    X(stochastic_rounding_fp8)
+    X(stochastic_rounding_fp8)                                                                           \
+    X(quantize_convrot_w4a4_weight)                                                                      \
+    X(dequantize_convrot_w4a4_weight)                                                                    \
+    X(prepare_int4_weight_for_int8_linear)                                                               \
+    X(convrot_w4a4_linear)
 
 #endif /* CKC_OPS_OP_LIST_H */
