@@ -35,6 +35,12 @@ def _quant_group(op: str, quant_group_size) -> None:
                             "(eager's int4 kernels take no other)")
 
 
+def _rows(op: str, name: str, rows: int) -> None:
+    """Eager's int4 unpacking reshapes to [rows, -1], which fails on 0 rows: so do we, by name."""
+    if rows == 0:
+        raise ArgumentError(f"{op}: argument '{name}': 0 rows (eager's int4 unpacking cannot reshape them)")
+
+
 def _per_row(op: str, name: str, value, n: int, device, dtypes=check.FLOAT_DTYPES, ndim: int | None = 1) -> None:
     """A float tensor of n elements on device (eager broadcasts it as one value per row)."""
     check.tensor(op, name, value, dtypes, ndim=ndim, empty=True)
@@ -84,6 +90,7 @@ def check_dequantize_convrot_w4a4_weight(qdata, scales, convrot_groupsize=256, q
                                          output_dtype=torch.float32):
     op = "dequantize_convrot_w4a4_weight"
     rows, c = check.rows_of(op, "qdata", check.tensor(op, "qdata", qdata, (torch.int8,), ndim=2, empty=True))
+    _rows(op, "qdata", rows)
     _quant_group(op, quant_group_size)
     _per_row(op, "scales", scales, rows, qdata.device)
     check.group_size(op, convrot_groupsize, 2 * c, "convrot_groupsize")
@@ -108,7 +115,8 @@ def dequantize_convrot_w4a4_weight(qdata, scales, convrot_groupsize=256, quant_g
 
 def check_prepare_int4_weight_for_int8_linear(weight):
     op = "prepare_int4_weight_for_int8_linear"
-    check.rows_of(op, "weight", check.tensor(op, "weight", weight, (torch.int8,), ndim=2, empty=True))
+    rows, _ = check.rows_of(op, "weight", check.tensor(op, "weight", weight, (torch.int8,), ndim=2, empty=True))
+    _rows(op, "weight", rows)
 
 
 def prepare_int4_weight_for_int8_linear(weight):
@@ -127,8 +135,10 @@ def check_convrot_w4a4_linear(x, qweight, wscales, bias=None, convrot_groupsize=
     op = "convrot_w4a4_linear"
     if not isinstance(linear_dtype, str) or linear_dtype not in LINEAR_DTYPES:
         raise ArgumentError(f"{op}: argument 'linear_dtype': expected 'int4' or 'int8', got {linear_dtype!r}")
-    _, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1, empty=True))
+    m, k = check.rows_of(op, "x", check.tensor(op, "x", x, check.FLOAT_DTYPES, min_ndim=1, empty=True))
     n, c = check.rows_of(op, "qweight", check.tensor(op, "qweight", qweight, (torch.int8,), ndim=2, empty=True))
+    _rows(op, "x", m)
+    _rows(op, "qweight", n)
     _quant_group(op, quant_group_size)
     if k != 2 * c:
         raise ArgumentError(f"{op}: argument 'x': K = {k} does not match qweight's K = {2 * c}")
@@ -151,9 +161,8 @@ def convrot_w4a4_linear(x, qweight, wscales, bias=None, convrot_groupsize=256, q
     k = x.shape[-1]
     x2d = x.reshape(-1, k).contiguous()
     out = torch.empty((x2d.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
-    if out.numel():
-        qa, x_scale = _quantize_rows(op, x2d, convrot_groupsize, 0)
-        _run("convrot_w4a4_linear", op, x.device,
+    qa, x_scale = _quantize_rows(op, x2d, convrot_groupsize, 0)
+    _run("convrot_w4a4_linear", op, x.device,
              (qa.view(torch.uint8), x_scale, qweight.contiguous().view(torch.uint8), wscales.contiguous(),
               None if bias is None else bias.contiguous(), out), ())
     return out.reshape(*x.shape[:-1], qweight.shape[0])

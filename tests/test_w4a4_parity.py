@@ -54,12 +54,12 @@ def eager_rotated(w, group):
 # ---- the codec ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_prepare_int4_every_byte(eager, device):
+def test_prepare_int4_every_byte(device):
     q = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.int8).reshape(4, 64)
     with kernels_of(device):
         for w in (q, q[:, :33], q.t().contiguous()[:7], q[:, ::2]):  # odd widths, non-contiguous
             assert_bitwise_equal(ops.prepare_int4_weight_for_int8_linear(w),
-                                 eager.prepare_int4_weight_for_int8_linear(w), f"shape {tuple(w.shape)}")
+                                 EW.prepare_int4_weight_for_int8_linear(w), f"shape {tuple(w.shape)}")
 
 
 # ---- the quantizer on eager's own rotated values ---------------------------------------------------
@@ -86,12 +86,12 @@ def test_quantizer_on_eager_rotation_bit_exact(device, dtype, seed):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("group", GROUPS)
-def test_quantize_exact_rotation_bit_exact(eager, device, dtype, group):
+def test_quantize_exact_rotation_bit_exact(device, dtype, group):
     w = integer_weights(12, max(group, 128), dtype)
     with kernels_of(device):
         for seed in (0, 5):
             q, s = ops.quantize_convrot_w4a4_weight(w, group, 64, seed)
-            rq, rs = eager.quantize_convrot_w4a4_weight(w, group, 64, seed)
+            rq, rs = EW.quantize_convrot_w4a4_weight(w, group, 64, seed)
             assert_bitwise_equal(q, rq, f"codes, seed {seed}")
             assert_bitwise_equal(s, rs, f"scales, seed {seed}")
 
@@ -99,7 +99,7 @@ def test_quantize_exact_rotation_bit_exact(eager, device, dtype, group):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("group", GROUPS)
-def test_dequantize_exact_bit_exact(eager, device, dtype, group):
+def test_dequantize_exact_bit_exact(device, dtype, group):
     """Power-of-two scales: code * scale * (+-2^-L) and all their sums are exact."""
     g = torch.Generator().manual_seed(group)
     k = max(group, 128)
@@ -107,21 +107,21 @@ def test_dequantize_exact_bit_exact(eager, device, dtype, group):
     scales = torch.pow(2.0, torch.randint(-20, 10, (10,), generator=g).float())
     with kernels_of(device):
         assert_bitwise_equal(ops.dequantize_convrot_w4a4_weight(q, scales, group, 64, dtype),
-                             eager.dequantize_convrot_w4a4_weight(q, scales, group, 64, dtype), "dequantized")
+                             EW.dequantize_convrot_w4a4_weight(q, scales, group, 64, dtype), "dequantized")
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("group", [16, 256])
-def test_linear_exact_rotation_bit_exact(eager, device, dtype, group):
+def test_linear_exact_rotation_bit_exact(device, dtype, group):
     w = integer_weights(70, 256, torch.float32, seed=2)
-    qw, ws = eager.quantize_convrot_w4a4_weight(w, group)
+    qw, ws = EW.quantize_convrot_w4a4_weight(w, group)
     x = integer_weights(2 * 3 * 11, 256, dtype, seed=3, step=0.5).reshape(2, 33, 256)
     bias = torch.randn(70).to(dtype)
     with kernels_of(device):
         for b in (None, bias, bias.float()):
             assert_bitwise_equal(ops.convrot_w4a4_linear(x, qw, ws.to(dtype), b, group),
-                                 eager.convrot_w4a4_linear(x, qw, ws.to(dtype), b, group), "linear")
+                                 EW.convrot_w4a4_linear(x, qw, ws.to(dtype), b, group), "linear")
 
 
 # ---- the GEMM and epilogue given the codes --------------------------------------------------------
@@ -216,54 +216,60 @@ def assert_linear_given_codes(x, qweight, wscales, bias, group, ours):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("group", [64, 256])
-def test_quantize_random_codes_differ_only_at_ties(eager, device, dtype, group):
+def test_quantize_random_codes_differ_only_at_ties(device, dtype, group):
     w = random_weights(48, 512, dtype, seed=group)
     with kernels_of(device):
         q, s = ops.quantize_convrot_w4a4_weight(w, group)
-    rq, rs = eager.quantize_convrot_w4a4_weight(w, group)
+    rq, rs = EW.quantize_convrot_w4a4_weight(w, group)
     differ = assert_codes_at_ties(w, group, q, s, rq, rs)
     assert differ <= q.numel() * 2 // 100, f"{differ} differing codes"
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
-def test_dequantize_random_within_bound(eager, device, dtype):
+def test_dequantize_random_within_bound(device, dtype):
     g = torch.Generator().manual_seed(9)
     q = torch.randint(-128, 128, (16, 128), generator=g, dtype=torch.int32).to(torch.int8)
     scales = torch.rand(16, generator=g) * 0.1
     with kernels_of(device):
         ours = ops.dequantize_convrot_w4a4_weight(q, scales, 256, 64, dtype)
-    assert_dequant_close(q, scales, 256, ours, eager.dequantize_convrot_w4a4_weight(q, scales, 256, 64, dtype))
+    assert_dequant_close(q, scales, 256, ours, EW.dequantize_convrot_w4a4_weight(q, scales, 256, 64, dtype))
 
 
 # ---- edge inputs -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_edges(eager, device):
+def test_edges(device):
     w = integer_weights(8, 128, torch.bfloat16)
-    qw, ws = eager.quantize_convrot_w4a4_weight(w, 16)
+    qw, ws = EW.quantize_convrot_w4a4_weight(w, 16)
     with kernels_of(device):
         # non-contiguous weight (a transpose) and an empty one
         wt = integer_weights(128, 64, torch.float16).t()
-        for a, b in zip(ops.quantize_convrot_w4a4_weight(wt, 16), eager.quantize_convrot_w4a4_weight(wt, 16)):
+        for a, b in zip(ops.quantize_convrot_w4a4_weight(wt, 16), EW.quantize_convrot_w4a4_weight(wt, 16)):
             assert_bitwise_equal(a, b, "non-contiguous")
         e = torch.zeros(0, 128)
-        for a, b in zip(ops.quantize_convrot_w4a4_weight(e, 16), eager.quantize_convrot_w4a4_weight(e, 16)):
+        for a, b in zip(ops.quantize_convrot_w4a4_weight(e, 16), EW.quantize_convrot_w4a4_weight(e, 16)):
             assert_bitwise_equal(a, b, "empty")
-        assert_bitwise_equal(ops.dequantize_convrot_w4a4_weight(qw[:0], ws[:0], 16),
-                             eager.dequantize_convrot_w4a4_weight(qw[:0], ws[:0], 16), "empty dequant")
-        # no rows of x, no output features, one row
-        for x, q, s in ((torch.zeros(0, 128, dtype=torch.bfloat16), qw, ws),
-                        (torch.ones(3, 128, dtype=torch.bfloat16), qw[:0], ws[:0]),
-                        (torch.ones(128, dtype=torch.bfloat16), qw, ws)):
-            assert_bitwise_equal(ops.convrot_w4a4_linear(x, q, s, None, 16),
-                                 eager.convrot_w4a4_linear(x, q, s, None, 16), f"x {tuple(x.shape)}")
+        # K = 0 bytes of codes: empty rows of output, as eager
+        assert_bitwise_equal(ops.prepare_int4_weight_for_int8_linear(qw[:, :0]),
+                             EW.prepare_int4_weight_for_int8_linear(qw[:, :0]), "no columns")
+        # eager's int4 unpacking fails on 0 rows (reshape to [0, -1]): ours refuse by name
+        for call, arg in ((lambda: ops.dequantize_convrot_w4a4_weight(qw[:0], ws[:0], 16), "qdata"),
+                          (lambda: ops.prepare_int4_weight_for_int8_linear(qw[:0]), "weight"),
+                          (lambda: ops.convrot_w4a4_linear(torch.zeros(0, 128), qw, ws, None, 16), "x"),
+                          (lambda: ops.convrot_w4a4_linear(torch.ones(3, 128), qw[:0], ws[:0], None, 16), "qweight")):
+            with pytest.raises(ValueError, match=f"'{arg}': 0 rows"):
+                call()
+        # one row of x given as a vector
+        x = torch.ones(128, dtype=torch.bfloat16)
+        assert_bitwise_equal(ops.convrot_w4a4_linear(x, qw, ws, None, 16), EW.convrot_w4a4_linear(x, qw, ws, None, 16),
+                             "x [K]")
         # NaN and inf rows in the linear
         x = integer_weights(4, 128, torch.float32)
         x[1, 3] = float("nan")
         x[2, 9] = float("inf")
         assert_bitwise_equal(ops.convrot_w4a4_linear(x, qw, ws, None, 16, 64, "int8"),
-                             eager.convrot_w4a4_linear(x, qw, ws, None, 16, 64, "int8"), "NaN/inf rows")
+                             EW.convrot_w4a4_linear(x, qw, ws, None, 16, 64, "int8"), "NaN/inf rows")
 
 
 # ---- bad inputs: a clear exception naming the op and the argument ----------------------------------
@@ -288,10 +294,10 @@ def bad_calls():
     yield "prepare_int4_weight_for_int8_linear", "weight", (torch.zeros(2, 2, 2, dtype=torch.int8),), ValueError
     yield "prepare_int4_weight_for_int8_linear", "weight", (torch.zeros(2, 2),), TypeError
     yield "convrot_w4a4_linear", "x", (torch.zeros(2, 64), qw, s), ValueError
-    yield "convrot_w4a4_linear", "x", (x.to(torch.int8), qw, s), TypeError
-    yield "convrot_w4a4_linear", "qweight", (x, qw.float(), s), TypeError
-    yield "convrot_w4a4_linear", "wscales", (x, qw, torch.ones(5)), ValueError
-    yield "convrot_w4a4_linear", "bias", (x, qw, s, torch.ones(3)), ValueError
+    yield "convrot_w4a4_linear", "x", (x.to(torch.int8), qw, s, None, 16), TypeError
+    yield "convrot_w4a4_linear", "qweight", (x, qw.float(), s, None, 16), TypeError
+    yield "convrot_w4a4_linear", "wscales", (x, qw, torch.ones(5), None, 16), ValueError
+    yield "convrot_w4a4_linear", "bias", (x, qw, s, torch.ones(3), 16), ValueError
     yield "convrot_w4a4_linear", "convrot_groupsize", (x, qw, s, None, 5), ValueError
     yield "convrot_w4a4_linear", "linear_dtype", (x, qw, s, None, 16, 64, "fp8"), ValueError
     yield "convrot_w4a4_linear", "quant_group_size", (x, qw, s, None, 16, 128), ValueError
