@@ -87,8 +87,10 @@ OPS: tuple[Op, ...] = (
     Op("quantize_convrot_w4a4_weight", W4A4, ("quantize_convrot_w4a4_weight",),
        note="`convrot_groupsize` 4 ... 1024, stochastic rounding with eager's noise"),
     Op("dequantize_convrot_w4a4_weight", W4A4, ("dequantize_convrot_w4a4_weight",)),
-    Op("convrot_w4a4_linear", W4A4, ("quantize_convrot_w4a4_weight", "convrot_w4a4_linear"),
-       note="the int4 GEMM accumulated exactly (CPU: unpacked to int8; GPU: nibbles unpacked in registers)"),
+    Op("convrot_w4a4_linear", W4A4, ("quantize_convrot_w4a4_weight", "convrot_w4a4_linear",
+                                     "prepare_int4_weight_for_int8_linear"),
+       note="the int4 GEMM accumulated exactly (CPU: unpacked to int8, oneDNN's from 16 rows; "
+            "GPU: nibbles unpacked in registers)"),
     Op("prepare_int4_weight_for_int8_linear", W4A4, ("prepare_int4_weight_for_int8_linear",)),
 )
 

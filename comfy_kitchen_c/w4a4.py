@@ -11,7 +11,8 @@ import torch
 
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
-from ._call import _run
+from ._call import _gpu_path, _run
+from .linear import _library_gemm, linear_memory_limit
 from ._proved import checked as _checked
 
 INT4_GROUP = 64                 # eager's only quant_group_size (_INT4_GROUP_SIZE)
@@ -160,9 +161,35 @@ def convrot_w4a4_linear(x, qweight, wscales, bias=None, convrot_groupsize=256, q
     _checked(check_convrot_w4a4_linear, x, qweight, wscales, bias, convrot_groupsize, quant_group_size, linear_dtype)
     k = x.shape[-1]
     x2d = x.reshape(-1, k).contiguous()
-    out = torch.empty((x2d.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
+    m, n = x2d.shape[0], qweight.shape[0]
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     qa, x_scale = _quantize_rows(op, x2d, convrot_groupsize, 0)
-    _run("convrot_w4a4_linear", op, x.device,
-             (qa.view(torch.uint8), x_scale, qweight.contiguous().view(torch.uint8), wscales.contiguous(),
-              None if bias is None else bias.contiguous(), out), ())
-    return out.reshape(*x.shape[:-1], qweight.shape[0])
+    qa, qw = qa.view(torch.uint8), qweight.contiguous().view(torch.uint8)
+    ws, b = wscales.contiguous(), None if bias is None else bias.contiguous()
+    if not _gpu_path(x.device) and _library_gemm(m, k, n):
+        _linear_library(op, qa, x_scale, qw, ws, b, out)
+    else:
+        _run("convrot_w4a4_linear", op, x.device, (qa, x_scale, qw, ws, b, None, out), ())
+    return out.reshape(*x.shape[:-1], n)
+
+
+def _unpacked(op: str, packed: torch.Tensor) -> torch.Tensor:
+    out = torch.empty((packed.shape[0], 2 * packed.shape[1]), dtype=torch.int8, device=packed.device)
+    _run("prepare_int4_weight_for_int8_linear", op, packed.device, (packed, out), ())
+    return out
+
+
+def _linear_library(op: str, qa, x_scale, qw, ws, bias, out) -> None:
+    """The CPU linear from 16 rows on (linear._library_gemm, as int8_linear): the codes unpacked to
+    int8 (ours), the int32 sums from torch._int_mm (oneDNN's VNNI GEMM, faster there than our C
+    GEMM and than eager's bfloat16 matmul; int32 sums of int8 products are exact in any order, so
+    the result is the same), our epilogue; rows in chunks whose sums fit the linear memory limit."""
+    m, n = out.shape
+    a8, w8t = _unpacked(op, qa), _unpacked(op, qw).t()
+    rows = max(1, min(m, linear_memory_limit() // (4 * n)))
+    acc = torch.empty((rows, n), dtype=torch.int32)
+    for r0 in range(0, m, rows):
+        c = min(rows, m - r0)
+        torch._int_mm(a8[r0:r0 + c], w8t, out=acc[:c])
+        _run("convrot_w4a4_linear", op, out.device,
+             (qa[r0:r0 + c], x_scale[r0:r0 + c], qw, ws, bias, acc[:c], out[r0:r0 + c]), ())

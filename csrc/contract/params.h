@@ -311,6 +311,7 @@ typedef struct {
     ckc_float_kind w_scale_kind;
     const void *bias;    /* NULL: none */
     ckc_float_kind bias_kind;
+    const int32_t *acc;  /* CPU only: the sums [m, n] given (a library's GEMM), epilogue only; else NULL */
     void *out;
     ckc_float_kind out_kind;
     int64_t m;

@@ -11,22 +11,22 @@
 
 typedef struct {
     const ckc_quantize_convrot_w4a4_weight_params *p;
-    ckc_scratch scratch; /* 3 * cols floats per thread: values, noise, the rotated row in x's type */
+    ckc_scratch scratch; /* per thread: values, noise, the rotated row (x's type), int8 codes */
 } w4_quant_job;
 
-/* Codes of a float row of values of T, packed two per byte. */
-static void
-w4_codes(const float *v, const float *noise, int64_t k, float s, ckc_float_kind kind, uint8_t *q)
+/* Scratch floats per thread for rows of k. */
+static int64_t
+w4_quant_scratch(int64_t k)
 {
-    if (noise == NULL) {
-        for (int64_t j = 0; j < k; j += 2) {
-            q[j / 2] = ckc_int4_pack(ckc_int4_code(v[j], s, kind), ckc_int4_code(v[j + 1], s, kind));
-        }
-        return;
-    }
-    for (int64_t j = 0; j < k; j += 2) {
-        q[j / 2] = ckc_int4_pack(ckc_int4_code_stochastic(v[j], noise[j], s, kind),
-                                 ckc_int4_code_stochastic(v[j + 1], noise[j + 1], s, kind));
+    return 3 * k + k / 4 + 1;
+}
+
+/* Two int8-range codes per byte, narrowed to int4's [-7, 7] (ckc_int4_code's clamp). */
+static void
+w4_pack(const int8_t *c, int64_t k, uint8_t *q)
+{
+    for (int64_t j = 0; j < k / 2; j++) {
+        q[j] = ckc_int4_pack(ckc_int4_clamp(c[2 * j]), ckc_int4_clamp(c[2 * j + 1]));
     }
 }
 
@@ -38,8 +38,9 @@ w4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
     const int64_t k = p->cols;
     const int64_t elem = ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
-    float *noise = p->noise != NULL ? v + k : NULL;
+    float *noise = v + k;
     void *rotated = v + 2 * k;
+    int8_t *codes = (int8_t *)(v + 3 * k);
     for (int64_t r = r0; r < r1; r++) {
         const void *row = (const char *)p->x + r * k * elem;
         float s;
@@ -48,13 +49,18 @@ w4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
             ckc_row_rotate_to_kind(row, p->kind, k, p->group, v, rotated);
             row = rotated;
         }
-        ckc_row_load(row, p->kind, k, v);
-        s = ckc_int4_scale(ckc_row_absmax(v, k), p->kind);
+        s = ckc_int4_scale(ckc_src_absmax(row, p->kind, k), p->kind);
         p->scale[r] = s;
-        if (noise != NULL) {
+        if (p->noise == NULL) {
+            /* the int8 quantizer's loops (ckc_int8_code per value; the int4 clamp nests in it):
+             * own scale, so every quotient is bounded (|x / s| <= 7 (1 + 2^-7)) */
+            quantize_src(row, codes, k, s, p->kind, 1);
+        } else {
+            ckc_row_load(row, p->kind, k, v);
             ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
+            quantize_stochastic(v, noise, codes, k, s, p->kind);
         }
-        w4_codes(v, noise, k, s, p->kind, p->q + r * (k / 2));
+        w4_pack(codes, k, p->q + r * (k / 2));
     }
 }
 
@@ -63,7 +69,8 @@ cpu_w4a4_quant(const ckc_quantize_convrot_w4a4_weight_params *p, int nthreads, c
 {
     w4_quant_job job;
     job.p = p;
-    return ckc_parallel_rows(p->rows, p->cols, nthreads, 3 * p->cols, &job.scratch, w4_quant_range, &job, err);
+    return ckc_parallel_rows(p->rows, p->cols, nthreads, w4_quant_scratch(p->cols), &job.scratch, w4_quant_range,
+                             &job, err);
 }
 
 /* ---- dequantize_convrot_w4a4_weight ---- */
@@ -155,7 +162,7 @@ cpu_w4a4_unpack(const ckc_prepare_int4_weight_for_int8_linear_params *p, int nth
 
 typedef struct {
     const ckc_convrot_w4a4_linear_params *p;
-    const int32_t *acc; /* the chunk's rows, n each */
+    const int32_t *acc; /* the sums of rows m0.., n each */
     int64_t m0;
 } w4_epilogue_job;
 
@@ -185,6 +192,18 @@ w4_epilogue_range(void *ctx, int64_t r0, int64_t r1, int worker)
     }
 }
 
+/* The epilogue of rows [m0, m0 + rows) from their sums acc (rows x n). */
+static void
+w4_epilogue(const ckc_convrot_w4a4_linear_params *p, const int32_t *acc, int64_t m0, int64_t rows, int nthreads)
+{
+    w4_epilogue_job job;
+    const int64_t grain = ckc_row_grain(p->n);
+    job.p = p;
+    job.acc = acc;
+    job.m0 = m0;
+    ckc_parallel_for(rows, grain, ckc_parallel_threads(rows, grain, nthreads), w4_epilogue_range, &job);
+}
+
 static ckc_status
 cpu_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, int nthreads, ckc_error *err)
 {
@@ -192,10 +211,15 @@ cpu_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, int nthreads, ckc_error
     const size_t w_bytes = (size_t)(p->n * p->k);
     const size_t a_bytes = (size_t)(chunk * p->k);
     const size_t acc_bytes = (size_t)(chunk * p->n) * sizeof(int32_t);
-    char *buf = (char *)malloc(w_bytes + a_bytes + acc_bytes + 1);
+    char *buf;
     int8_t *w8;
     int8_t *a8;
     int32_t *acc;
+    if (p->acc != NULL) {
+        w4_epilogue(p, p->acc, 0, p->m, nthreads);
+        return CKC_OK;
+    }
+    buf = (char *)malloc(w_bytes + a_bytes + acc_bytes + 1);
     if (buf == NULL) {
         return CKC_FAIL(err, CKC_ERR_MEMORY, "cannot allocate %zu bytes of scratch memory",
                         w_bytes + a_bytes + acc_bytes);
@@ -207,7 +231,6 @@ cpu_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, int nthreads, ckc_error
     for (int64_t m0 = 0; m0 < p->m; m0 += chunk) {
         const int64_t rows = p->m - m0 < chunk ? p->m - m0 : chunk;
         ckc_int8_gemm_params g;
-        w4_epilogue_job job;
         w4_unpack(p->a + m0 * (p->k / 2), a8, rows, p->k / 2, nthreads);
         g.a = a8;
         g.lda = p->k;
@@ -219,11 +242,7 @@ cpu_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, int nthreads, ckc_error
         g.n = p->n;
         g.k = p->k;
         cpu_int8_gemm(&g, nthreads, err);
-        job.p = p;
-        job.acc = acc;
-        job.m0 = m0;
-        ckc_parallel_for(rows, ckc_row_grain(p->n), ckc_parallel_threads(rows, ckc_row_grain(p->n), nthreads),
-                         w4_epilogue_range, &job);
+        w4_epilogue(p, acc, m0, rows, nthreads);
     }
     free(buf);
     return CKC_OK;

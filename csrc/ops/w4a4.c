@@ -141,9 +141,9 @@ const ckc_op_spec ckc_op_prepare_int4_weight_for_int8_linear = {
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_prepare_int4_weight_for_int8_linear),
 };
 
-/* ---- convrot_w4a4_linear(a, x_scale, w, w_scale, bias, out) ---- */
+/* ---- convrot_w4a4_linear(a, x_scale, w, w_scale, bias, acc, out) ---- */
 
-enum { LW_A, LW_XS, LW_W, LW_WS, LW_BIAS, LW_OUT };
+enum { LW_A, LW_XS, LW_W, LW_WS, LW_BIAS, LW_ACC, LW_OUT };
 
 static ckc_status
 prepare_w4a4_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
@@ -167,6 +167,14 @@ prepare_w4a4_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     shape[0] = p->m;
     shape[1] = p->n;
     CKC_TRY(ckc_check_shape(a, LW_OUT, 2, shape, err));
+    p->acc = NULL;
+    if (a->present[LW_ACC]) {
+        if (a->exec.gpu) {
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'acc': the GPU kernel accumulates itself (CPU only)");
+        }
+        CKC_TRY(ckc_check_shape(a, LW_ACC, 2, shape, err));
+        p->acc = (const int32_t *)a->t[LW_ACC].data;
+    }
     p->a = (const uint8_t *)a->t[LW_A].data;
     p->x_scale = (const float *)a->t[LW_XS].data;
     p->w = (const uint8_t *)a->t[LW_W].data;
@@ -180,18 +188,20 @@ prepare_w4a4_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 }
 
 const ckc_op_spec ckc_op_convrot_w4a4_linear = {
-    .sig = {"convrot_w4a4_linear", 6,
+    .sig = {"convrot_w4a4_linear", 7,
             {{"a", U8, 0},
              {"x_scale", F32, 0},
              {"w", U8, 0},
              {"w_scale", CKC_FLOATS, 0},
              {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"acc", CKC_DTYPE_BIT(CKC_DTYPE_INT32), CKC_ARG_OPTIONAL},
              {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
             0, {NULL}},
-    .doc = "convrot_w4a4_linear(op, a, x_scale, w, w_scale, bias, out, stream, nthreads)\n--\n\n"
+    .doc = "convrot_w4a4_linear(op, a, x_scale, w, w_scale, bias, acc, out, stream, nthreads)\n--\n\n"
            "out[m, n] = eager's int4_linear: sum_k a[m, k] w[n, k] over packed signed int4 codes\n"
            "(a [m, K / 2], w [n, K / 2]), exact, rounded to out's dtype, times x_scale[m] and\n"
-           "w_scale[n], plus bias[n] (or None), each rounded to out's dtype as eager's tensor ops.",
+           "w_scale[n], plus bias[n] (or None), each rounded to out's dtype as eager's tensor ops.\n"
+           "acc (CPU only, int32 [m, n], or None): those sums given (a library's GEMM), the epilogue only.",
     .prepare = prepare_w4a4_linear,
     .cpu = ckc_cpu_entry_convrot_w4a4_linear,
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_convrot_w4a4_linear),
