@@ -89,15 +89,15 @@ OPS: tuple[Op, ...] = (
     Op("dequantize_convrot_w4a4_weight", W4A4, ("dequantize_convrot_w4a4_weight",)),
     Op("convrot_w4a4_linear", W4A4, ("quantize_convrot_w4a4_weight", "convrot_w4a4_linear",
                                      "prepare_int4_weight_for_int8_linear"),
-       note="the int4 GEMM accumulated exactly (CPU: unpacked to int8, oneDNN's from 16 rows; "
-            "GPU: nibbles unpacked in registers)"),
+       note="the int4 GEMM accumulated exactly: on the CPU over the codes unpacked to int8, on the GPU "
+            "with the nibbles unpacked in registers"),
     Op("prepare_int4_weight_for_int8_linear", W4A4, ("prepare_int4_weight_for_int8_linear",)),
 )
 
 BY_NAME = {op.name: op for op in OPS}
 
 # Eager's ops on integer and NVFP4 data that "c" does not serve, with why: 4-bit weight formats
-# (int4 ConvRot W4A4, W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call.  A
+# (W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call (int4 ConvRot W4A4 is served).  A
 # comfy_kitchen release that adds an int8 or NVFP4 op makes tests/test_registration.py fail until
 # it is served (a line above) or listed here.
 NOT_SERVED = {

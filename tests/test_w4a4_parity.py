@@ -217,7 +217,7 @@ def assert_linear_given_codes(x, qweight, wscales, bias, group, ours):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("group", [64, 256])
 def test_quantize_random_codes_differ_only_at_ties(device, dtype, group):
-    w = random_weights(48, 512, dtype, seed=group)
+    w = random_weights(24, 512, dtype, seed=group)
     with kernels_of(device):
         q, s = ops.quantize_convrot_w4a4_weight(w, group)
     rq, rs = EW.quantize_convrot_w4a4_weight(w, group)
