@@ -22,11 +22,8 @@ MAX_K = 1 << 18                 # the exact accumulation's bound (csrc/math/int4
 
 def _noise(x: torch.Tensor, seed: int) -> torch.Tensor | None:
     """The uniform noise eager draws (_int4_stochastic_rng: x's shape and dtype), bit for bit."""
-    if seed <= 0:
-        return None
-    generator = torch.Generator(device=x.device)
-    generator.manual_seed(seed)
-    return torch.rand(x.shape, dtype=x.dtype, device=x.device, generator=generator)
+    return None if seed <= 0 else torch.rand(x.shape, dtype=x.dtype, device=x.device,
+                                             generator=torch.Generator(device=x.device).manual_seed(seed))
 
 
 def _quant_group(op: str, quant_group_size) -> None:

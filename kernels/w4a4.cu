@@ -57,13 +57,13 @@ template <ckc_float_kind KIND>
 __device__ __forceinline__ void
 w4_quant_body(ckc_quantize_convrot_w4a4_weight_params p, bool vec, bool q_vec, ckc_done_mark done)
 {
+    /* a block per row, as the int8 row quantizer (kernels/int8.cu), one chunk per thread and segment */
     CKC_DYNAMIC_SHARED(float, exchange); /* ckc_rotation_exchange_bytes(p.group) */
     __shared__ uint32_t partials[CKC_ROW_THREADS / 32];
-    const int t = (int)threadIdx.x;
-    const int64_t r = blockIdx.x;
     const int64_t k = p.cols;
-    const int64_t elem = ckc_kind_size(KIND);
-    const void *row = (const char *)p.x + r * k * elem;
+    const int64_t row_bytes = k * ckc_kind_size(KIND);
+    const void *row = (const char *)p.x + blockIdx.x * row_bytes;
+    const int t = (int)threadIdx.x;
     const int64_t segment = CKC_ROW_SEGMENT(1);
     const int segments = (int)((k + segment - 1) / segment);
     float v[1][CKC_CHUNK];
@@ -78,7 +78,7 @@ w4_quant_body(ckc_quantize_convrot_w4a4_weight_params p, bool vec, bool q_vec, c
     }
     const float scale = ckc_int4_scale(ckc_block_absmax(bits, partials), KIND);
     if (t == 0) {
-        p.scale[r] = scale;
+        p.scale[blockIdx.x] = scale;
     }
     for (int s = 0; s < segments; s++) {
         const int64_t start = s * segment + (int64_t)t * CKC_CHUNK;
@@ -88,14 +88,14 @@ w4_quant_body(ckc_quantize_convrot_w4a4_weight_params p, bool vec, bool q_vec, c
             ckc_rotated_segment<KIND, CKC_ACT_NONE, 1>(row, s * segment, k, vec, (int)p.group, t, exchange, v);
         }
         if (p.noise != NULL) {
-            ckc_load_chunk<KIND>((const char *)p.noise + r * k * elem, start, k, vec, noise);
+            ckc_load_chunk<KIND>((const char *)p.noise + blockIdx.x * row_bytes, start, k, vec, noise);
         }
         CKC_UNROLL
         for (int e = 0; e < CKC_CHUNK; e++) {
             c[e] = p.noise != NULL ? ckc_int4_code_stochastic(v[0][e], noise[e], scale, KIND)
                                    : ckc_int4_code(v[0][e], scale, KIND);
         }
-        ckc_w4_store_codes(p.q + r * (k / 2), start, k, q_vec, c);
+        ckc_w4_store_codes(p.q + blockIdx.x * (k / 2), start, k, q_vec, c);
     }
     ckc_done_mark_arrive(done);
 }
@@ -228,14 +228,7 @@ __device__ __forceinline__ void
 ckc_w4_tile_step(const uint32_t (*as)[CKC_W4_KSTEP_WORDS + 1], const uint32_t (*bs)[CKC_W4_KSTEP_WORDS + 1], int ty,
                  int tx, int32_t acc[4][4])
 {
-    int32_t part[4][4];
-    CKC_UNROLL
-    for (int i = 0; i < 4; i++) {
-        CKC_UNROLL
-        for (int j = 0; j < 4; j++) {
-            part[i][j] = 0;
-        }
-    }
+    int32_t part[4][4] = {{0}};
     CKC_UNROLL
     for (int w = 0; w < CKC_W4_KSTEP_WORDS; w++) {
         int a_lo[4], a_hi[4], b_lo[4], b_hi[4];
@@ -282,14 +275,7 @@ w4_linear_body(ckc_convrot_w4a4_linear_params p, bool vec, ckc_done_mark done)
     /* threads 0..127 load a's tile, 128..255 w's: a row's 32 bytes are two threads' 16 */
     const int lr = (t % 128) / 2;
     const int lh = t % 2;
-    int32_t acc[4][4];
-    CKC_UNROLL
-    for (int i = 0; i < 4; i++) {
-        CKC_UNROLL
-        for (int j = 0; j < 4; j++) {
-            acc[i][j] = 0;
-        }
-    }
+    int32_t acc[4][4] = {{0}};
     for (int64_t b0 = 0; b0 < row_bytes; b0 += 4 * CKC_W4_KSTEP_WORDS) {
         if (t < 128) {
             ckc_w4_tile_load(p.a, m0 + lr, p.m, row_bytes, b0 + 16 * lh, vec, &as[lr][4 * lh]);

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 import comfy_kitchen as ck
 import test_comfy_layers as layers
+from test_comfy_layers import c_first  # noqa: F401 (its autouse fixture: "c" first, over this module's model)
 from comfy_kitchen.registry import registry
 from comfy_kitchen.tensor.base import QuantizedTensor
 from conftest import saved_priority
@@ -115,15 +116,6 @@ def model(w4a4_checks):
         with layers.served() as calls:
             m = TinyW4A4()
         yield m, calls
-
-
-@pytest.fixture(autouse=True)
-def c_first(model):
-    import comfy_kitchen_c
-
-    with saved_priority(registry):
-        comfy_kitchen_c.activate()
-        yield
 
 
 def test_loading_quantizes_in_c(model):

@@ -271,10 +271,10 @@ typedef struct {
 /* Row-wise int4 quantization of x[rows, cols], each group of `group` columns
  * rotated first (0: none); q[rows, cols / 2] packed, scale[rows] float32. */
 typedef struct {
-    const void *x;
+    const void *x;       /* rows x cols values of kind */
+    int64_t rows;        /* one scale each */
+    int64_t cols;        /* even: two codes a byte */
     ckc_float_kind kind;
-    int64_t rows;
-    int64_t cols;
     int64_t group;
     const void *noise;   /* NULL: nearest even; else eager's uniform noise, x's type and shape */
     uint8_t *q;

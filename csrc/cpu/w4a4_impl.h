@@ -30,26 +30,29 @@ w4_pack(const int8_t *c, int64_t k, uint8_t *q)
     }
 }
 
+/* The row eager quantizes: x's row r, or its rotation rounded to T in `rotated`. */
+static const void *
+w4_quant_source(const ckc_quantize_convrot_w4a4_weight_params *p, int64_t r, float *work, void *rotated)
+{
+    const void *row = (const char *)p->x + r * p->cols * ckc_kind_size(p->kind);
+    if (p->group == 0) {
+        return row;
+    }
+    ckc_row_rotate_to_kind(row, p->kind, p->cols, p->group, work, rotated);
+    return rotated;
+}
+
 static void
 w4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
 {
     const w4_quant_job *job = (const w4_quant_job *)ctx;
     const ckc_quantize_convrot_w4a4_weight_params *p = job->p;
     const int64_t k = p->cols;
-    const int64_t elem = ckc_kind_size(p->kind);
     float *v = ckc_scratch_row(&job->scratch, worker);
-    float *noise = v + k;
-    void *rotated = v + 2 * k;
     int8_t *codes = (int8_t *)(v + 3 * k);
     for (int64_t r = r0; r < r1; r++) {
-        const void *row = (const char *)p->x + r * k * elem;
-        float s;
-        if (p->group > 0) {
-            /* eager's rotated weight: the butterfly's float32 values rounded to T */
-            ckc_row_rotate_to_kind(row, p->kind, k, p->group, v, rotated);
-            row = rotated;
-        }
-        s = ckc_int4_scale(ckc_src_absmax(row, p->kind, k), p->kind);
+        const void *row = w4_quant_source(p, r, v, v + 2 * k);
+        const float s = ckc_int4_scale(ckc_src_absmax(row, p->kind, k), p->kind);
         p->scale[r] = s;
         if (p->noise == NULL) {
             /* the int8 quantizer's loops (ckc_int8_code per value; the int4 clamp nests in it):
@@ -57,8 +60,8 @@ w4_quant_range(void *ctx, int64_t r0, int64_t r1, int worker)
             quantize_src(row, codes, k, s, p->kind, 1);
         } else {
             ckc_row_load(row, p->kind, k, v);
-            ckc_row_load((const char *)p->noise + r * k * elem, p->kind, k, noise);
-            quantize_stochastic(v, noise, codes, k, s, p->kind);
+            ckc_row_load((const char *)p->noise + r * k * ckc_kind_size(p->kind), p->kind, k, v + k);
+            quantize_stochastic(v, v + k, codes, k, s, p->kind);
         }
         w4_pack(codes, k, p->q + r * (k / 2));
     }

@@ -30,6 +30,18 @@ check_even(const ckc_op_args *a, int idx, int64_t cols, ckc_error *err)
     return CKC_OK;
 }
 
+/* The values' rows (tensor `values`, [rows, cols], cols even), their packed codes (`codes`) and
+ * one scale per row (`scale`): the quantizer's and the dequantizer's common shapes. */
+static ckc_status
+check_rows_codes_scales(const ckc_op_args *a, int values, int codes, int scale, int64_t *rows, int64_t *cols,
+                        ckc_error *err)
+{
+    CKC_TRY(ckc_check_rows(a, values, rows, cols, err));
+    CKC_TRY(check_even(a, values, *cols, err));
+    CKC_TRY(check_packed(a, codes, *rows, *cols, err));
+    return ckc_check_numel(a, scale, *rows, err);
+}
+
 /* ---- quantize_convrot_w4a4_weight(x, q, scale, noise; group) ---- */
 
 enum { QW_X, QW_Q, QW_SCALE, QW_NOISE };
@@ -38,24 +50,17 @@ static ckc_status
 prepare_w4a4_quant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
     const ckc_tensor *x = &a->t[QW_X];
-    ckc_quantize_convrot_w4a4_weight_params *p = &params->quantize_convrot_w4a4_weight;
-    CKC_TRY(ckc_check_rows(a, QW_X, &p->rows, &p->cols, err));
-    CKC_TRY(check_even(a, QW_X, p->cols, err));
-    CKC_TRY(check_packed(a, QW_Q, p->rows, p->cols, err));
-    CKC_TRY(ckc_check_numel(a, QW_SCALE, p->rows, err));
-    if (a->present[QW_NOISE]) {
-        CKC_TRY(ckc_check_same_dtype(a, QW_NOISE, QW_X, err));
-        CKC_TRY(ckc_check_shape(a, QW_NOISE, x->ndim, x->shape, err));
-    }
-    if (a->i[0] != 0) {
-        CKC_TRY(ckc_check_group("convrot_groupsize", a->i[0], p->cols, err));
-    }
-    p->x = x->data;
-    p->kind = ckc_float_kind_of(x->dtype);
-    p->group = a->i[0];
-    p->noise = a->present[QW_NOISE] ? a->t[QW_NOISE].data : NULL;
-    p->q = (uint8_t *)a->t[QW_Q].data;
-    p->scale = (float *)a->t[QW_SCALE].data;
+    const int noise = a->present[QW_NOISE];
+    int64_t rows;
+    int64_t cols;
+    CKC_TRY(check_rows_codes_scales(a, QW_X, QW_Q, QW_SCALE, &rows, &cols, err));
+    CKC_TRY(noise ? ckc_check_same_dtype(a, QW_NOISE, QW_X, err) : CKC_OK);
+    CKC_TRY(noise ? ckc_check_shape(a, QW_NOISE, x->ndim, x->shape, err) : CKC_OK);
+    CKC_TRY(a->i[0] != 0 ? ckc_check_group("convrot_groupsize", a->i[0], cols, err) : CKC_OK);
+    params->quantize_convrot_w4a4_weight = (ckc_quantize_convrot_w4a4_weight_params){
+        .x = x->data, .rows = rows, .cols = cols, .kind = ckc_float_kind_of(x->dtype), .group = a->i[0],
+        .noise = noise ? a->t[QW_NOISE].data : NULL, .q = (uint8_t *)a->t[QW_Q].data,
+        .scale = (float *)a->t[QW_SCALE].data};
     return CKC_OK;
 }
 
@@ -82,18 +87,14 @@ enum { DW_Q, DW_SCALE, DW_OUT };
 static ckc_status
 prepare_w4a4_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
-    const ckc_tensor *out = &a->t[DW_OUT];
-    ckc_dequantize_convrot_w4a4_weight_params *p = &params->dequantize_convrot_w4a4_weight;
-    CKC_TRY(ckc_check_rows(a, DW_OUT, &p->rows, &p->cols, err));
-    CKC_TRY(check_even(a, DW_OUT, p->cols, err));
-    CKC_TRY(check_packed(a, DW_Q, p->rows, p->cols, err));
-    CKC_TRY(ckc_check_numel(a, DW_SCALE, p->rows, err));
-    CKC_TRY(ckc_check_group("convrot_groupsize", a->i[0], p->cols, err));
-    p->q = (const uint8_t *)a->t[DW_Q].data;
-    p->scale = (const float *)a->t[DW_SCALE].data;
-    p->out = out->data;
-    p->out_kind = ckc_float_kind_of(out->dtype);
-    p->group = a->i[0];
+    int64_t rows;
+    int64_t cols;
+    CKC_TRY(check_rows_codes_scales(a, DW_OUT, DW_Q, DW_SCALE, &rows, &cols, err));
+    CKC_TRY(ckc_check_group("convrot_groupsize", a->i[0], cols, err));
+    params->dequantize_convrot_w4a4_weight = (ckc_dequantize_convrot_w4a4_weight_params){
+        .q = (const uint8_t *)a->t[DW_Q].data, .scale = (const float *)a->t[DW_SCALE].data,
+        .out = a->t[DW_OUT].data, .out_kind = ckc_float_kind_of(a->t[DW_OUT].dtype), .rows = rows, .cols = cols,
+        .group = a->i[0]};
     return CKC_OK;
 }
 
