@@ -27,13 +27,13 @@ import torch.nn.functional as F
 
 import comfy_kitchen as ck
 import test_comfy_layers as layers
-from test_comfy_layers import c_first  # noqa: F401 (its autouse fixture: "c" first, over this module's model)
 from comfy_kitchen.registry import registry
 from comfy_kitchen.tensor.base import QuantizedTensor
 from conftest import saved_priority
 from test_w4a4_parity import assert_codes_at_ties, assert_dequant_close, assert_linear_given_codes
 
 DIM, HIDDEN, G = 256, 512, 64
+c_first = layers.c_first  # its autouse fixture ("c" first), over this module's model
 W4A4_OPS = {"quantize_convrot_w4a4_weight", "dequantize_convrot_w4a4_weight", "convrot_w4a4_linear"}
 
 
