@@ -45,6 +45,7 @@ import comfy_kitchen_c.ops as C
 from comfy_kitchen.backends.eager import quantization as E
 from comfy_kitchen.backends.eager import rope as E_ROPE
 from comfy_kitchen.backends.eager import residual as E_RESIDUAL
+from comfy_kitchen.backends.eager import convrot_w4a4 as E_W4A4
 from comfy_kitchen.tensor.int8_utils import _build_hadamard
 
 GROUP = 256
@@ -167,6 +168,26 @@ LINEAR_ACTS = (None, "gelu_tanh", "swiglu")
 LINEAR_OPS = tuple("int8_linear" + (f"[{a}]" if a else "") for a in LINEAR_ACTS)
 LINEAR_SPEEDUP_TARGET = 1.0  # a GEMM: eager's is oneDNN's too (torch._int_mm), and so is ours from 16 rows
 OPS += [Op(name, _linear_args(act), C.int8_linear, E.int8_linear) for name, act in zip(LINEAR_OPS, LINEAR_ACTS)]
+
+
+# ConvRot W4A4 (int4): the weight ops on x as the weight [M, K]; the linear of x [M, K] by a square
+# int4 weight [K, K] quantized from a random one (float32 scales, a bfloat16 bias, bfloat16 output)
+def _w4a4_linear_args(x: torch.Tensor) -> tuple:
+    k = x.shape[1]
+    g = torch.Generator().manual_seed(1)
+    qw, ws = C.quantize_convrot_w4a4_weight((torch.randn(k, k, generator=g) * 0.05).to(x.dtype), GROUP)
+    return (x, qw, ws, torch.randn(k, generator=g).to(x.dtype), GROUP)
+
+
+OPS += [Op("quantize_convrot_w4a4_weight", lambda x: (x, GROUP), C.quantize_convrot_w4a4_weight,
+           E_W4A4.quantize_convrot_w4a4_weight),
+        Op("dequantize_convrot_w4a4_weight",
+           lambda x: (*C.quantize_convrot_w4a4_weight(x, GROUP), GROUP, 64, torch.bfloat16),
+           C.dequantize_convrot_w4a4_weight, E_W4A4.dequantize_convrot_w4a4_weight),
+        Op("prepare_int4_weight_for_int8_linear", lambda x: (C.quantize_convrot_w4a4_weight(x, GROUP)[0],),
+           C.prepare_int4_weight_for_int8_linear, E_W4A4.prepare_int4_weight_for_int8_linear),
+        Op("convrot_w4a4_linear", _w4a4_linear_args, C.convrot_w4a4_linear, E_W4A4.convrot_w4a4_linear)]
+LINEAR_OPS += ("convrot_w4a4_linear",)  # a GEMM: its goal is LINEAR_SPEEDUP_TARGET
 
 
 # ---- measurement ----------------------------------------------------------------------------

@@ -51,6 +51,7 @@ ROPE = "RoPE"
 FP8 = "FP8"
 RESIDUAL = "residual"
 MXFP8 = "MXFP8"
+W4A4 = "ConvRot W4A4 (int4)"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -99,19 +100,23 @@ OPS: tuple[Op, ...] = (
     Op("quantize_mxfp8", MXFP8, ("quantize_mxfp8",), note="`pad_32x`, E8M0 scales in cuBLAS's swizzled layout"),
     Op("dequantize_mxfp8", MXFP8, ("dequantize_mxfp8",)),
     Op("scaled_mm_mxfp8", MXFP8, ("scaled_mm_mxfp8", "dequantize_mxfp8"), min_cc=MXFP8_GEMM_MIN_CC),
+    Op("quantize_convrot_w4a4_weight", W4A4, ("quantize_convrot_w4a4_weight",),
+       note="`convrot_groupsize` 4 ... 1024, stochastic rounding with eager's noise"),
+    Op("dequantize_convrot_w4a4_weight", W4A4, ("dequantize_convrot_w4a4_weight",)),
+    Op("convrot_w4a4_linear", W4A4, ("quantize_convrot_w4a4_weight", "convrot_w4a4_linear",
+                                     "prepare_int4_weight_for_int8_linear"),
+       note="the int4 GEMM accumulated exactly: on the CPU over the codes unpacked to int8, on the GPU "
+            "with the nibbles unpacked in registers"),
+    Op("prepare_int4_weight_for_int8_linear", W4A4, ("prepare_int4_weight_for_int8_linear",)),
 )
 
 BY_NAME = {op.name: op for op in OPS}
 
 # Eager's ops on integer and NVFP4 data that "c" does not serve, with why: 4-bit weight formats
-# (int4 ConvRot W4A4, W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call.  A
+# (W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call (int4 ConvRot W4A4 is served).  A
 # comfy_kitchen release that adds an int8 or NVFP4 op makes tests/test_registration.py fail until
 # it is served (a line above) or listed here.
 NOT_SERVED = {
-    "convrot_w4a4_linear": "int4 ConvRot W4A4 (its own layout)",
-    "quantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
-    "dequantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
-    "prepare_int4_weight_for_int8_linear": "int4 weights (W4A8)",
     "quantize_w4a8_int8_weight": "int4 weights (W4A8)",
     "dequantize_w4a8_int8_weight": "int4 weights (W4A8)",
     "w4a8_int8_linear": "int4 weights (W4A8)",

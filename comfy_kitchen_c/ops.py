@@ -92,6 +92,15 @@ from .rms_rope import (  # noqa: F401 (the rms_rope ops, part of this module's i
 from .residual import (  # noqa: F401 (rms_gated_residual, part of this module's interface)
     check_rms_gated_residual,
     rms_gated_residual,
+from .w4a4 import (  # noqa: F401 (the ConvRot W4A4 ops, part of this module's interface)
+    check_convrot_w4a4_linear,
+    check_dequantize_convrot_w4a4_weight,
+    check_prepare_int4_weight_for_int8_linear,
+    check_quantize_convrot_w4a4_weight,
+    convrot_w4a4_linear,
+    dequantize_convrot_w4a4_weight,
+    prepare_int4_weight_for_int8_linear,
+    quantize_convrot_w4a4_weight,
 )
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.

@@ -22,6 +22,7 @@ against the composition it is defined as: our ``rotate_int8_convrot_weight``
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import sys
 from dataclasses import dataclass
@@ -562,6 +563,45 @@ CASES += [
          runs=lambda d: _eager_takes("scaled_mm_mxfp8")(d) and _eager_runs_fp4_gemm(d),
          not_run="eager's is torch's block-scaled MXFP8 GEMM (CUDA, compute capability 10.0+, 16-bit output); "
          "tests/test_mxfp8_parity.py checks ours against the definition"),
+]
+
+
+# ---- ConvRot W4A4 -----------------------------------------------------------------------------
+
+def _w4a4_module():
+    """eager's W4A4 module, or None where the installed comfy-kitchen lacks it."""
+    try:
+        return importlib.import_module("comfy_kitchen.backends.eager.convrot_w4a4")
+    except ImportError:
+        return None
+
+
+def _w4a4_reference(op: str) -> Callable[[object], Callable]:
+    return lambda eager: getattr(_w4a4_module(), op)
+
+
+def rotated_int4(ours, ref) -> str | None:
+    """(packed int4 codes, scales) of a rotated quantization: the nibbles as rotated_int8's codes."""
+    from comfy_kitchen.backends.eager.svdquant import _unpack_int4_row_major as unpack
+
+    (q, s), (q_ref, s_ref) = ours, ref
+    return rotated_int8((unpack(q), s), (unpack(q_ref), s_ref))
+
+
+def _w4a4_weight(d: Inputs) -> tuple:
+    return ops.quantize_convrot_w4a4_weight(d.x, 256)
+
+
+def _w4a4_case(op: str, args, rule) -> Case:
+    return Case(op, "", args, rule, reference=_w4a4_reference(op), runs=lambda d: _w4a4_module() is not None,
+                not_run=NEWER_EAGER)
+
+
+CASES += [
+    _w4a4_case("quantize_convrot_w4a4_weight", lambda d: (d.x, 256), rotated_int4),
+    _w4a4_case("dequantize_convrot_w4a4_weight", lambda d: (*_w4a4_weight(d), 256, 64, d.dtype), rotated_dequant),
+    _w4a4_case("prepare_int4_weight_for_int8_linear", lambda d: (_w4a4_weight(d)[0],), exact),
+    _w4a4_case("convrot_w4a4_linear", lambda d: (d.x[:16], *_w4a4_weight(d), None, 256), linear),
 ]
 
 

@@ -46,6 +46,8 @@ BLOCK_THREADS = {
     "rms_rope_kernel": 256, "rms_gated_residual_kernel": 256,
     # kernels/mxfp8.cu: CKC_ROW_THREADS
     "mxfp8_quant_kernel": 256, "mxfp8_dequant_kernel": 256,
+    # kernels/w4a4.cu: CKC_ROW_THREADS (the GEMM: 256 threads per 64 x 64 tile)
+    "w4_quant_kernel": 256, "w4_dequant_kernel": 256, "w4_unpack_kernel": 256, "w4_linear_kernel": 256,
 }
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)

@@ -317,6 +317,25 @@ typedef struct {
 typedef struct {
     const uint8_t *qx;
     const uint8_t *scales;
+/* ---- ConvRot W4A4 (csrc/ops/w4a4.c): int4 codes two per byte (math/int4.h) ---- */
+
+/* Row-wise int4 quantization of x[rows, cols], each group of `group` columns
+ * rotated first (0: none); q[rows, cols / 2] packed, scale[rows] float32. */
+typedef struct {
+    const void *x;       /* rows x cols values of kind */
+    int64_t rows;        /* one scale each */
+    int64_t cols;        /* even: two codes a byte */
+    ckc_float_kind kind;
+    int64_t group;
+    const void *noise;   /* NULL: nearest even; else eager's uniform noise, x's type and shape */
+    uint8_t *q;
+    float *scale;
+} ckc_quantize_convrot_w4a4_weight_params;
+
+/* out[rows, cols] = round_out(rotate(float32(code) * scale[row])). */
+typedef struct {
+    const uint8_t *q;    /* [rows, cols / 2] */
+    const float *scale;  /* rows values */
     void *out;
     ckc_float_kind out_kind;
     int64_t rows;
@@ -328,6 +347,35 @@ typedef struct {
  * codes, dec = code * its block's E8M0 scale, scale_a and scale_b swizzled
  * [roundup(m or n, 128), roundup(k/32, 4)], alpha_beta NULL (alpha 1, beta 0). */
 typedef ckc_scaled_mm_nvfp4_params ckc_scaled_mm_mxfp8_params;
+    int64_t group;
+} ckc_dequantize_convrot_w4a4_weight_params;
+
+/* out[rows, 2 * cols] int8 = the signed nibbles of q[rows, cols]. */
+typedef struct {
+    const uint8_t *q;
+    int8_t *out;
+    int64_t rows;
+    int64_t cols;
+} ckc_prepare_int4_weight_for_int8_linear_params;
+
+/* out[m, n] = int4_linear epilogue (math/int4.h) of sum_k a[m, k] w[n, k], a and
+ * w packed int4 [., k / 2]; x_scale float32 [m]; w_scale and bias [n] of
+ * their own types (rounded to out's); out of out_kind. */
+typedef struct {
+    const uint8_t *a;
+    const float *x_scale;
+    const uint8_t *w;
+    const void *w_scale;
+    ckc_float_kind w_scale_kind;
+    const void *bias;    /* NULL: none */
+    ckc_float_kind bias_kind;
+    const int32_t *acc;  /* CPU only: the sums [m, n] given (a library's GEMM), epilogue only; else NULL */
+    void *out;
+    ckc_float_kind out_kind;
+    int64_t m;
+    int64_t n;
+    int64_t k;           /* unpacked; even */
+} ckc_convrot_w4a4_linear_params;
 
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
@@ -350,6 +398,10 @@ typedef union {
     ckc_quantize_mxfp8_params quantize_mxfp8;
     ckc_dequantize_mxfp8_params dequantize_mxfp8;
     ckc_scaled_mm_mxfp8_params scaled_mm_mxfp8;
+    ckc_quantize_convrot_w4a4_weight_params quantize_convrot_w4a4_weight;
+    ckc_dequantize_convrot_w4a4_weight_params dequantize_convrot_w4a4_weight;
+    ckc_prepare_int4_weight_for_int8_linear_params prepare_int4_weight_for_int8_linear;
+    ckc_convrot_w4a4_linear_params convrot_w4a4_linear;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

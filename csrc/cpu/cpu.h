@@ -30,6 +30,10 @@ ckc_status ckc_cpu_entry_rms_rope1(const ckc_op_params *p, ckc_exec *exec, ckc_e
 ckc_status ckc_cpu_entry_rms_gated_residual(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_quantize_mxfp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_dequantize_mxfp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_quantize_convrot_w4a4_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_dequantize_convrot_w4a4_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_prepare_int4_weight_for_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_convrot_w4a4_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 
 /* ---- the device (cpu/dispatch.c) ---- */
 

@@ -40,6 +40,14 @@ typedef struct {
     /* MXFP8 (mxfp8_impl.h) */
     ckc_status (*quantize_mxfp8)(const ckc_quantize_mxfp8_params *p, int nthreads, ckc_error *err);
     ckc_status (*dequantize_mxfp8)(const ckc_dequantize_mxfp8_params *p, int nthreads, ckc_error *err);
+    /* ConvRot W4A4 (w4a4_impl.h) */
+    ckc_status (*quantize_convrot_w4a4_weight)(const ckc_quantize_convrot_w4a4_weight_params *p, int nthreads,
+                ckc_error *err);
+    ckc_status (*dequantize_convrot_w4a4_weight)(const ckc_dequantize_convrot_w4a4_weight_params *p,
+                int nthreads, ckc_error *err);
+    ckc_status (*prepare_int4_weight_for_int8_linear)(const ckc_prepare_int4_weight_for_int8_linear_params *p,
+                int nthreads, ckc_error *err);
+    ckc_status (*convrot_w4a4_linear)(const ckc_convrot_w4a4_linear_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

@@ -18,6 +18,7 @@
 #include "rms_rope_impl.h"
 #include "residual_impl.h"
 #include "mxfp8_impl.h"
+#include "w4a4_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
 #define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
@@ -43,4 +44,8 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_rms_gated_residual,
     cpu_mxfp8_quant,
     cpu_mxfp8_dequant,
+    cpu_w4a4_quant,
+    cpu_w4a4_dequant,
+    cpu_w4a4_unpack,
+    cpu_w4a4_linear,
 };

@@ -61,3 +61,7 @@ CKC_GPU_LAUNCHER_ENTRY(quantize_mxfp8)
 CKC_GPU_LAUNCHER_ENTRY(dequantize_mxfp8)
 
 CKC_GPU_BLAS_ENTRY(scaled_mm_mxfp8, ckc_blas_mxfp8_gemm)
+CKC_GPU_LAUNCHER_ENTRY(quantize_convrot_w4a4_weight)
+CKC_GPU_LAUNCHER_ENTRY(dequantize_convrot_w4a4_weight)
+CKC_GPU_LAUNCHER_ENTRY(prepare_int4_weight_for_int8_linear)
+CKC_GPU_LAUNCHER_ENTRY(convrot_w4a4_linear)

@@ -89,5 +89,10 @@
 
 /* mxfp8_quant_kernel, mxfp8_dequant_kernel<KIND>: by x's (the dequantizer: out's) element kind. */
 #define CKC_MXFP8_KERNELS(X) X(0) X(1) X(2)
+/* ---- kernels/w4a4.cu ---- */
+
+/* w4_quant_kernel, w4_dequant_kernel, w4_linear_kernel<KIND>: by x's (the
+ * dequantizer's and the linear's: out's) element kind; w4_unpack_kernel is one. */
+#define CKC_W4A4_KERNELS(X) X(0) X(1) X(2)
 
 #endif /* CKC_GPU_KERNEL_LIST_H */

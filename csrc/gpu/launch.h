@@ -44,6 +44,14 @@ ckc_status ckc_gpu_rms_gated_residual(const ckc_rms_gated_residual_params *p, ck
 /* MXFP8 (kernels/mxfp8.cu) */
 ckc_status ckc_gpu_quantize_mxfp8(const ckc_quantize_mxfp8_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_dequantize_mxfp8(const ckc_dequantize_mxfp8_params *p, ckc_exec *exec, ckc_error *err);
+/* ConvRot W4A4 (kernels/w4a4.cu) */
+ckc_status ckc_gpu_quantize_convrot_w4a4_weight(const ckc_quantize_convrot_w4a4_weight_params *p, ckc_exec *exec,
+                                                ckc_error *err);
+ckc_status ckc_gpu_dequantize_convrot_w4a4_weight(const ckc_dequantize_convrot_w4a4_weight_params *p,
+                                                  ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_prepare_int4_weight_for_int8_linear(const ckc_prepare_int4_weight_for_int8_linear_params *p,
+                                                       ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_convrot_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, ckc_exec *exec, ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

@@ -30,6 +30,10 @@
     X(rms_gated_residual)                                                                                \
     X(quantize_mxfp8)                                                                                    \
     X(dequantize_mxfp8)                                                                                  \
-    X(scaled_mm_mxfp8)
+    X(scaled_mm_mxfp8)                                                                                   \
+    X(quantize_convrot_w4a4_weight)                                                                      \
+    X(dequantize_convrot_w4a4_weight)                                                                    \
+    X(prepare_int4_weight_for_int8_linear)                                                               \
+    X(convrot_w4a4_linear)
 
 #endif /* CKC_OPS_OP_LIST_H */
