@@ -46,6 +46,7 @@ class Op:
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
 ROPE = "RoPE"
 FP8 = "FP8"
+W4A8 = "W4A8 / W6A8"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -83,6 +84,11 @@ OPS: tuple[Op, ...] = (
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
     Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`",
        registry_cpu=False),
+    Op("dequantize_w4a8_int8_weight", W4A8, ("dequantize_w4a8_int8_weight", "rotate_int8_convrot_weight"),
+       note="4-bit codebook or uniform, 6-bit; e4m3 or float32 group scales, correction"),
+    Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR,
+       note="CPU (CUDA falls through: no decode-in-GEMM kernel yet)"),
+    Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR, note="CPU, MMA records decoded directly"),
 )
 
 BY_NAME = {op.name: op for op in OPS}
@@ -96,10 +102,7 @@ NOT_SERVED = {
     "quantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
     "dequantize_convrot_w4a4_weight": "int4 ConvRot W4A4",
     "prepare_int4_weight_for_int8_linear": "int4 weights (W4A8)",
-    "quantize_w4a8_int8_weight": "int4 weights (W4A8)",
-    "dequantize_w4a8_int8_weight": "int4 weights (W4A8)",
-    "w4a8_int8_linear": "int4 weights (W4A8)",
-    "w4a8_packed_linear": "int4 weights (W4A8)",
+    "quantize_w4a8_int8_weight": "W4A8 quantizer: a seeded search (codebook fit, ALS, scale search) not served yet",
     "quantize_svdquant_w4a4": "SVDQuant int4",
     "scaled_mm_svdquant_w4a4": "SVDQuant int4",
     "gemv_awq_w4a16": "AWQ int4 weights",

@@ -63,6 +63,14 @@ from .rope import (  # noqa: F401 (the RoPE ops, part of this module's interface
     check_apply_rope_split_half1_,
     check_apply_rope_split_half_,
 )
+from .w4a8 import (  # noqa: F401 (the W4A8 / W6A8 ops, part of this module's interface)
+    check_dequantize_w4a8_int8_weight,
+    check_w4a8_int8_linear,
+    check_w4a8_packed_linear,
+    dequantize_w4a8_int8_weight,
+    w4a8_int8_linear,
+    w4a8_packed_linear,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.

@@ -33,6 +33,9 @@ typedef struct {
                 ckc_error *err);
     ckc_status (*stochastic_rounding_fp8)(const ckc_stochastic_rounding_fp8_params *p, int nthreads,
                 ckc_error *err);
+    /* W4A8 / W6A8 weight decode (w4a8_impl.h) */
+    ckc_status (*dequantize_w4a8_int8_weight)(const ckc_dequantize_w4a8_int8_weight_params *p, int nthreads,
+                ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

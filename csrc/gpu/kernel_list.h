@@ -74,4 +74,10 @@
  * dequantizer: out's) element kind; the FP8 format is an argument. */
 #define CKC_FP8_KERNELS(X) X(0) X(1) X(2)
 
+/* ---- kernels/w4a8.cu ---- */
+
+/* w4a8_dequant_kernel<OUT>: the output's element kind (0 float32, 1 float16, 2 bfloat16)
+ * or 3, the int8 grid. */
+#define CKC_W4A8_KERNELS(X) X(0) X(1) X(2) X(3)
+
 #endif /* CKC_GPU_KERNEL_LIST_H */

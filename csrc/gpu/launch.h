@@ -37,6 +37,9 @@ ckc_status ckc_gpu_dequantize_per_tensor_fp8(const ckc_dequantize_per_tensor_fp8
                                              ckc_error *err);
 ckc_status ckc_gpu_stochastic_rounding_fp8(const ckc_stochastic_rounding_fp8_params *p, ckc_exec *exec,
                                            ckc_error *err);
+/* W4A8 / W6A8 weight decode (kernels/w4a8.cu) */
+ckc_status ckc_gpu_dequantize_w4a8_int8_weight(const ckc_dequantize_w4a8_int8_weight_params *p, ckc_exec *exec,
+                                               ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

@@ -20,6 +20,7 @@ import fp8_targets
 import linear_targets
 import rope_targets
 import oracle
+import w4a8_targets
 
 
 @dataclass
@@ -378,4 +379,5 @@ NVFP4 = [
 
 
 TARGETS = {t.op: t for t in INT8_QUANT + INT8_DEQUANT + NVFP4 + linear_targets.targets(Target)
-           + rope_targets.targets(Target) + fp8_targets.targets(Target)}
+           + rope_targets.targets(Target) + fp8_targets.targets(Target)
+           + w4a8_targets.targets(Target)}
