@@ -87,8 +87,8 @@ OPS: tuple[Op, ...] = (
     Op("dequantize_w4a8_int8_weight", W4A8, ("dequantize_w4a8_int8_weight", "rotate_int8_convrot_weight"),
        note="4-bit codebook or uniform, 6-bit; e4m3 or float32 group scales, correction"),
     Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR,
-       note="CPU (CUDA falls through: no decode-in-GEMM kernel yet)"),
-    Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR, note="CPU, MMA records decoded directly"),
+       note="CPU; CUDA calls fall through"),
+    Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR, note="CPU, the MMA records decoded directly"),
 )
 
 BY_NAME = {op.name: op for op in OPS}
