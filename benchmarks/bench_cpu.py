@@ -147,6 +147,46 @@ LINEAR_SPEEDUP_TARGET = 1.0  # a GEMM: eager's is oneDNN's too (torch._int_mm), 
 OPS += [Op(name, _linear_args(act), C.int8_linear, E.int8_linear) for name, act in zip(LINEAR_OPS, LINEAR_ACTS)]
 
 
+# W4A8 / W6A8: random codes of the storage contract (4-bit, the frozen codebook, e4m3 group scales of
+# 16), the dequantizer's weight [M, K] (x's shape), the linears' weight [K, K] for x [M, K].
+def _w4a8_storage(n: int, k: int) -> tuple:
+    from comfy_kitchen.tensor.w4a8_packed import _pack_codes, default_w4a8_codebook
+    g = torch.Generator().manual_seed(2)
+    codes = torch.randint(0, 16, (n, k), generator=g, dtype=torch.int32)
+    s_rel = (torch.rand(n, k // 16, generator=g) * 100 + 1).to(torch.float8_e4m3fn)
+    return _pack_codes(codes, 4), s_rel, torch.rand(n, generator=g) * 0.01 + 1e-4, default_w4a8_codebook()
+
+
+def _w4a8_packed(n: int, k: int) -> tuple:
+    """MMA records of random codes and e4m3 scales (unpack_w4a8_mma_weight's layout)."""
+    g = torch.Generator().manual_seed(3)
+    rec = torch.randint(0, 256, ((n // 16) * (k // 32), 288), generator=g, dtype=torch.int32).to(torch.uint8)
+    rec[:, 256:] = torch.randint(0x20, 0x50, (rec.shape[0], 32), generator=g, dtype=torch.int32).to(torch.uint8)
+    return rec.reshape(-1).view(torch.int8), torch.empty(0, dtype=torch.float8_e4m3fn)
+
+
+def _w4a8_linear_args(x: torch.Tensor) -> tuple:
+    q, s, sc, cb = _w4a8_storage(x.shape[1], x.shape[1])
+    return (x, q, s, sc, cb, None, None, 16, GROUP, torch.bfloat16)
+
+
+def _w4a8_packed_args(x: torch.Tensor) -> tuple:
+    _, _, sc, cb = _w4a8_storage(x.shape[1], x.shape[1])
+    return (x, *_w4a8_packed(x.shape[1], x.shape[1]), sc, cb, None, None, 16, GROUP, torch.bfloat16)
+
+
+def _w4a8_ops() -> list:
+    from comfy_kitchen.backends.eager import w4a8_int8 as EW
+    return [Op("dequantize_w4a8_int8_weight", lambda x: (*_w4a8_storage(*x.shape), None, 16, GROUP, torch.bfloat16),
+               C.dequantize_w4a8_int8_weight, EW.dequantize_w4a8_int8_weight),
+            Op("w4a8_int8_linear", _w4a8_linear_args, C.w4a8_int8_linear, EW.w4a8_int8_linear),
+            Op("w4a8_packed_linear", _w4a8_packed_args, C.w4a8_packed_linear, EW.w4a8_packed_linear)]
+
+
+OPS += _w4a8_ops()
+LINEAR_OPS += ("w4a8_int8_linear", "w4a8_packed_linear")  # GEMMs: the linears' target (1.0x)
+
+
 # ---- measurement ----------------------------------------------------------------------------
 
 @dataclass

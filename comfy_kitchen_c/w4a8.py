@@ -11,8 +11,8 @@ the parity of each op is that of the int8 op it reuses (README, "Parity").
 On the CPU the linears decode the int8 weight once per call (N x K bytes, a quarter of eager's
 own int32 code tensor) and hand it to int8_linear.  On CUDA a decoded copy per call is what
 the W4A8 format exists to avoid, and no kernel decodes the codes inside the GEMM yet: CUDA
-calls of the linears are refused by their checks and fall through to the next backend (the
-reason logged).  Re-exported by ``comfy_kitchen_c.ops``.
+calls of the linears (and their calls on the emulated device, which runs the CUDA path) are
+refused by their checks and fall through to the next backend (the reason logged).  Re-exported by ``comfy_kitchen_c.ops``.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import torch
 
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError, KitchenError
-from ._call import _run
+from ._call import _gpu_path, _run
 from ._proved import checked as _checked
 from .linear import _PAIRED, ACT_RMS_NORM, _eps, _linear, check_int8_linear
 
@@ -126,10 +126,10 @@ def _check_linear_rest(op: str, x, s_channel, codebook, correction, bias, convro
     """What the linears add to the storage: the device, the correction form's limits and
     int8_linear's own check of x, bias, activation and residual on a stand-in weight of the
     decoded shape (an expanded scalar: no memory).  Returns the activation code."""
-    if isinstance(x, torch.Tensor) and x.is_cuda:
+    if isinstance(x, torch.Tensor) and (x.is_cuda or _gpu_path(x.device)):
         raise ArgumentTypeError(f"{op}: argument 'x': CUDA tensors go to the next backend (no GEMM of ours decodes "
                                 "W4A8 codes in its load yet, and a decoded weight copy per call is what the "
-                                "format avoids)")
+                                "format avoids; the emulated device, which runs the CUDA kernels, refuses alike)")
     if correction is not None and (input_act is not None or residual is not None):
         raise ArgumentError(f"{op}: argument 'correction': served without input_act and residual only (eager's "
                             "float F.linear path)")

@@ -219,6 +219,8 @@ def test_cuda_calls_of_the_linears_fall_through_with_the_reason():
     packed = random_records(16, 256, 4)
     with pytest.raises(ArgumentTypeError, match="w4a8_packed_linear: argument 'x': CUDA tensors go to the next"):
         ops.check_w4a8_packed_linear(x, packed, torch.empty(0), sc, cb)
+    with kernels_of("emulated"), pytest.raises(ArgumentTypeError, match="the emulated device"):
+        ops.w4a8_int8_linear(torch.randn(2, 256), q, s, sc, cb)
 
 
 def test_bad_inputs_name_op_and_argument():
