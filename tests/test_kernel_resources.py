@@ -42,6 +42,8 @@ BLOCK_THREADS = {
     "flight_mark_kernel": 1, "replay_begin_kernel": 1,
     # kernels/fp8.cu, kernels/rope.cu: CKC_ROW_THREADS
     "fp8_quant_kernel": 256, "fp8_dequant_kernel": 256, "fp8_stochastic_kernel": 256, "rope_kernel": 256,
+    # kernels/w4a8.cu: CKC_ROW_THREADS
+    "w4a8_dequant_kernel": 256,
 }
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)
@@ -166,6 +168,8 @@ VECTOR_ACCESSES = {
     "nvfp4_quant_kernel": ["LDG 128", "STG 64"], "nvfp4_dequant_kernel": ["LDG 64", "STG 128"],
     "ckc_tile_rows_kernel": ["LDG 128", "STG 128"], "ckc_tile_dequant_kernel": ["LDG 128", "STG 128"],
     "nvfp4_quant_rows_kernel": ["LDG 128", "STG 64"], "nvfp4_dequant_rows_kernel": ["LDG 128", "STG 128"],
+    # 16 codes: 8 bytes of nibbles (and 4 of the 6-bit plane), 16 int8 or 16-bit values stored
+    "w4a8_dequant_kernel": ["LDG 64", "STG 128"],
 }
 
 
