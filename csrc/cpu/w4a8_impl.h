@@ -7,21 +7,55 @@
  * instruction set, inside kernels_isa.h. */
 #include "math/w4a8.h"
 
-/* The int8 grid of row n's columns [c0, c0 + len) (len within one group of the
- * canonical storage) with the group's scale s. */
+/* The levels of every code before its group scale (math/w4a8.h), once per call. */
 static void
-w4a8_decode_span(const ckc_dequantize_w4a8_int8_weight_params *p, const uint8_t *row, int64_t c0, int64_t len,
-                 float s, int8_t *dst)
+w4a8_levels(const ckc_dequantize_w4a8_int8_weight_params *p, float level[64])
 {
-    for (int64_t j = 0; j < len; j++) {
-        dst[j] = ckc_w4a8_int8(ckc_w4a8_level(ckc_w4a8_code(row, p->k, p->bits, c0 + j), p->codebook, p->bits),
-                               s);
+    for (uint32_t c = 0; c < (1u << p->bits); c++) {
+        level[c] = ckc_w4a8_level(c, p->codebook, p->bits);
+    }
+}
+
+/* The int8 grid of a canonical row, group by group: each group's codes looked up in a table
+ * of its scale's int8 values (ckc_w4a8_int8 of every level: the same math, computed once per
+ * group instead of once per element).  6-bit groups with fewer columns than levels are
+ * computed per element. */
+static void
+w4a8_decode_canonical(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, const float *level, int8_t *dst)
+{
+    const int64_t k = p->k, group = p->group, groups = k / group;
+    const int bits = p->bits;
+    const uint8_t *row = p->q + n * (k * bits / 8);
+    int8_t lut[64];
+    for (int64_t g = 0; g < groups; g++) {
+        const float s = ckc_w4a8_scale(p->s_rel, p->s_e4m3, n * groups + g);
+        const int64_t c0 = g * group;
+        if (bits == 6 && group < 64) {
+            for (int64_t j = 0; j < group; j++) {
+                dst[c0 + j] = ckc_w4a8_int8(level[ckc_w4a8_code(row, k, 6, c0 + j)], s);
+            }
+            continue;
+        }
+        for (int c = 0; c < (1 << bits); c++) {
+            lut[c] = ckc_w4a8_int8(level[c], s);
+        }
+        if (bits == 4) {
+            for (int64_t j = 0; j < group; j += 2) {
+                const uint8_t byte = row[(c0 + j) >> 1];
+                dst[c0 + j] = lut[byte & 0xF];
+                dst[c0 + j + 1] = lut[byte >> 4];
+            }
+        } else {
+            for (int64_t j = 0; j < group; j++) {
+                dst[c0 + j] = lut[ckc_w4a8_code(row, k, 6, c0 + j)];
+            }
+        }
     }
 }
 
 /* Row n of the MMA records: record (n / 16, c / 32), its row n % 16, group (c % 32) / 16. */
 static void
-w4a8_decode_mma_row(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, int8_t *dst)
+w4a8_decode_mma_row(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, const float *level, int8_t *dst)
 {
     const int64_t record = ckc_w4a8_mma_record_bytes(p->bits);
     const int r = (int)(n & 15);
@@ -32,7 +66,7 @@ w4a8_decode_mma_row(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, 
             for (int j = 0; j < 16; j++) {
                 const int c = 16 * g + j;
                 const uint32_t code = p->bits == 6 ? ckc_w4a8_mma_code6(rec, r, c) : ckc_w4a8_mma_code4(rec, r, c);
-                dst[32 * kr + c] = ckc_w4a8_int8(ckc_w4a8_level(code, p->codebook, p->bits), s);
+                dst[32 * kr + c] = ckc_w4a8_int8(level[code], s);
             }
         }
     }
@@ -40,35 +74,37 @@ w4a8_decode_mma_row(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, 
 
 /* Row n's int8 grid into dst (k values). */
 static void
-w4a8_decode_row(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, int8_t *dst)
+w4a8_decode_row(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, const float *level, int8_t *dst)
 {
     if (p->packed) {
-        w4a8_decode_mma_row(p, n, dst);
-        return;
-    }
-    const uint8_t *row = p->q + n * (p->k * p->bits / 8);
-    const int64_t groups = p->k / p->group;
-    for (int64_t g = 0; g < groups; g++) {
-        const float s = ckc_w4a8_scale(p->s_rel, p->s_e4m3, n * groups + g);
-        w4a8_decode_span(p, row, g * p->group, p->group, s, dst + g * p->group);
+        w4a8_decode_mma_row(p, n, level, dst);
+    } else {
+        w4a8_decode_canonical(p, n, level, dst);
     }
 }
 
-/* Row n's float weight from its int8 grid q: q * s_channel (+ correction[g, n]),
- * rounded to the output type. */
+/* Row n's float weight from its int8 grid q: q * s_channel (+ correction[g, n]), rounded
+ * to the output type, a group at a time (its correction read once). */
 static void
 w4a8_scale_row(const ckc_dequantize_w4a8_int8_weight_params *p, int64_t n, const int8_t *q)
 {
     const float sc = p->s_channel[n];
     const int has_corr = p->correction != NULL;
-    for (int64_t c = 0; c < p->k; c++) {
-        const float corr = has_corr ? ckc_kind_value(p->correction, p->corr_kind, (c / p->group) * p->rows + n) : 0.0f;
-        const float w = ckc_w4a8_weight(q[c], sc, has_corr, corr);
-        const int64_t i = n * p->k + c;
-        if (p->out_kind == CKC_F32) {
-            ((float *)p->out)[i] = w;
+    const int64_t k = p->k, group = p->group;
+    const ckc_float_kind kind = p->out_kind;
+    for (int64_t c0 = 0; c0 < k; c0 += group) {
+        const float corr = has_corr ? ckc_kind_value(p->correction, p->corr_kind, (c0 / group) * p->rows + n) : 0.0f;
+        if (kind == CKC_F32) {
+            float *out = (float *)p->out + n * k + c0;
+            for (int64_t j = 0; j < group; j++) {
+                out[j] = ckc_w4a8_weight(q[c0 + j], sc, has_corr, corr);
+            }
         } else {
-            ((uint16_t *)p->out)[i] = p->out_kind == CKC_BF16 ? ckc_f32_to_bf16(w) : ckc_f32_to_f16(w);
+            uint16_t *out = (uint16_t *)p->out + n * k + c0;
+            for (int64_t j = 0; j < group; j++) {
+                const float w = ckc_w4a8_weight(q[c0 + j], sc, has_corr, corr);
+                out[j] = kind == CKC_BF16 ? ckc_f32_to_bf16(w) : ckc_f32_to_f16(w);
+            }
         }
     }
 }
@@ -78,10 +114,12 @@ w4a8_dequant_range(void *ctx, int64_t n0, int64_t n1, int worker)
 {
     const ckc_dequantize_w4a8_int8_weight_params *p = (const ckc_dequantize_w4a8_int8_weight_params *)ctx;
     int8_t buf[4096];
+    float level[64];
     (void)worker;
+    w4a8_levels(p, level);
     for (int64_t n = n0; n < n1; n++) {
         if (p->out_int8) {
-            w4a8_decode_row(p, n, (int8_t *)p->out + n * p->k);
+            w4a8_decode_row(p, n, level, (int8_t *)p->out + n * p->k);
             continue;
         }
         /* The float path decodes a row through a stack buffer when it fits, else in
@@ -92,7 +130,7 @@ w4a8_dequant_range(void *ctx, int64_t n0, int64_t n1, int worker)
         if (p->k > (int64_t)sizeof buf) {
             q = (int8_t *)p->out + n * p->k * ckc_kind_size(p->out_kind) + p->k * (ckc_kind_size(p->out_kind) - 1);
         }
-        w4a8_decode_row(p, n, q);
+        w4a8_decode_row(p, n, level, q);
         w4a8_scale_row(p, n, q);
     }
 }
