@@ -25,9 +25,7 @@ rotation (test_int8_linear.assert_activation_close), the dequantizer within the 
 that same activation bound of eager's, chained as ComfyUI chains them, since a rotated code moved
 by one in one layer shifts the next layer's input by less than one int8 step of its row.
 """
-import contextlib
 import dataclasses
-from collections import Counter
 
 import pytest
 import torch
@@ -40,12 +38,11 @@ from comfy_kitchen.tensor.w4a8_int8 import AsymW4A8Int8Layout
 from comfy_kitchen.tensor.w4a8_packed import default_w4a8_codebook
 
 from conftest import assert_rotation_close, saved_priority
-from test_comfy_layers import _backend_of
+from test_comfy_layers import served as _served
 from test_int8_linear import assert_activation_close
 from test_w4a8_parity import random_records
 
 DIM, HIDDEN = 256, 512
-W4A8_OPS = ("w4a8_int8_linear", "w4a8_packed_linear", "dequantize_w4a8_int8_weight")
 
 
 def _check_call(func, args, kwargs, ours):
@@ -56,31 +53,9 @@ def _check_call(func, args, kwargs, ours):
         assert_activation_close(ours, ref, f"{func} {kwargs.get('input_act')}")
 
 
-@contextlib.contextmanager
 def served():
-    """Counts every op the layers get from the registry per (op, backend) and checks each W4A8
-    call "c" serves against eager's on the same arguments."""
-    calls = Counter()
-    real = registry.get_implementation
-
-    def get_implementation(func_name, backend=None, kwargs=None):
-        impl = real(func_name, backend, kwargs)
-        name = _backend_of(func_name, impl)
-        calls[(func_name, name)] += 1
-        if name != "c" or func_name not in W4A8_OPS:
-            return impl
-
-        def checked(*args, **kw):
-            out = impl(*args, **kw)
-            _check_call(func_name, args, kw, out)
-            return out
-        return checked
-
-    registry.get_implementation = get_implementation
-    try:
-        yield calls
-    finally:
-        del registry.get_implementation
+    """test_comfy_layers.served with the W4A8 ops' bounds (_check_call)."""
+    return _served(_check_call)
 
 
 def w4a8_weight(n, k, seed, **kw):
