@@ -133,6 +133,8 @@ def _check_linear_rest(op: str, x, s_channel, codebook, correction, bias, convro
     if correction is not None and (input_act is not None or residual is not None):
         raise ArgumentError(f"{op}: argument 'correction': served without input_act and residual only (eager's "
                             "float F.linear path)")
+    if n == 0:  # int8_linear's check refuses an empty weight: refused here, named as this op's argument
+        raise ArgumentError(f"{op}: argument 'qdata': empty weight (0 output features)")
     paired = isinstance(input_act, str) and input_act in _PAIRED
     k_x = x.shape[-1] // 2 if paired else x.shape[-1]
     if k_x != k:
