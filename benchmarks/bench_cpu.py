@@ -188,6 +188,44 @@ OPS += [Op("quantize_convrot_w4a4_weight", lambda x: (x, GROUP), C.quantize_conv
            C.prepare_int4_weight_for_int8_linear, E_W4A4.prepare_int4_weight_for_int8_linear),
         Op("convrot_w4a4_linear", _w4a4_linear_args, C.convrot_w4a4_linear, E_W4A4.convrot_w4a4_linear)]
 LINEAR_OPS += ("convrot_w4a4_linear",)  # a GEMM: its goal is LINEAR_SPEEDUP_TARGET
+# W4A8 / W6A8: random codes of the storage contract (4-bit, the frozen codebook, e4m3 group scales of
+# 16), the dequantizer's weight [M, K] (x's shape), the linears' weight [K, K] for x [M, K].
+def _w4a8_storage(n: int, k: int) -> tuple:
+    from comfy_kitchen.tensor.w4a8_packed import _pack_codes, default_w4a8_codebook
+    g = torch.Generator().manual_seed(2)
+    codes = torch.randint(0, 16, (n, k), generator=g, dtype=torch.int32)
+    s_rel = (torch.rand(n, k // 16, generator=g) * 100 + 1).to(torch.float8_e4m3fn)
+    return _pack_codes(codes, 4), s_rel, torch.rand(n, generator=g) * 0.01 + 1e-4, default_w4a8_codebook()
+
+
+def _w4a8_packed(n: int, k: int) -> tuple:
+    """MMA records of random codes and e4m3 scales (unpack_w4a8_mma_weight's layout)."""
+    g = torch.Generator().manual_seed(3)
+    rec = torch.randint(0, 256, ((n // 16) * (k // 32), 288), generator=g, dtype=torch.int32).to(torch.uint8)
+    rec[:, 256:] = torch.randint(0x20, 0x50, (rec.shape[0], 32), generator=g, dtype=torch.int32).to(torch.uint8)
+    return rec.reshape(-1).view(torch.int8), torch.empty(0, dtype=torch.float8_e4m3fn)
+
+
+def _w4a8_linear_args(x: torch.Tensor) -> tuple:
+    q, s, sc, cb = _w4a8_storage(x.shape[1], x.shape[1])
+    return (x, q, s, sc, cb, None, None, 16, GROUP, torch.bfloat16)
+
+
+def _w4a8_packed_args(x: torch.Tensor) -> tuple:
+    _, _, sc, cb = _w4a8_storage(x.shape[1], x.shape[1])
+    return (x, *_w4a8_packed(x.shape[1], x.shape[1]), sc, cb, None, None, 16, GROUP, torch.bfloat16)
+
+
+def _w4a8_ops() -> list:
+    from comfy_kitchen.backends.eager import w4a8_int8 as EW
+    return [Op("dequantize_w4a8_int8_weight", lambda x: (*_w4a8_storage(*x.shape), None, 16, GROUP, torch.bfloat16),
+               C.dequantize_w4a8_int8_weight, EW.dequantize_w4a8_int8_weight),
+            Op("w4a8_int8_linear", _w4a8_linear_args, C.w4a8_int8_linear, EW.w4a8_int8_linear),
+            Op("w4a8_packed_linear", _w4a8_packed_args, C.w4a8_packed_linear, EW.w4a8_packed_linear)]
+
+
+OPS += _w4a8_ops()
+LINEAR_OPS += ("w4a8_int8_linear", "w4a8_packed_linear")  # GEMMs: the linears' target (1.0x)
 
 
 # ---- measurement ----------------------------------------------------------------------------

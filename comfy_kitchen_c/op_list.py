@@ -52,6 +52,7 @@ FP8 = "FP8"
 RESIDUAL = "residual"
 MXFP8 = "MXFP8"
 W4A4 = "ConvRot W4A4 (int4)"
+W4A8 = "W4A8 / W6A8"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -108,6 +109,11 @@ OPS: tuple[Op, ...] = (
        note="the int4 GEMM accumulated exactly: on the CPU over the codes unpacked to int8, on the GPU "
             "with the nibbles unpacked in registers"),
     Op("prepare_int4_weight_for_int8_linear", W4A4, ("prepare_int4_weight_for_int8_linear",)),
+    Op("dequantize_w4a8_int8_weight", W4A8, ("dequantize_w4a8_int8_weight", "rotate_int8_convrot_weight"),
+       note="4-bit codebook or uniform, 6-bit; e4m3 or float32 group scales, correction"),
+    Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR,
+       note="CPU; CUDA calls fall through"),
+    Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR, note="CPU, the MMA records decoded directly"),
 )
 
 BY_NAME = {op.name: op for op in OPS}
@@ -117,12 +123,12 @@ BY_NAME = {op.name: op for op in OPS}
 # comfy_kitchen release that adds an int8 or NVFP4 op makes tests/test_registration.py fail until
 # it is served (a line above) or listed here.
 NOT_SERVED = {
-    "quantize_w4a8_int8_weight": "int4 weights (W4A8)",
-    "dequantize_w4a8_int8_weight": "int4 weights (W4A8)",
-    "w4a8_int8_linear": "int4 weights (W4A8)",
-    "w4a8_packed_linear": "int4 weights (W4A8)",
-    "quantize_svdquant_w4a4": "SVDQuant int4",
-    "scaled_mm_svdquant_w4a4": "SVDQuant int4",
+    "quantize_w4a8_int8_weight": "W4A8 quantizer: a seeded search (codebook fit, ALS, scale search) not served yet",
+    # SVDQuant: comfy_kitchen's layout calls its own CUDA extension directly when that is built (the
+    # registry is bypassed), so "c" would serve only the CPU and the GPUs without it; a W4A4 GEMM plus
+    # a low-rank branch, left after every other format (issue 21's order)
+    "quantize_svdquant_w4a4": "SVDQuant int4: not served yet (its layout calls comfy_kitchen's CUDA extension directly)",
+    "scaled_mm_svdquant_w4a4": "SVDQuant int4: not served yet (its layout calls comfy_kitchen's CUDA extension directly)",
     "gemv_awq_w4a16": "AWQ int4 weights",
     # issue 21, item 3: eager's fp16_linear is torch.nn.functional.linear (cuBLAS on CUDA, oneDNN on
     # the CPU) plus an addcmul; measured (benchmarks/README.md "fp16_linear"): bfloat16 on the CPU

@@ -101,6 +101,13 @@ from .w4a4 import (  # noqa: F401 (the ConvRot W4A4 ops, part of this module's i
     dequantize_convrot_w4a4_weight,
     prepare_int4_weight_for_int8_linear,
     quantize_convrot_w4a4_weight,
+from .w4a8 import (  # noqa: F401 (the W4A8 / W6A8 ops, part of this module's interface)
+    check_dequantize_w4a8_int8_weight,
+    check_w4a8_int8_linear,
+    check_w4a8_packed_linear,
+    dequantize_w4a8_int8_weight,
+    w4a8_int8_linear,
+    w4a8_packed_linear,
 )
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.

@@ -605,6 +605,77 @@ CASES += [
 ]
 
 
+# ---- W4A8 / W6A8 -------------------------------------------------------------------------------
+
+def _eager_w4a8():
+    """comfy_kitchen's eager W4A8 module (not the quantization one), or None before it existed."""
+    import importlib
+
+    try:
+        return importlib.import_module("comfy_kitchen.backends.eager.w4a8_int8")
+    except ImportError:
+        return None
+
+
+def _w4a8_reference(op: str) -> Callable[[object], Callable]:
+    return lambda eager: getattr(_eager_w4a8(), op)
+
+
+def _w4a8_weight(d: Inputs, bits: int = 4) -> tuple:
+    """eager's W4A8 storage (qdata, s_rel, s_channel, correction, codebook) of a [LINEAR_N, COLS]
+    weight in the dtype."""
+    w = synthetic(LINEAR_N, COLS, seed=SEED + 7).to(d.device, d.dtype) * 0.01
+    return _eager_w4a8().quantize_w4a8_int8_weight(w, bits=bits)
+
+
+def _w4a8_dequant_args(d: Inputs, bits: int) -> tuple:
+    q, s, sc, corr, cb = _w4a8_weight(d, bits)
+    return (q, s, sc, cb, corr, 16, 256, d.dtype)
+
+
+# Rows of x for the W4A8 linears: eager's path (decode, float16/float32 rotation by a matmul) is
+# slow on the CPU, and the selftest's time budget is shared by every op.
+W4A8_ROWS = 16
+
+
+def _w4a8_linear_args(d: Inputs) -> tuple:
+    q, s, sc, corr, cb = _w4a8_weight(d)
+    return (d.x[:W4A8_ROWS], q, s, sc, cb, corr, None, 16, 256, torch.bfloat16)
+
+
+def _w4a8_packed_args(d: Inputs) -> tuple:
+    """MMA records (optimize_for_gemv's layout, made on CUDA only) of seeded random codes and scales."""
+    g = torch.Generator().manual_seed(SEED + 8)
+    records = torch.randint(0, 256, (LINEAR_N // 16 * COLS // 32, 288), generator=g, dtype=torch.int32)
+    records[:, 256:] = torch.randint(0x20, 0x50, (records.shape[0], 32), generator=g, dtype=torch.int32)
+    packed = records.to(torch.uint8).reshape(-1).view(torch.int8).to(d.device)
+    s_channel = (torch.rand(LINEAR_N, generator=g) * 1e-3 + 1e-5).to(d.device)
+    return (d.x[:W4A8_ROWS], packed, torch.empty(0, dtype=torch.float8_e4m3fn, device=d.device), s_channel, None,
+            None, None,
+            16, 256, torch.bfloat16)
+
+
+def _w4a8_runs(cpu_only: bool) -> Callable[[Inputs], bool]:
+    return lambda d: _eager_w4a8() is not None and (d.device.type == "cpu" or not cpu_only)
+
+
+W4A8_CPU_ONLY = ("on CUDA tensors the W4A8 linears fall through to the next backend (comfy_kitchen_c/w4a8.py); "
+                 "or " + NEWER_EAGER)
+
+
+def _w4a8_case(op: str, variant: str, args, rule, cpu_only: bool) -> Case:
+    return Case(op, variant, args, rule, _w4a8_reference(op), runs=_w4a8_runs(cpu_only),
+                not_run=W4A8_CPU_ONLY if cpu_only else NEWER_EAGER)
+
+
+CASES += [
+    _w4a8_case("dequantize_w4a8_int8_weight", "4-bit", lambda d: _w4a8_dequant_args(d, 4), rotated_dequant, False),
+    _w4a8_case("dequantize_w4a8_int8_weight", "6-bit", lambda d: _w4a8_dequant_args(d, 6), rotated_dequant, False),
+    _w4a8_case("w4a8_int8_linear", "", _w4a8_linear_args, linear, True),
+    _w4a8_case("w4a8_packed_linear", "", _w4a8_packed_args, linear, True),
+]
+
+
 # ---- running --------------------------------------------------------------------------------
 
 @dataclass

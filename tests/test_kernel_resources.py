@@ -48,6 +48,8 @@ BLOCK_THREADS = {
     "mxfp8_quant_kernel": 256, "mxfp8_dequant_kernel": 256,
     # kernels/w4a4.cu: CKC_ROW_THREADS (the GEMM: 256 threads per 64 x 64 tile)
     "w4_quant_kernel": 256, "w4_dequant_kernel": 256, "w4_unpack_kernel": 256, "w4_linear_kernel": 256,
+    # kernels/w4a8.cu: CKC_ROW_THREADS
+    "w4a8_dequant_kernel": 256,
 }
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)
@@ -172,6 +174,8 @@ VECTOR_ACCESSES = {
     "nvfp4_quant_kernel": ["LDG 128", "STG 64"], "nvfp4_dequant_kernel": ["LDG 64", "STG 128"],
     "ckc_tile_rows_kernel": ["LDG 128", "STG 128"], "ckc_tile_dequant_kernel": ["LDG 128", "STG 128"],
     "nvfp4_quant_rows_kernel": ["LDG 128", "STG 64"], "nvfp4_dequant_rows_kernel": ["LDG 128", "STG 128"],
+    # 16 codes: 8 bytes of nibbles (and 4 of the 6-bit plane), 16 int8 or 16-bit values stored
+    "w4a8_dequant_kernel": ["LDG 64", "STG 128"],
 }
 
 

@@ -376,6 +376,27 @@ typedef struct {
     int64_t n;
     int64_t k;           /* unpacked; even */
 } ckc_convrot_w4a4_linear_params;
+/* ---- W4A8 / W6A8 weights (csrc/ops/w4a8.c): [rows, k] decoded from codes ---- */
+
+/* out = the int8 grid of the codes (out_int8), else int8 * s_channel (+ correction)
+ * rounded to out_kind (csrc/math/w4a8.h). */
+typedef struct {
+    const uint8_t *q;        /* canonical rows of k * bits / 8 bytes, or the MMA records (packed) */
+    int64_t rows;
+    int64_t k;
+    int bits;                /* 4 or 6 */
+    int packed;              /* 1: MMA records with their e4m3 scales (s_rel unused; group 16) */
+    int64_t group;           /* columns per s_rel value */
+    const void *s_rel;       /* [rows, k / group] float32, or e4m3 bytes (s_e4m3) */
+    int s_e4m3;
+    const float *codebook;   /* 16 levels, or NULL: uniform */
+    const float *s_channel;  /* [rows] (float output only) */
+    const void *correction;  /* [k / group, rows] of corr_kind, or NULL */
+    ckc_float_kind corr_kind;
+    void *out;
+    int out_int8;            /* 1: int8 out; 0: float out of out_kind */
+    ckc_float_kind out_kind;
+} ckc_dequantize_w4a8_int8_weight_params;
 
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
@@ -402,6 +423,7 @@ typedef union {
     ckc_dequantize_convrot_w4a4_weight_params dequantize_convrot_w4a4_weight;
     ckc_prepare_int4_weight_for_int8_linear_params prepare_int4_weight_for_int8_linear;
     ckc_convrot_w4a4_linear_params convrot_w4a4_linear;
+    ckc_dequantize_w4a8_int8_weight_params dequantize_w4a8_int8_weight;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

@@ -48,6 +48,9 @@ typedef struct {
     ckc_status (*prepare_int4_weight_for_int8_linear)(const ckc_prepare_int4_weight_for_int8_linear_params *p,
                 int nthreads, ckc_error *err);
     ckc_status (*convrot_w4a4_linear)(const ckc_convrot_w4a4_linear_params *p, int nthreads, ckc_error *err);
+    /* W4A8 / W6A8 weight decode (w4a8_impl.h) */
+    ckc_status (*dequantize_w4a8_int8_weight)(const ckc_dequantize_w4a8_int8_weight_params *p, int nthreads,
+                ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

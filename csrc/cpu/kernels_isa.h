@@ -19,6 +19,7 @@
 #include "residual_impl.h"
 #include "mxfp8_impl.h"
 #include "w4a4_impl.h"
+#include "w4a8_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
 #define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
@@ -48,4 +49,5 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_w4a4_dequant,
     cpu_w4a4_unpack,
     cpu_w4a4_linear,
+    cpu_w4a8_dequant,
 };

@@ -94,5 +94,10 @@
 /* w4_quant_kernel, w4_dequant_kernel, w4_linear_kernel<KIND>: by x's (the
  * dequantizer's and the linear's: out's) element kind; w4_unpack_kernel is one. */
 #define CKC_W4A4_KERNELS(X) X(0) X(1) X(2)
+/* ---- kernels/w4a8.cu ---- */
+
+/* w4a8_dequant_kernel<OUT>: the output's element kind (0 float32, 1 float16, 2 bfloat16)
+ * or 3, the int8 grid. */
+#define CKC_W4A8_KERNELS(X) X(0) X(1) X(2) X(3)
 
 #endif /* CKC_GPU_KERNEL_LIST_H */

@@ -52,6 +52,9 @@ ckc_status ckc_gpu_dequantize_convrot_w4a4_weight(const ckc_dequantize_convrot_w
 ckc_status ckc_gpu_prepare_int4_weight_for_int8_linear(const ckc_prepare_int4_weight_for_int8_linear_params *p,
                                                        ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_convrot_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, ckc_exec *exec, ckc_error *err);
+/* W4A8 / W6A8 weight decode (kernels/w4a8.cu) */
+ckc_status ckc_gpu_dequantize_w4a8_int8_weight(const ckc_dequantize_w4a8_int8_weight_params *p, ckc_exec *exec,
+                                               ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

@@ -34,6 +34,7 @@
     X(quantize_convrot_w4a4_weight)                                                                      \
     X(dequantize_convrot_w4a4_weight)                                                                    \
     X(prepare_int4_weight_for_int8_linear)                                                               \
-    X(convrot_w4a4_linear)
+    X(convrot_w4a4_linear)                                                                               \
+    X(dequantize_w4a8_int8_weight)
 
 #endif /* CKC_OPS_OP_LIST_H */

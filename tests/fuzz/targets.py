@@ -24,6 +24,7 @@ import rms_rope_targets
 import residual_targets
 import w4a4_targets
 import oracle
+import w4a8_targets
 
 
 @dataclass
@@ -383,4 +384,4 @@ NVFP4 = [
 
 TARGETS = {t.op: t for t in INT8_QUANT + INT8_DEQUANT + NVFP4 + linear_targets.targets(Target)
            + rope_targets.targets(Target) + fp8_targets.targets(Target) + rms_rope_targets.targets(Target)
-           + residual_targets.targets(Target) + mxfp8_targets.targets(Target) + w4a4_targets.targets(Target)}
+           + residual_targets.targets(Target) + mxfp8_targets.targets(Target) + w4a4_targets.targets(Target) + w4a8_targets.targets(Target)}
