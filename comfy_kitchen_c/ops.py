@@ -92,6 +92,7 @@ from .rms_rope import (  # noqa: F401 (the rms_rope ops, part of this module's i
 from .residual import (  # noqa: F401 (rms_gated_residual, part of this module's interface)
     check_rms_gated_residual,
     rms_gated_residual,
+)
 from .w4a4 import (  # noqa: F401 (the ConvRot W4A4 ops, part of this module's interface)
     check_convrot_w4a4_linear,
     check_dequantize_convrot_w4a4_weight,
@@ -101,6 +102,7 @@ from .w4a4 import (  # noqa: F401 (the ConvRot W4A4 ops, part of this module's i
     dequantize_convrot_w4a4_weight,
     prepare_int4_weight_for_int8_linear,
     quantize_convrot_w4a4_weight,
+)
 from .w4a8 import (  # noqa: F401 (the W4A8 / W6A8 ops, part of this module's interface)
     check_dequantize_w4a8_int8_weight,
     check_w4a8_int8_linear,

@@ -298,6 +298,7 @@ typedef struct {
     int64_t gate_div, gate_mod, res_div, res_mod;
     float eps;
 } ckc_rms_gated_residual_params;
+
 /* ---- MXFP8 (csrc/ops/mxfp8.c): blocks of 32 values with E8M0 scales ---- */
 
 /* qx[out_rows, out_cols] = e4m3 codes of x[rows, cols] (zeros past x: pad_32x)
@@ -317,6 +318,18 @@ typedef struct {
 typedef struct {
     const uint8_t *qx;
     const uint8_t *scales;
+    void *out;
+    ckc_float_kind out_kind;
+    int64_t rows;
+    int64_t cols;
+} ckc_dequantize_mxfp8_params;
+
+/* MXFP8 GEMM: out[m, n] = sum_k dec(a)[m, k] dec(b)[n, k] + bias[n], the NVFP4
+ * GEMM's block read as another block-scaled format: a [m, k] and b [n, k] e4m3
+ * codes, dec = code * its block's E8M0 scale, scale_a and scale_b swizzled
+ * [roundup(m or n, 128), roundup(k/32, 4)], alpha_beta NULL (alpha 1, beta 0). */
+typedef ckc_scaled_mm_nvfp4_params ckc_scaled_mm_mxfp8_params;
+
 /* ---- ConvRot W4A4 (csrc/ops/w4a4.c): int4 codes two per byte (math/int4.h) ---- */
 
 /* Row-wise int4 quantization of x[rows, cols], each group of `group` columns
@@ -340,13 +353,6 @@ typedef struct {
     ckc_float_kind out_kind;
     int64_t rows;
     int64_t cols;
-} ckc_dequantize_mxfp8_params;
-
-/* MXFP8 GEMM: out[m, n] = sum_k dec(a)[m, k] dec(b)[n, k] + bias[n], the NVFP4
- * GEMM's block read as another block-scaled format: a [m, k] and b [n, k] e4m3
- * codes, dec = code * its block's E8M0 scale, scale_a and scale_b swizzled
- * [roundup(m or n, 128), roundup(k/32, 4)], alpha_beta NULL (alpha 1, beta 0). */
-typedef ckc_scaled_mm_nvfp4_params ckc_scaled_mm_mxfp8_params;
     int64_t group;
 } ckc_dequantize_convrot_w4a4_weight_params;
 
@@ -376,6 +382,7 @@ typedef struct {
     int64_t n;
     int64_t k;           /* unpacked; even */
 } ckc_convrot_w4a4_linear_params;
+
 /* ---- W4A8 / W6A8 weights (csrc/ops/w4a8.c): [rows, k] decoded from codes ---- */
 
 /* out = the int8 grid of the codes (out_int8), else int8 * s_channel (+ correction)

@@ -85,15 +85,18 @@
 /* rms_gated_residual_kernel<KIND>: by the activation's kind; one warp per row
  * (CKC_RMS_ROPE_WARPS warps per block). */
 #define CKC_RESIDUAL_KERNELS(X) X(0) X(1) X(2)
+
 /* ---- kernels/mxfp8.cu ---- */
 
 /* mxfp8_quant_kernel, mxfp8_dequant_kernel<KIND>: by x's (the dequantizer: out's) element kind. */
 #define CKC_MXFP8_KERNELS(X) X(0) X(1) X(2)
+
 /* ---- kernels/w4a4.cu ---- */
 
 /* w4_quant_kernel, w4_dequant_kernel, w4_linear_kernel<KIND>: by x's (the
  * dequantizer's and the linear's: out's) element kind; w4_unpack_kernel is one. */
 #define CKC_W4A4_KERNELS(X) X(0) X(1) X(2)
+
 /* ---- kernels/w4a8.cu ---- */
 
 /* w4a8_dequant_kernel<OUT>: the output's element kind (0 float32, 1 float16, 2 bfloat16)
