@@ -61,7 +61,8 @@ CUDA_ARCHS = "75;80;86;89;90;100;120"
 # The launchers (host C over the runtime seam) serve both GPU devices.
 GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c", "csrc/gpu/launch_flight.c", "csrc/gpu/launch_int8.c",
                  "csrc/gpu/launch_linear.c", "csrc/gpu/launch_nvfp4.c", "csrc/gpu/launch_tile.c",
-                 "csrc/gpu/launch_rope.c", "csrc/gpu/launch_fp8.c"]
+                 "csrc/gpu/launch_rope.c", "csrc/gpu/launch_fp8.c",
+                 "csrc/gpu/launch_awq.c"]
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
     "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/cuda_driver.c"] + GPU_LAUNCHERS,

@@ -46,6 +46,7 @@ class Op:
 INT8, NVFP4, LINEAR, OURS = "int8", "NVFP4", "linear", "NVFP4 + ConvRot (`comfy_kitchen_c.ops` only)"
 ROPE = "RoPE"
 FP8 = "FP8"
+AWQ = "AWQ"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -82,12 +83,15 @@ OPS: tuple[Op, ...] = (
     Op("quantize_per_tensor_fp8", FP8, ("quantize_per_tensor_fp8",), note="`float8_e4m3fn`, `float8_e5m2`"),
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
     Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`"),
+    Op("gemv_awq_w4a16", AWQ, ("gemv_awq_w4a16",),
+       note="small batches (up to `MAX_ROWS` rows of x, comfy_kitchen_c/awq.py; beyond, the call falls through "
+            "to eager's GEMM); within README's Parity bound"),
 )
 
 BY_NAME = {op.name: op for op in OPS}
 
 # Eager's ops on integer and NVFP4 data that "c" does not serve, with why: 4-bit weight formats
-# (int4 ConvRot W4A4, W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call.  A
+# (int4 ConvRot W4A4, W4A8, SVDQuant), none of which the int8 and NVFP4 layouts call.  A
 # comfy_kitchen release that adds an int8 or NVFP4 op makes tests/test_registration.py fail until
 # it is served (a line above) or listed here.
 NOT_SERVED = {
@@ -101,7 +105,6 @@ NOT_SERVED = {
     "w4a8_packed_linear": "int4 weights (W4A8)",
     "quantize_svdquant_w4a4": "SVDQuant int4",
     "scaled_mm_svdquant_w4a4": "SVDQuant int4",
-    "gemv_awq_w4a16": "AWQ int4 weights",
 }
 
 

@@ -63,6 +63,10 @@ from .rope import (  # noqa: F401 (the RoPE ops, part of this module's interface
     check_apply_rope_split_half1_,
     check_apply_rope_split_half_,
 )
+from .awq import (  # noqa: F401 (the AWQ W4A16 op, part of this module's interface)
+    check_gemv_awq_w4a16,
+    gemv_awq_w4a16,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.

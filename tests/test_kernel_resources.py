@@ -42,6 +42,8 @@ BLOCK_THREADS = {
     "flight_mark_kernel": 1, "replay_begin_kernel": 1,
     # kernels/fp8.cu, kernels/rope.cu: CKC_ROW_THREADS
     "fp8_quant_kernel": 256, "fp8_dequant_kernel": 256, "fp8_stochastic_kernel": 256, "rope_kernel": 256,
+    # kernels/awq.cu: CKC_AWQ_WARPS = 4 warps
+    "awq_gemv_kernel": 128,
 }
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)

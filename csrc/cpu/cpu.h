@@ -26,6 +26,7 @@ ckc_status ckc_cpu_entry_apply_rope1(const ckc_op_params *p, ckc_exec *exec, ckc
 ckc_status ckc_cpu_entry_quantize_per_tensor_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_dequantize_per_tensor_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_stochastic_rounding_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_gemv_awq_w4a16(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 
 /* ---- the device (cpu/dispatch.c) ---- */
 

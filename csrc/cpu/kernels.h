@@ -33,6 +33,8 @@ typedef struct {
                 ckc_error *err);
     ckc_status (*stochastic_rounding_fp8)(const ckc_stochastic_rounding_fp8_params *p, int nthreads,
                 ckc_error *err);
+    /* AWQ W4A16 (awq_impl.h) */
+    ckc_status (*gemv_awq_w4a16)(const ckc_gemv_awq_w4a16_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;
 
 /* The kernels in use (the best the CPU supports, unless set otherwise). */

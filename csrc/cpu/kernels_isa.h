@@ -15,6 +15,7 @@
 #include "linear_impl.h"
 #include "rope_impl.h"
 #include "fp8_impl.h"
+#include "awq_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
 #define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
@@ -36,4 +37,5 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_fp8_quant,
     cpu_fp8_dequant,
     cpu_fp8_stochastic,
+    cpu_awq_gemv,
 };

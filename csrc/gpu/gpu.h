@@ -35,6 +35,7 @@ ckc_status ckc_gpu_entry_apply_rope1(const ckc_op_params *p, ckc_exec *exec, ckc
 ckc_status ckc_gpu_entry_quantize_per_tensor_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_dequantize_per_tensor_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_stochastic_rounding_fp8(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_gemv_awq_w4a16(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 /* One one-thread kernel carrying the op's completion mark, nothing else: the
  * least an op can launch (the checks' own cost, benchmarks/bench_faults.py). */
 ckc_status ckc_gpu_entry_mark_kernel(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);

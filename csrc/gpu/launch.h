@@ -37,6 +37,8 @@ ckc_status ckc_gpu_dequantize_per_tensor_fp8(const ckc_dequantize_per_tensor_fp8
                                              ckc_error *err);
 ckc_status ckc_gpu_stochastic_rounding_fp8(const ckc_stochastic_rounding_fp8_params *p, ckc_exec *exec,
                                            ckc_error *err);
+/* gemv_awq_w4a16 (kernels/awq.cu) */
+ckc_status ckc_gpu_gemv_awq_w4a16(const ckc_gemv_awq_w4a16_params *p, ckc_exec *exec, ckc_error *err);
 
 /* The flight record's kernels (kernels/flight.cu) are the runtime seam's
  * (gpu/runtime.h): the diagnostics queue them. */

@@ -25,6 +25,7 @@
     X(apply_rope1)                                                                                       \
     X(quantize_per_tensor_fp8)                                                                           \
     X(dequantize_per_tensor_fp8)                                                                         \
-    X(stochastic_rounding_fp8)
+    X(stochastic_rounding_fp8)                                                                           \
+    X(gemv_awq_w4a16)
 
 #endif /* CKC_OPS_OP_LIST_H */
