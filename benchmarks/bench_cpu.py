@@ -406,7 +406,7 @@ def report(args, rows: list[Row], other_load: str) -> str:
 
 # ---- gemv_awq_w4a16: a sweep of its own (x rows M against a packed weight N x K) -------------
 
-AWQ_M = (1, 2, 4, 8, 16, 32, 64, 256)
+AWQ_M = (1, 2, 4, 8, 16, 32, 64)
 AWQ_KN = ((3072, 3072), (3072, 12288), (12288, 3072))
 
 

@@ -16,8 +16,10 @@ from ._C import ArgumentError, ArgumentTypeError
 from ._call import _run
 from ._proved import checked as _checked
 
-# The most rows of x a call may have (benchmarks/README.md: at 64 rows eager's GEMM is as fast).
-MAX_ROWS = 32
+# The most rows of x a call may have: beyond, eager's GEMM over its dequantized weight catches up on
+# the CPU (benchmarks/README.md, gemv_awq_w4a16: at K = N = 3072, 1 thread, ours is 2.9x eager at 16
+# rows, 1.1x at 32, 0.5x at 64), so larger batches fall through to eager.
+MAX_ROWS = 16
 
 
 def _promoted(compute, bias):

@@ -84,8 +84,8 @@ OPS: tuple[Op, ...] = (
     Op("dequantize_per_tensor_fp8", FP8, ("dequantize_per_tensor_fp8",)),
     Op("stochastic_rounding_fp8", FP8, ("stochastic_rounding_fp8",), note="eager's bits for the same `rng`"),
     Op("gemv_awq_w4a16", AWQ, ("gemv_awq_w4a16",),
-       note="small batches (up to `MAX_ROWS` rows of x, comfy_kitchen_c/awq.py; beyond, the call falls through "
-            "to eager's GEMM); within README's Parity bound"),
+       note="x of at most 16 rows (`awq.MAX_ROWS`: larger batches fall through to eager's GEMM, faster there); "
+            "within README's Parity bound"),
 )
 
 BY_NAME = {op.name: op for op in OPS}

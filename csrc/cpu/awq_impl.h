@@ -4,9 +4,10 @@
  * weight).  Each group of an output row has 16 possible weight values, made
  * once per group by math/awq.h (eager's bits), then looked up per column.
  * The thread pool takes blocks of outputs n; each output's rows of x go in
- * tiles of AWQ_ROWS, each with AWQ_LANES float32 partial sums per row (column k
- * of a 16-column block into lane k mod 16, so the lane loops vectorize without
- * reassociation), summed in a fixed order at the end.
+ * tiles of AWQ_ROWS (all of a small batch: each 16 columns of the weight are
+ * decoded once per tile), each row with AWQ_LANES float32 partial sums (column
+ * k of a 16-column block into lane k mod 16, so the lane loops vectorize
+ * without reassociation), summed in a fixed order at the end.
  *
  * The bound (README.md, Parity): every product x[k] W[n, k] is exact in float32
  * for 16-bit compute types (8 + 8 or 11 + 11 significant bits), rounded once
@@ -23,7 +24,7 @@
 #include "math/awq.h"
 
 #define AWQ_LANES 16
-#define AWQ_ROWS 4
+#define AWQ_ROWS 32
 
 typedef struct {
     const ckc_gemv_awq_w4a16_params *p;
@@ -40,15 +41,19 @@ awq_group_values(const ckc_gemv_awq_w4a16_params *p, int64_t g, int64_t n, float
     }
 }
 
-/* The weights of columns [k0, k0 + len) of a packed row, len <= AWQ_LANES. */
+/* The weights of columns [k0, k0 + len) of a packed row, len <= AWQ_LANES: the codes first
+ * (as int32, so that the lookups below can be one vector gather), then their values. */
 static inline void
 awq_decode(const uint8_t *row, int64_t k0, int64_t len, const float lut[16], float w[AWQ_LANES])
 {
+    int32_t c[AWQ_LANES];
     if (len == AWQ_LANES && (k0 & 1) == 0) {
         const uint8_t *b = row + (k0 >> 1);
-        for (int j = 0; j < AWQ_LANES / 2; j++) {
-            w[2 * j] = lut[b[j] & 15u];
-            w[2 * j + 1] = lut[b[j] >> 4];
+        for (int j = 0; j < AWQ_LANES; j++) {
+            c[j] = (b[j >> 1] >> ((j & 1) * 4)) & 15;
+        }
+        for (int j = 0; j < AWQ_LANES; j++) {
+            w[j] = lut[c[j]];
         }
         return;
     }
@@ -57,7 +62,8 @@ awq_decode(const uint8_t *row, int64_t k0, int64_t len, const float lut[16], flo
     }
 }
 
-/* Lane sums of rows [r0, r0 + rows) of x against the decoded columns of one group. */
+/* Lane sums of rows [r0, r0 + rows) of x against the columns of group g, each block of 16
+ * columns decoded once for all the rows. */
 static inline void
 awq_group_dot(const ckc_gemv_awq_w4a16_params *p, const uint8_t *row, int64_t g, const float lut[16], int64_t r0,
               int rows, float acc[AWQ_ROWS][AWQ_LANES])
@@ -121,7 +127,7 @@ awq_range(void *ctx, int64_t n0, int64_t n1, int worker)
             const int rows = p->m - r0 < AWQ_ROWS ? (int)(p->m - r0) : AWQ_ROWS;
             float acc[AWQ_ROWS][AWQ_LANES];
             float lut[16];
-            memset(acc, 0, sizeof acc);
+            memset(acc, 0, sizeof acc[0] * (size_t)rows);
             for (int64_t g = 0; g < groups; g++) {
                 awq_group_values(p, g, n, lut);
                 awq_group_dot(p, row, g, lut, r0, rows, acc);
