@@ -49,7 +49,7 @@ def bound(x, qweight, wscales, wzeros, bias, group_size):
         d = d + 2 * uo * (y + _finite_abs(bias.double())) + SUBNORMAL[out]
         reach = s + _finite_abs(bias.double())
     d = torch.where(reach * 1.01 < min(torch.finfo(out).max, torch.finfo(compute).max), d, float("inf"))
-    return d.reshape(*x.shape[:-1], -1)
+    return d.reshape(*x.shape[:-1], qweight.shape[0])
 
 
 def assert_within(ours, ref, limit, what=""):
