@@ -17,7 +17,8 @@
  * within 2 gamma_K S, and after the one rounding to the compute type (unit
  * roundoff u_c: 2^-8 bfloat16, 2^-11 float16, 2^-24 float32) the outputs are
  * within 2 gamma_K S + 2 u_c (1 + gamma_K) S (+ the type's smallest subnormal
- * step for results near zero); a bias adds u_out' |y + bias| per side, u_out' =
+ * step for results near zero, + what eager's BLAS drops when it flushes float32
+ * subnormals to zero: products with a subnormal factor, (K + 1) 2^-126); a bias adds u_out' |y + bias| per side, u_out' =
  * u_out + u (1 + u_out) (the add rounds to float32, then to the output type).
  * tests/test_awq_parity.py checks every output against eager with this bound.
  * Compiled once per instruction set, inside kernels_isa.h. */

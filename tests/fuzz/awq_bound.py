@@ -10,6 +10,7 @@ from comfy_kitchen.backends.eager.awq import _unpack_uint4_row_major
 
 U32 = 2.0 ** -24
 UNIT = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: U32}
+TINY32 = 2.0 ** -126  # float32's smallest normal
 SUBNORMAL = {torch.bfloat16: 2.0 ** -133, torch.float16: 2.0 ** -24, torch.float32: 2.0 ** -149}
 
 
@@ -40,6 +41,10 @@ def bound(x, qweight, wscales, wzeros, bias, group_size):
     s = _finite_abs(x2) @ _finite_abs(w).t()
     uc = UNIT[compute]
     d = 2 * gamma * s + 2 * uc * (1 + gamma) * s + SUBNORMAL[compute]
+    # Eager's BLAS may flush float32 subnormals to zero (inputs, products, its sum): the products
+    # with a subnormal factor, each product below float32's smallest normal, and the result itself
+    xa, wa = _finite_abs(x2), _finite_abs(w)
+    d = d + (xa * (xa < TINY32)) @ wa.t() + xa @ (wa * (wa < TINY32)).t() + (k + 1) * TINY32
     out = compute
     reach = s
     if bias is not None:
