@@ -64,7 +64,8 @@ GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c", "csrc/gpu/launch_fli
                  "csrc/gpu/launch_rope.c", "csrc/gpu/launch_fp8.c", "csrc/gpu/launch_residual.c",
                  "csrc/gpu/launch_mxfp8.c",
                  "csrc/gpu/launch_w4a4.c",
-                 "csrc/gpu/launch_w4a8.c"]
+                 "csrc/gpu/launch_w4a8.c",
+                 "csrc/gpu/launch_awq.c"]
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
     "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/cuda_driver.c"] + GPU_LAUNCHERS,

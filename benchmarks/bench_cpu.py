@@ -485,6 +485,46 @@ def report(args, rows: list[Row], other_load: str) -> str:
             + results_table(rows) + "\n### Targets\n\n" + targets_table(targets(rows)))
 
 
+# ---- gemv_awq_w4a16: a sweep of its own (x rows M against a packed weight N x K) -------------
+
+AWQ_M = (1, 2, 4, 8, 16, 32, 64)
+AWQ_KN = ((3072, 3072), (3072, 12288), (12288, 3072))
+
+
+def _awq_args(m: int, k: int, n: int) -> tuple:
+    """x [M, K] bfloat16 and an AWQ weight of N x K, group 64, with a bfloat16 bias."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randint(-128, 128, (n, k // 2), dtype=torch.int8, generator=g)
+    s = (torch.rand(k // 64, n, generator=g) * 0.02).to(torch.bfloat16)
+    z = (torch.randn(k // 64, n, generator=g) * 0.05).to(torch.bfloat16)
+    return torch.randn(m, k, generator=g).to(torch.bfloat16), q, s, z, torch.randn(n, generator=g).bfloat16(), 64
+
+
+def awq_sweep(repeats: int) -> str:
+    """eager ms and ours ms of gemv_awq_w4a16 at every M of AWQ_M and (K, N) of AWQ_KN, with 1
+    torch thread and with all; ours past awq.MAX_ROWS too (the check's limit lifted here), which is
+    where the limit comes from."""
+    from comfy_kitchen.backends.eager.awq import gemv_awq_w4a16 as eager_awq
+    from comfy_kitchen_c import awq
+    limit, awq.MAX_ROWS = awq.MAX_ROWS, 1 << 30
+    threads = torch.get_num_threads()
+    lines = ["| threads | K | N | M | eager ms | ours ms | speedup |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    try:
+        for t in sorted({1, threads}):
+            torch.set_num_threads(t)
+            for k, n in AWQ_KN:
+                for m in AWQ_M:
+                    args = _awq_args(m, k, n)
+                    e = statistics.median(block(eager_awq, args, repeats))
+                    o = statistics.median(block(C.gemv_awq_w4a16, args, repeats))
+                    lines.append(f"| {t} | {k} | {n} | {m} | {e:.2f} | {o:.2f} | {e / o:.2f}x |")
+                    print(f"  measured gemv_awq_w4a16 threads={t} K={k} N={n} M={m}", file=sys.stderr, flush=True)
+    finally:
+        awq.MAX_ROWS = limit
+        torch.set_num_threads(threads)
+    return "## gemv_awq_w4a16 (ours past MAX_ROWS too)\n\n" + "\n".join(lines) + "\n"
+
+
 # ---- main -----------------------------------------------------------------------------------
 
 def parse_args(argv=None):
@@ -500,6 +540,7 @@ def parse_args(argv=None):
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                    help="wall: elapsed time (default); cpu: process CPU time / torch threads, "
                         "for machines that other processes keep busy")
+    p.add_argument("--awq", action="store_true", help="gemv_awq_w4a16's sweep over M, K, N and threads only")
     args = p.parse_args(argv)
     if args.quick:
         args.m, args.k, args.repeats = 512, [3072], 3
@@ -512,6 +553,10 @@ def main(argv=None) -> int:
     clock = CLOCKS[args.clock]
     other_load = OtherLoad()
     torch.manual_seed(0)
+    if args.awq:
+        text = awq_sweep(args.repeats) + f"\n- CPU used by other processes: {describe_load(other_load.share())}\n"
+        print(text)
+        return 0
     ops = [op for op in OPS if op.name in args.ops]
     rows = []
     for k in args.k:

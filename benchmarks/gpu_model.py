@@ -676,8 +676,10 @@ def limit_problems(launch: Launch, kern: Kernel, met: dict, gpu: Gpu) -> list[st
 # (FP8, RoPE, and each new family's, listed here as it lands) also load their elements in 64- or
 # 128-bit units on the hot path, except the instances that are the scalar fallback for rows a vector
 # cannot read (odd widths, unaligned or strided rows), named by their template arguments.
-VECTOR_KERNELS = {"fp8_quant_kernel", "fp8_dequant_kernel", "fp8_stochastic_kernel", "rope_kernel"}
-SCALAR_FALLBACKS = {"rope_kernel": lambda args: args[2] == 0}  # rope_kernel<KIND, SPLIT, VEC = 0>
+VECTOR_KERNELS = {"fp8_quant_kernel", "fp8_dequant_kernel", "fp8_stochastic_kernel", "rope_kernel",
+                  "awq_gemv_kernel"}
+SCALAR_FALLBACKS = {"rope_kernel": lambda args: args[2] == 0,  # rope_kernel<KIND, SPLIT, VEC = 0>
+                    "awq_gemv_kernel": lambda args: args[1] == 0}  # awq_gemv_kernel<KIND, VEC = 0>
 
 
 def kernel_problems(kern: Kernel) -> list[str]:

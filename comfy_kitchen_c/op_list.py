@@ -53,6 +53,7 @@ RESIDUAL = "residual"
 MXFP8 = "MXFP8"
 W4A4 = "ConvRot W4A4 (int4)"
 W4A8 = "W4A8 / W6A8"
+AWQ = "AWQ"
 _DEQUANT = ("dequantize_int8_convrot_weight_dtype",)
 _LINEAR = ("int8_linear", "int8_linear_quantize", "int8_linear_epilogue")
 
@@ -114,14 +115,15 @@ OPS: tuple[Op, ...] = (
     Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR,
        note="CPU; CUDA calls fall through"),
     Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR, note="CPU, the MMA records decoded directly"),
+    Op("gemv_awq_w4a16", AWQ, ("gemv_awq_w4a16",),
+       note="x of at most 16 rows (`awq.MAX_ROWS`: larger batches fall through to eager's GEMM, faster there); "
+            "within README's Parity bound"),
 )
 
 BY_NAME = {op.name: op for op in OPS}
 
-# Eager's ops on integer and NVFP4 data that "c" does not serve, with why: 4-bit weight formats
-# (W4A8, SVDQuant, AWQ), none of which the int8 and NVFP4 layouts call (int4 ConvRot W4A4 is served).  A
-# comfy_kitchen release that adds an int8 or NVFP4 op makes tests/test_registration.py fail until
-# it is served (a line above) or listed here.
+# Eager's quantized ops that "c" does not serve, with why.  A comfy_kitchen release that adds an
+# op makes tests/test_registration.py fail until it is served (a line above) or listed here.
 NOT_SERVED = {
     "quantize_w4a8_int8_weight": "W4A8 quantizer: a seeded search (codebook fit, ALS, scale search) not served yet",
     # SVDQuant: comfy_kitchen's layout calls its own CUDA extension directly when that is built (the
@@ -129,7 +131,6 @@ NOT_SERVED = {
     # a low-rank branch, left after every other format (issue 21's order)
     "quantize_svdquant_w4a4": "SVDQuant int4: not served yet (its layout calls comfy_kitchen's CUDA extension directly)",
     "scaled_mm_svdquant_w4a4": "SVDQuant int4: not served yet (its layout calls comfy_kitchen's CUDA extension directly)",
-    "gemv_awq_w4a16": "AWQ int4 weights",
     # issue 21, item 3: eager's fp16_linear is torch.nn.functional.linear (cuBLAS on CUDA, oneDNN on
     # the CPU) plus an addcmul; measured (benchmarks/README.md "fp16_linear"): bfloat16 on the CPU
     # runs oneDNN's AMX kernels at 80-180 GFLOP/s, and cuBLAS is the GPU's own GEMM.  float16 on the

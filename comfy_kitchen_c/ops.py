@@ -111,6 +111,10 @@ from .w4a8 import (  # noqa: F401 (the W4A8 / W6A8 ops, part of this module's in
     w4a8_int8_linear,
     w4a8_packed_linear,
 )
+from .awq import (  # noqa: F401 (the AWQ W4A16 op, part of this module's interface)
+    check_gemv_awq_w4a16,
+    gemv_awq_w4a16,
+)
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
 # comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.

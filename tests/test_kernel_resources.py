@@ -50,6 +50,8 @@ BLOCK_THREADS = {
     "w4_quant_kernel": 256, "w4_dequant_kernel": 256, "w4_unpack_kernel": 256, "w4_linear_kernel": 256,
     # kernels/w4a8.cu: CKC_ROW_THREADS
     "w4a8_dequant_kernel": 256,
+    # kernels/awq.cu: CKC_AWQ_WARPS = 4 warps
+    "awq_gemv_kernel": 128,
 }
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8              # registers are allocated per thread in multiples of 8 (per warp: 256)

@@ -405,6 +405,23 @@ typedef struct {
     ckc_float_kind out_kind;
 } ckc_dequantize_w4a8_int8_weight_params;
 
+/* ---- gemv_awq_w4a16 (csrc/ops/awq.c) ---- */
+
+/* out[m, n] = ckc_awq_output(sum_k x[m, k] W[n, k]) with W of math/awq.h:
+ * qweight (n, k/2) packed 4-bit codes, wscales and wzeros (k/group, n). */
+typedef struct {
+    const float *x;              /* (m, k): x in the compute type, as float32 */
+    const uint8_t *qweight;      /* (n, k/2) */
+    const void *wscales;         /* (k/group, n), kind */
+    const void *wzeros;          /* (k/group, n), kind */
+    const void *bias;            /* (n), bias_kind; NULL: none */
+    void *out;                   /* (m, n), out_kind */
+    ckc_float_kind kind;
+    ckc_float_kind bias_kind;
+    ckc_float_kind out_kind;
+    int64_t m, n, k, group;
+} ckc_gemv_awq_w4a16_params;
+
 /* One block of any op, as the router holds it: the op's prepare function fills
  * its member and the device entry reads it.  An op with a new parameter block
  * adds it here. */
@@ -431,6 +448,7 @@ typedef union {
     ckc_prepare_int4_weight_for_int8_linear_params prepare_int4_weight_for_int8_linear;
     ckc_convrot_w4a4_linear_params convrot_w4a4_linear;
     ckc_dequantize_w4a8_int8_weight_params dequantize_w4a8_int8_weight;
+    ckc_gemv_awq_w4a16_params gemv_awq_w4a16;
 } ckc_op_params;
 
 #endif /* CKC_CONTRACT_PARAMS_H */

@@ -20,6 +20,7 @@
 #include "mxfp8_impl.h"
 #include "w4a4_impl.h"
 #include "w4a8_impl.h"
+#include "awq_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
 #define CKC_CPU_TABLE_NAME(isa) CKC_CPU_TABLE_NAME2(isa)
@@ -50,4 +51,5 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_w4a4_unpack,
     cpu_w4a4_linear,
     cpu_w4a8_dequant,
+    cpu_awq_gemv,
 };

@@ -168,4 +168,10 @@ typedef struct {
     bool residual_scale_vec; /* the residual's per-channel scales allow 16-byte loads */
 } lin_epilogue_layout;
 
+/* ---- gemv_awq_w4a16 (kernels/awq.cu) ---- */
+
+/* Warps per block (one output column n each) and rows of x per warp. */
+#define CKC_AWQ_WARPS 4
+#define CKC_AWQ_ROWS 4
+
 #endif /* CKC_GPU_KERNEL_ARGS_H */

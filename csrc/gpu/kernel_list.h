@@ -103,4 +103,11 @@
  * or 3, the int8 grid. */
 #define CKC_W4A8_KERNELS(X) X(0) X(1) X(2) X(3)
 
+/* ---- kernels/awq.cu ---- */
+
+/* awq_gemv_kernel<KIND, VEC>: by the compute kind; VEC 1: 16-byte loads of the
+ * packed weight (K and the group size multiples of 32, bases aligned), 0: one
+ * column per lane (the scalar fallback). */
+#define CKC_AWQ_KERNELS(X) X(0, 0) X(0, 1) X(1, 0) X(1, 1) X(2, 0) X(2, 1)
+
 #endif /* CKC_GPU_KERNEL_LIST_H */

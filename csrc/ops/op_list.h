@@ -35,6 +35,7 @@
     X(dequantize_convrot_w4a4_weight)                                                                    \
     X(prepare_int4_weight_for_int8_linear)                                                               \
     X(convrot_w4a4_linear)                                                                               \
-    X(dequantize_w4a8_int8_weight)
+    X(dequantize_w4a8_int8_weight)                                                                       \
+    X(gemv_awq_w4a16)
 
 #endif /* CKC_OPS_OP_LIST_H */

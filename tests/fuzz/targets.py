@@ -16,6 +16,7 @@ from comfy_kitchen.tensor.int8_utils import _build_hadamard
 
 from comfy_kitchen_c import ops
 from draw import Draw
+import awq_targets
 import fp8_targets
 import linear_targets
 import mxfp8_targets
@@ -384,4 +385,4 @@ NVFP4 = [
 
 TARGETS = {t.op: t for t in INT8_QUANT + INT8_DEQUANT + NVFP4 + linear_targets.targets(Target)
            + rope_targets.targets(Target) + fp8_targets.targets(Target) + rms_rope_targets.targets(Target)
-           + residual_targets.targets(Target) + mxfp8_targets.targets(Target) + w4a4_targets.targets(Target) + w4a8_targets.targets(Target)}
+           + residual_targets.targets(Target) + mxfp8_targets.targets(Target) + w4a4_targets.targets(Target) + w4a8_targets.targets(Target) + awq_targets.targets(Target)}
