@@ -30,7 +30,7 @@ from comfy_kitchen.tensor.base import QuantizedTensor
 from comfy_kitchen.tensor.fp8 import TensorCoreFP8Layout
 
 from conftest import assert_bitwise_equal, saved_priority
-from test_comfy_layers import Linear, _bytes_of_fp8, device_context, served, staged
+from test_comfy_layers import Linear, _bytes_of_fp8, c_first, device_context, served, staged  # noqa: F401 (c_first: autouse)
 
 DIM, HIDDEN = 256, 512
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -85,15 +85,6 @@ def model(request):
         with served() as calls:
             m = TinyFP8MLP(FP8[request.param])
         yield m, calls
-
-
-@pytest.fixture(autouse=True)
-def c_first(model):
-    import comfy_kitchen_c
-
-    with saved_priority(registry):
-        comfy_kitchen_c.activate()
-        yield
 
 
 def x_of(seed=3):

@@ -32,7 +32,7 @@ from comfy_kitchen.tensor.base import QuantizedTensor
 import comfy_kitchen as ck
 import test_comfy_layers as layers
 from conftest import E, assert_bitwise_equal, saved_priority
-from test_comfy_layers import device_context, served, staged
+from test_comfy_layers import c_first, device_context, served, staged  # noqa: F401 (c_first: autouse)
 from test_mxfp8_parity import assert_quantized_equal, assert_values_equal, assert_within_bound
 
 M_SHAPE, K, N = (2, 5), 150, 192
@@ -119,15 +119,6 @@ def model():
             m = TinyMXFP8()
         mp.undo()
         yield m, dict(calls)
-
-
-@pytest.fixture(autouse=True)
-def c_first(model):
-    import comfy_kitchen_c
-
-    with saved_priority(registry):
-        comfy_kitchen_c.activate()
-        yield
 
 
 def test_loading_quantizes_in_c(model):
