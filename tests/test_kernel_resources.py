@@ -119,8 +119,9 @@ def test_kernels_fit_every_target(source):
     for r in rows:
         where = f"{r['kernel']} on {r['arch']}"
         assert r["kernel"] in BLOCK_THREADS, f"{where}: unknown kernel, add its block size to BLOCK_THREADS"
-        assert r["spills"] == [0, 0], f"{where}: spills {r['spills']} bytes"
-        assert r["stack"] == 0, f"{where}: {r['stack']} bytes stack frame (local memory)"
+        if r["kernel"] not in gpu_model.KNOWN_SPILLS:  # each listed there with why (issue 22)
+            assert r["spills"] == [0, 0], f"{where}: spills {r['spills']} bytes"
+            assert r["stack"] == 0, f"{where}: {r['stack']} bytes stack frame (local memory)"
         threads = tile_threads(r["mangled"]) or BLOCK_THREADS[r["kernel"]]
         regs = -(-r["registers"] // REGISTER_GRANULE) * REGISTER_GRANULE
         assert r["registers"] <= MAX_REGISTERS_PER_THREAD, where
@@ -190,7 +191,8 @@ def test_machine_code_accesses(source):
     assert {arch for _, arch in counts} == {f"sm_{a}" for a in checked_archs()}
     for (kernel, arch), c in counts.items():
         local = {k: v for k, v in c.items() if k.startswith(("LDL", "STL"))}
-        assert not local, f"{kernel} on {arch}: local memory {local}"
+        if gpu_model.template_args(kernel)[0] not in gpu_model.KNOWN_SPILLS:  # listed with why (issue 22)
+            assert not local, f"{kernel} on {arch}: local memory {local}"
         for access in VECTOR_ACCESSES.get(kernel, []):
             assert c[access], f"{kernel} on {arch}: no {access}-bit access in {dict(c)}"
 
