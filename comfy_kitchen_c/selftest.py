@@ -676,6 +676,52 @@ CASES += [
 ]
 
 
+# ---- AWQ W4A16 ---------------------------------------------------------------------------------
+
+def _awq_args(d: Inputs) -> tuple:
+    """x (16 rows: the op serves up to awq.MAX_ROWS) and a [LINEAR_N, COLS] AWQ weight: codes,
+    group scales and zero points of x's dtype, group 64."""
+    g = torch.Generator().manual_seed(SEED + 9)
+    n, k = LINEAR_N, COLS
+    q = torch.randint(-128, 128, (n, k // 2), generator=g, dtype=torch.int8).to(d.device)
+    scales = (torch.rand(k // 64, n, generator=g) * 0.02 + 0.001).to(d.device, d.dtype)
+    zeros = (torch.randn(k // 64, n, generator=g) * 0.01).to(d.device, d.dtype)
+    return (d.x[:16], q, scales, zeros, None, 64)
+
+
+def _awq_reference(eager):
+    """eager's result, carrying the op's bound per output (comfy_kitchen_c/awq_bound.py, README
+    Parity) for the rule, which sees only the results."""
+    from .awq_bound import bound
+
+    fn = importlib.import_module("comfy_kitchen.backends.eager.awq").gemv_awq_w4a16
+
+    def reference(*args):
+        out = fn(*args)
+        out.awq_bound = bound(*args)
+        return out
+    return reference
+
+
+def awq_within(ours, ref) -> str | None:
+    """gemv_awq_w4a16: every output within its bound of eager's (float32 sums in two orders)."""
+    (o,), (r,) = ours, ref
+    limit = r.awq_bound
+    err = (o.double() - r.double()).abs()
+    bad = limit.isfinite() & ~(err <= limit)
+    return f"{_count(bad)} outputs beyond the bound" if bool(bad.any()) else None
+
+
+def _eager_awq(_d: Inputs) -> bool:
+    try:
+        return hasattr(importlib.import_module("comfy_kitchen.backends.eager.awq"), "gemv_awq_w4a16")
+    except ImportError:
+        return False
+
+
+CASES += [Case("gemv_awq_w4a16", "", _awq_args, awq_within, _awq_reference, runs=_eager_awq, not_run=NEWER_EAGER)]
+
+
 # ---- running --------------------------------------------------------------------------------
 
 @dataclass

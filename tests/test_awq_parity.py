@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Parity of gemv_awq_w4a16 with comfy_kitchen's eager backend, on the CPU and on the emulated
 device.  The weight's values are eager's bits (a one-hot x reads them out exactly: one product, no
-rounding of the sum); the outputs are within README's Parity bound (tests/awq_bound.py), computed
+rounding of the sum); the outputs are within README's Parity bound (comfy_kitchen_c/awq_bound.py), computed
 per output from sum_k |x_k W_nk|, not a tolerance."""
 
 import sys
@@ -16,7 +16,7 @@ from comfy_kitchen_c import awq
 from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, kernels_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-from awq_bound import assert_within, bound, eager_weight  # noqa: E402
+from comfy_kitchen_c.awq_bound import assert_within, bound, eager_weight  # noqa: E402
 
 DEVICES = ["cpu", "emulated"]
 OP = "gemv_awq_w4a16"

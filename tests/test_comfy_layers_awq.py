@@ -4,7 +4,7 @@ first, on the CPU and on the emulated device, forward under torch.inference_mode
 torch.no_grad(): the modulation linears of Qwen-Image-Edit (img_mod.1 / txt_mod.1: silu of the
 conditioning, one row per image, into 6 x DIM).  Every call the layout makes must run in "c" and
 match eager's on the same arguments within README's Parity bound (tests/test_comfy_layers.py's
-`served`, with gemv_awq_w4a16 checked by tests/fuzz/awq_bound.py).
+`served`, with gemv_awq_w4a16 checked by comfy_kitchen_c/awq_bound.py).
 
 The call sequence against comfy_kitchen 0.2.40 (comfy_kitchen/tensor/awq_w4a16.py):
 
@@ -34,7 +34,7 @@ from conftest import saved_priority
 from test_comfy_layers import device_context, served
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-from awq_bound import assert_within, bound  # noqa: E402
+from comfy_kitchen_c.awq_bound import assert_within, bound  # noqa: E402
 
 DIM, G = 256, 64
 OUT = 6 * 64  # the modulation's 6 chunks, narrowed to keep the emulated device quick

@@ -2,13 +2,13 @@
 """Fuzz target of gemv_awq_w4a16 (comfy_kitchen_c/awq.py): x of 1 to 3 dims and up to MAX_ROWS
 rows, K and group sizes that divide it (odd groups too), every layout of draw.py, values of every
 family of draw.py (NaN, Inf, the dtype's limits) in x, the scales, the zero points and the bias;
-eager's result is the oracle within README's Parity bound (awq_bound.py), per output."""
+eager's result is the oracle within README's Parity bound (comfy_kitchen_c/awq_bound.py), per output."""
 from __future__ import annotations
 
 import torch
 from comfy_kitchen.backends.eager.awq import gemv_awq_w4a16 as E_awq
 
-from awq_bound import assert_within, bound
+from comfy_kitchen_c.awq_bound import assert_within, bound
 from draw import Draw
 import oracle
 

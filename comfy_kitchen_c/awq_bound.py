@@ -2,7 +2,7 @@
 """The parity bound of gemv_awq_w4a16 (README.md, Parity; derived in csrc/cpu/awq_impl.h), per
 output: both eager's GEMM and ours sum the K products in float32, each in its own order, then round
 once to the compute dtype, then add the bias as eager adds it.  Shared by the parity tests, the
-layer test and the fuzz target."""
+layer test, the fuzz target and the selftest."""
 from __future__ import annotations
 
 import torch
