@@ -9,6 +9,7 @@ takes the rule's result instead of checking again (_proved.py).
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 
@@ -92,7 +93,31 @@ def declared_ops() -> frozenset[str] | None:
     except ImportError:
         return None
     eager = registry.list_backends().get("eager", {}).get("capabilities", ())
-    return frozenset(eager) | frozenset(n for n in dir(comfy_kitchen) if callable(getattr(comfy_kitchen, n, None)))
+    names = frozenset(eager) | frozenset(n for n in dir(comfy_kitchen) if callable(getattr(comfy_kitchen, n, None)))
+    return frozenset(n for n in names if _contract_present(n))
+
+
+# Ops whose contract (the one "c" is at parity with: comfy_kitchen 0.2.40's) lives in a module an
+# older comfy_kitchen lacks although it declares the op: 0.2.31 has rms_gated_residual's name but no
+# eager residual module, and an older W4A8 storage without the MMA-packed records.  There "c" does
+# not register them: an older contract is not the one its kernels serve.
+_CONTRACT_MODULES = {
+    "rms_gated_residual": "comfy_kitchen.backends.eager.residual",
+    "dequantize_w4a8_int8_weight": "comfy_kitchen.tensor.w4a8_packed",
+    "w4a8_int8_linear": "comfy_kitchen.tensor.w4a8_packed",
+    "w4a8_packed_linear": "comfy_kitchen.tensor.w4a8_packed",
+}
+
+
+def _contract_present(op: str) -> bool:
+    module = _CONTRACT_MODULES.get(op)
+    if module is None:
+        return True
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def capabilities() -> dict:

@@ -28,6 +28,8 @@ def _c_modules():
 
 @pytest.mark.parametrize("op", op_list.OPS, ids=lambda op: op.name)
 def test_every_op_of_the_list_has_its_parts(op):
+    if not backend._contract_present(op.name):
+        pytest.skip(f"{op.name}: the installed comfy_kitchen lacks its contract; not registered, no target")
     for module in _c_modules():
         assert op_list.missing(op, ops, module, TARGETS) == []
 
@@ -83,7 +85,9 @@ def test_the_readme_table_is_the_lists():
 
 
 def test_every_served_op_is_fuzzed_through_the_registry_as_the_list_says():
-    assert {t.op for t in TARGETS.values() if t.registered} == {op.name for op in op_list.OPS if op.registered}
+    # less the ops whose 0.2.40 contract the installed comfy_kitchen lacks (backend.py): no target there
+    assert {t.op for t in TARGETS.values() if t.registered} == {
+        op.name for op in op_list.OPS if op.registered and backend._contract_present(op.name)}
 
 
 # ---- one validation per call ---------------------------------------------------------------------

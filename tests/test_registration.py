@@ -14,7 +14,7 @@ from comfy_kitchen.registry import registry
 from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
 
 import comfy_kitchen_c
-from comfy_kitchen_c import _C, op_list
+from comfy_kitchen_c import _C, backend, op_list
 from conftest import MODULATED, RESIDUAL, RMS_NORM_ACT, ck_lacks_reason, requires_ck
 from inputs import FakeCudaTensor
 
@@ -157,6 +157,8 @@ def test_every_int8_and_nvfp4_op_of_eager_is_served():
     eager = registry._capabilities["eager"]
     ours = registry._capabilities["c"]
     quantized = {n for n in eager if any(t in n for t in ("int8", "nvfp4", "int4", "w4a", "svdquant", "convrot"))}
+    # an op whose 0.2.40 contract the installed comfy_kitchen lacks is not registered (backend.py)
+    quantized = {n for n in quantized if backend._contract_present(n)}
     assert quantized - set(NOT_SERVED) <= ours, sorted(quantized - set(NOT_SERVED) - ours)
     assert not set(NOT_SERVED) & ours
     absent = set(NOT_SERVED) - set(eager)  # fp16_linear too, which no quantized name matches

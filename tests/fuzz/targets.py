@@ -16,16 +16,11 @@ from comfy_kitchen.tensor.int8_utils import _build_hadamard
 
 from comfy_kitchen_c import ops
 from draw import Draw
-import awq_targets
 import fp8_targets
 import linear_targets
 import mxfp8_targets
 import rope_targets
-import rms_rope_targets
-import residual_targets
-import w4a4_targets
 import oracle
-import w4a8_targets
 
 
 @dataclass
@@ -383,6 +378,22 @@ NVFP4 = [
 ]
 
 
+def _families_of_newer_eager() -> list:
+    """The target families whose eager module a comfy_kitchen older than 0.2.40 lacks (0.2.31, the
+    oldest supported, has no rms_rope, residual, W4A4, W4A8 or AWQ module): imported where the
+    installed one has it.  Their ops are then not registered either (backend.declared_ops)."""
+    import importlib
+
+    targets = []
+    for name in ("rms_rope_targets", "residual_targets", "w4a4_targets", "w4a8_targets", "awq_targets"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        targets += module.targets(Target)
+    return targets
+
+
 TARGETS = {t.op: t for t in INT8_QUANT + INT8_DEQUANT + NVFP4 + linear_targets.targets(Target)
-           + rope_targets.targets(Target) + fp8_targets.targets(Target) + rms_rope_targets.targets(Target)
-           + residual_targets.targets(Target) + mxfp8_targets.targets(Target) + w4a4_targets.targets(Target) + w4a8_targets.targets(Target) + awq_targets.targets(Target)}
+           + rope_targets.targets(Target) + fp8_targets.targets(Target) + mxfp8_targets.targets(Target)
+           + _families_of_newer_eager()}

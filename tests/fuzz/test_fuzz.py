@@ -25,7 +25,9 @@ FUZZ_NEEDS = {
     # the draws include negative per-tensor scales: 0.2.31's eager made their block scales NaN
     "quantize_nvfp4": ("saturating nvfp4 block scales",),
     **{op: ("fused split-half rope",) for op in ("apply_rope_split_half1", "apply_rope_split_half",
-                                                  "apply_rope_split_half1_", "apply_rope_split_half_")},
+                                                  "apply_rope_split_half1_", "apply_rope_split_half_",
+                                                  "rms_rope_split_half1", "rms_rope_split_half",
+                                                  "rms_rope_split_half1_", "rms_rope_split_half_")},
 }
 
 
