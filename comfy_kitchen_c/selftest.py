@@ -655,8 +655,14 @@ def _w4a8_packed_args(d: Inputs) -> tuple:
             16, 256, torch.bfloat16)
 
 
-def _w4a8_runs(cpu_only: bool) -> Callable[[Inputs], bool]:
-    return lambda d: _eager_w4a8() is not None and (d.device.type == "cpu" or not cpu_only)
+def _w4a8_runs(op: str, cpu_only: bool) -> Callable[[Inputs], bool]:
+    """Where eager has the W4A8 module with the contract ours serves (0.2.40's: quantize takes
+    bits=, the MMA-packed records exist); 0.2.31's older W4A8 is where "c" registers none of
+    these (backend._CONTRACT_MODULES), so there is nothing of ours to check against it."""
+    from . import backend
+
+    return lambda d: (_eager_w4a8() is not None and backend._contract_present(op)
+                      and (d.device.type == "cpu" or not cpu_only))
 
 
 W4A8_CPU_ONLY = ("on CUDA tensors the W4A8 linears fall through to the next backend (comfy_kitchen_c/w4a8.py); "
@@ -664,7 +670,7 @@ W4A8_CPU_ONLY = ("on CUDA tensors the W4A8 linears fall through to the next back
 
 
 def _w4a8_case(op: str, variant: str, args, rule, cpu_only: bool) -> Case:
-    return Case(op, variant, args, rule, _w4a8_reference(op), runs=_w4a8_runs(cpu_only),
+    return Case(op, variant, args, rule, _w4a8_reference(op), runs=_w4a8_runs(op, cpu_only),
                 not_run=W4A8_CPU_ONLY if cpu_only else NEWER_EAGER)
 
 
