@@ -6,14 +6,16 @@ installed) without changing backend priorities; ``activate()`` puts "c" first,
 as does setting ``COMFY_KITCHEN_C_ACTIVATE=1`` before the import.  The ops are
 always callable directly as ``comfy_kitchen_c.ops.<name>``.
 
-Settings (settings.py) that take effect here are checked first: a bad one raises
-``SettingError`` naming the variable, where it came from and what it accepts.
+Every setting (settings.py) is checked first: a refused one (a value that does not parse, hang
+limits out of order, a flight folder that cannot be written) and a misspelt name are each a
+``SettingWarning`` naming the variable, the value and what it accepts; the package goes on with
+the defaults, so that a typo never stops ComfyUI from starting (``doctor`` lists them again).
 """
 from . import settings
-from .settings import SettingError
+from .settings import SettingError, SettingWarning
 
 _settings = settings.current()
-_settings.check(settings.IMPORT_TIME)
+settings.report(_settings, stacklevel=2)
 settings.export_to_c(_settings)  # before _C loads: the C side reads some of them with getenv
 
 from . import ops  # noqa: E402
@@ -23,7 +25,8 @@ from .ops import linear_memory_limit, set_linear_memory_limit  # noqa: E402
 from .staging_guard import install_staging_guard, uninstall_staging_guard  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "SettingError", "activate", "deactivate",
+__all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError", "SettingError", "SettingWarning",
+           "activate", "deactivate",
            "install_staging_guard", "linear_memory_limit", "ops", "register", "set_linear_memory_limit",
            "uninstall_staging_guard"]
 
@@ -38,9 +41,9 @@ __all__ += ["CaptureError", "CudaFault", "HangSuspected", "KernelFault", "Launch
 faults.configure_flight(__version__)
 
 _isa = _settings.value("COMFY_KITCHEN_C_CPU_ISA")
-if _isa is not None and _isa not in _C.cpu_isas():
-    raise SettingError(f"COMFY_KITCHEN_C_CPU_ISA={_isa!r} ({_settings.values['COMFY_KITCHEN_C_CPU_ISA'].source}): "
-                       f"this CPU and build run only {', '.join(_C.cpu_isas())}")
+if _isa is not None and _isa not in _C.cpu_isas():  # the C side has chosen the best one instead
+    settings.refuse(_settings, "COMFY_KITCHEN_C_CPU_ISA",
+                    f"this CPU and build run only {', '.join(_C.cpu_isas())}; {_C.cpu_isa()} is used")
 
 register()
 if _settings.value("COMFY_KITCHEN_C_ACTIVATE"):

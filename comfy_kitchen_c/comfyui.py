@@ -216,8 +216,7 @@ def prestartup(node_dir: str, environ=None) -> PrestartupState:
         environ["COMFY_KITCHEN_C_CONFIG"] = toml
     settings = load_sibling("settings.py", "comfy_kitchen_c_settings_prestartup")
     loaded = settings.load(environ)
-    for error in loaded.errors():
-        state.errors.append(str(error))
+    state.errors.extend(loaded.problems())  # refused settings (their defaults apply) and unknown names
     profile = loaded.values["COMFY_KITCHEN_C_RAM_PROFILE"]
     reserve = loaded.values["COMFY_KITCHEN_C_RESERVE_VRAM"]
     switches = {}

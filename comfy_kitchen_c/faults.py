@@ -33,7 +33,7 @@ KEEP_RECORDS = 16
 
 
 def _mode_from_env() -> int:
-    """COMFY_KITCHEN_C_CHECK as loaded now (settings.py; SettingError when it is bad)."""
+    """COMFY_KITCHEN_C_CHECK as loaded now (settings.py; its default when it is refused)."""
     return MODES[settings.load().value("COMFY_KITCHEN_C_CHECK")]
 
 

@@ -31,7 +31,7 @@ _KIND = {getattr(torch, name): _C.DTYPES[name] for name in ("float32", "float16"
 _PLAN_LIMIT_MAX = 2**62
 
 # Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
-# the first use: a bad value raises SettingError there, not at import.
+# the first use (a refused value was reported at import and its default, 256, is used).
 _linear_memory_limit: int | None = None
 
 
@@ -48,8 +48,7 @@ def set_linear_memory_limit(nbytes: int) -> None:
 
 
 def linear_memory_limit() -> int:
-    """The current bound of set_linear_memory_limit, in bytes (SettingError when it comes from a
-    bad COMFY_KITCHEN_C_LINEAR_MEMORY_MB)."""
+    """The current bound of set_linear_memory_limit, in bytes."""
     global _linear_memory_limit
     if _linear_memory_limit is None:
         _linear_memory_limit = max(1, int(settings.value("COMFY_KITCHEN_C_LINEAR_MEMORY_MB") * 2**20))

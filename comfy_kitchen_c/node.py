@@ -40,8 +40,9 @@ def _set_max_pinned(state) -> str | None:
 
 
 def start(node_dir: str) -> tuple[str, list[str]]:
-    """Starts the node; returns (the log line, errors to log).  Raises SettingError (or
-    ImportError) when comfy_kitchen_c cannot start; the node logs that and ComfyUI goes on."""
+    """Starts the node; returns (the log line, errors to log: refused settings, whose defaults
+    apply).  Raises ImportError when comfy_kitchen_c cannot start; the node logs that and
+    ComfyUI goes on."""
     state = _prestartup_state(node_dir)
     import comfy_kitchen_c
     from comfy_kitchen_c import comfyui_hooks, faults, settings
@@ -58,8 +59,7 @@ def start(node_dir: str) -> tuple[str, list[str]]:
     done.append(f"checking mode {faults.check_mode()}")
     flight_on = current.value("COMFY_KITCHEN_C_FLIGHT")
     done.append(f"flight record {'in ' + comfy_kitchen_c.flight.default_dir() if flight_on else 'off'}")
-    hooks = current.values["COMFY_KITCHEN_C_HOOKS"]  # a bad value is in state.errors: default (on)
-    if hooks.value if hooks.error is None else settings.SETTINGS["COMFY_KITCHEN_C_HOOKS"].default:
+    if current.value("COMFY_KITCHEN_C_HOOKS"):  # a refused value is in state.errors; its default (on) applies
         hooked = comfyui_hooks.install()
         done.append("staging hooks on " + (", ".join(hooked) if hooked else "nothing (no copy point loaded)"))
     else:
@@ -72,8 +72,4 @@ def start(node_dir: str) -> tuple[str, list[str]]:
         done.append("ComfyUI: " + "; ".join(comfy))
     line = (f"comfy_kitchen_c {comfy_kitchen_c.__version__} ({os.path.dirname(comfy_kitchen_c.__file__)}): "
             + "; ".join(done) + f"; settings: {settings.describe(current)}")
-    errors = list(state.errors)
-    linear = current.values["COMFY_KITCHEN_C_LINEAR_MEMORY_MB"]
-    if linear.error is not None:
-        errors.append(f"{linear.error} (int8_linear will raise it)")
-    return line, errors
+    return line, list(state.errors)  # the prestartup's: every refused setting (its default is used)

@@ -7,22 +7,26 @@ environment wins.  Keys in the file are the variable names without the prefix, i
 case (``check = "boundary"``, ``linear_memory_mb = 512``).  ``SETTINGS`` is the table the
 README lists.
 
-A value that does not parse is never silently ignored: ``value(name)`` raises
-``SettingError`` naming the variable, where it came from and what it accepts.  When that
-happens is part of each setting: ``import comfy_kitchen_c`` checks the settings that take
-effect at import (``IMPORT_TIME``); ``COMFY_KITCHEN_C_LINEAR_MEMORY_MB`` is checked where it
-is used (the first ``int8_linear`` or ``linear_memory_limit()``), so a typo there cannot make
-the package, and with it ``doctor``, unimportable; the node's settings are checked by the
-node, which logs the error and leaves ComfyUI running.
+Nothing is silently ignored, and nothing makes the package unusable.  ``load()`` checks every
+setting in one place: a value that does not parse, hang limits out of order and a flight folder
+that cannot be written are refused (a ``SettingError`` naming the variable, the value, where it
+came from and what it accepts, in ``Settings.errors()``), and the setting takes its default; a
+name under our prefix that is no setting (``..._CHEK`` for ``..._CHECK``, in the environment or the
+file) is reported with the closest known name.  ``import comfy_kitchen_c`` reports each of those
+once as a ``SettingWarning`` (``report()``) and goes on with the defaults: a typo must not stop
+a ComfyUI server from starting, nor ``doctor``, the command a user runs when something is wrong,
+which lists them again.  ``warnings.simplefilter("error", SettingWarning)`` makes them errors.
 
 Stdlib only, no relative imports: the node's prestartup script loads this file by path
 before ComfyUI imports torch (ComfyUI warns when torch is imported that early).
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -36,6 +40,12 @@ CPU_GEMMS = ("library", "ours")  # comfy_kitchen_c/linear.py: _library_gemm
 
 class SettingError(ValueError):
     """A COMFY_KITCHEN_C_* setting with a value it does not accept."""
+
+
+class SettingWarning(UserWarning):
+    """A refused setting (its default is used) or a COMFY_KITCHEN_C_* name that is no setting.
+    Warnings, not logging: Python prints them on stderr unconfigured, ComfyUI's console and log
+    show them (it captures stderr), pytest records them, and a filter can make them errors."""
 
 
 # ---- value parsers: (raw text) -> value; raise ValueError with what is accepted ----------------
@@ -137,10 +147,15 @@ SETTINGS = {s.name: s for s in (
        "order in which the emulated device runs a block's threads (README \"Reliability\")", scope="test",
        read_by_c=True),
 )}
-# Checked by `import comfy_kitchen_c` (they take effect there); LINEAR_MEMORY_MB where used.
+# Settings that take effect at `import comfy_kitchen_c`.
 IMPORT_TIME = tuple(name for name, s in SETTINGS.items()
                     if s.scope == "package" and name != PREFIX + "LINEAR_MEMORY_MB") + (
     PREFIX + "EMU_REFUSE_HOST_MAPPING",)
+# Read by setup.py when building (README's settings table, "(build)"): known names, never
+# reported as misspellings when they are left set in the environment.
+BUILD_TIME = tuple(PREFIX + n for n in ("WERROR", "NO_CUDA", "CUDA_ARCHS", "FATBIN_CACHE", "SANITIZE",
+                                        "EMU_RACES", "EMULATED"))
+KNOWN = tuple(SETTINGS) + BUILD_TIME
 
 
 # ---- the TOML file -----------------------------------------------------------------------------
@@ -218,25 +233,32 @@ class Value:
 class Settings:
     """The settings as loaded from one environment (and file)."""
 
-    def __init__(self, values: dict[str, Value], config_file: str | None):
+    def __init__(self, values: dict[str, Value], config_file: str | None, unknown: list[str] | None = None):
         self.values = values
         self.config_file = config_file
+        self.unknown = list(unknown or ())  # "NAME (source) is not a setting ...; did you mean ...?"
 
     def value(self, name: str):
-        """The parsed value; raises SettingError when it did not parse."""
-        v = self.values[name]
-        if v.error is not None:
-            raise v.error
-        return v.value
+        """The value in force: the parsed one, or the default when it was refused."""
+        return self.values[name].value
+
+    def error(self, name: str) -> SettingError | None:
+        """Why name's given value was refused (None: it was not)."""
+        return self.values[name].error
 
     def errors(self, names=None) -> list[SettingError]:
         return [v.error for n, v in self.values.items() if v.error is not None and (names is None or n in names)]
 
-    def check(self, names) -> None:
-        """Raises one SettingError listing every bad setting among names."""
+    def check(self, names=None) -> None:
+        """Raises one SettingError listing every refused setting among names (default: all)."""
         errors = self.errors(names)
         if errors:
             raise SettingError("\n".join(str(e) for e in errors)) from errors[0]
+
+    def problems(self) -> list[str]:
+        """One line per refused setting (with the default used instead) and per unknown name."""
+        return [f"{v.error}; the default is used ({SETTINGS[n].default_text})"
+                for n, v in self.values.items() if v.error is not None] + self.unknown
 
     def given(self) -> dict[str, Value]:
         """The settings that were set (not defaults)."""
@@ -247,29 +269,91 @@ def _error(name: str, raw: str, source: str, why: str) -> SettingError:
     return SettingError(f"{name}={raw!r} ({source}): {why}")
 
 
+def _unknown(shown: str, name: str, source: str, known) -> str:
+    """The line for a name under our prefix that is no setting, with the closest known one
+    (compared without the prefix, which every name shares)."""
+    bare = {k[len(PREFIX):] if k.startswith(PREFIX) else k: k for k in known}
+    close = difflib.get_close_matches(name[len(PREFIX):] if name.startswith(PREFIX) else name, bare, n=1, cutoff=0.6)
+    hint = f"did you mean {bare[close[0]]}?" if close else "no setting has a similar name (README \"Settings\")"
+    return f"{shown} ({source}) is not a setting of comfy-kitchen-c and is ignored; {hint}"
+
+
+def _read_file(config: str, raws: dict, unknown: list) -> SettingError | None:
+    """Puts the file's settings into raws; returns why the file itself is refused."""
+    try:
+        entries = read_toml(os.path.expanduser(config))
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        return _error(CONFIG, config, "environment", f"cannot read the file: {exc}")
+    keys = [n[len(PREFIX):].lower() for n in SETTINGS if n != CONFIG]
+    file_error = None
+    for key, value in entries.items():
+        name = PREFIX + str(key).upper()
+        if name not in SETTINGS or name == CONFIG:
+            unknown.append(_unknown(f"key {key!r}", str(key).lower(), config, keys))
+            continue
+        try:
+            raws[name] = (_toml_text(value), config)
+        except ValueError as exc:
+            file_error = file_error or _error(name, repr(value), config, str(exc))
+    return file_error
+
+
+def _refuse(values: dict, name: str, why: str) -> None:
+    """Refuses a value that parsed (it contradicts another, or cannot be used): its default applies."""
+    v = values[name]
+    values[name] = Value(SETTINGS[name].default, v.source, v.raw, _error(name, v.raw, v.source, why))
+
+
+def _hang_order(values: dict) -> None:
+    """HANG_RAISE_MS must be above HANG_MS (the hang record is written before the raise): when
+    not, the given ones are refused and both take their defaults, which are in order."""
+    hang, raise_ = values[PREFIX + "HANG_MS"], values[PREFIX + "HANG_RAISE_MS"]
+    if hang.error is not None or raise_.error is not None or raise_.value > hang.value:
+        return
+    h_text = f"{hang.value} ({'default' if hang.source == 'default' else hang.source})"
+    r_text = f"{raise_.value} ({'default' if raise_.source == 'default' else raise_.source})"
+    if raise_.source != "default":
+        _refuse(values, PREFIX + "HANG_RAISE_MS", f"expected a whole number of milliseconds above "
+                f"{PREFIX}HANG_MS, which is {h_text}")
+    if hang.source != "default":
+        _refuse(values, PREFIX + "HANG_MS", f"expected a whole number of milliseconds below "
+                f"{PREFIX}HANG_RAISE_MS, which is {r_text}")
+
+
+def folder_problem(folder: str) -> str | None:
+    """Why this process could not create or write files in folder (None: it could), without
+    creating anything: the nearest existing ancestor must be a writable folder."""
+    probe = os.path.abspath(folder)
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"{probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable by this process"
+    return None
+
+
+def _flight_folder(values: dict) -> None:
+    """FLIGHT_DIR, when the flight record is on, must be a folder this process can write."""
+    folder, flight = values[PREFIX + "FLIGHT_DIR"], values[PREFIX + "FLIGHT"]
+    if folder.error is not None or folder.value is None or not flight.value:
+        return
+    problem = folder_problem(folder.value)
+    if problem is not None:
+        _refuse(values, PREFIX + "FLIGHT_DIR", f"expected a folder this process can create and write "
+                f"(the flight record is on), but {problem}")
+
+
 def load(environ=None) -> Settings:
-    """Parses every setting from environ (default os.environ) and the file it names."""
+    """Parses and checks every setting from environ (default os.environ) and the file it names."""
     environ = os.environ if environ is None else environ
     raws: dict[str, tuple[str, str]] = {}
-    file_error = None
+    unknown: list[str] = []
     config = environ.get(CONFIG)
-    if config:
-        try:
-            entries = read_toml(os.path.expanduser(config))
-        except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
-            file_error = _error(CONFIG, config, "environment", f"cannot read the file: {exc}")
-            entries = {}
-        for key, value in entries.items():
-            name = PREFIX + str(key).upper()
-            if name not in SETTINGS or name == CONFIG:
-                file_error = file_error or _error(CONFIG, config, "environment",
-                                                  f"unknown key {key!r} (known: "
-                                                  f"{', '.join(n[len(PREFIX):].lower() for n in SETTINGS if n != CONFIG)})")
-                continue
-            try:
-                raws[name] = (_toml_text(value), config)
-            except ValueError as exc:
-                file_error = file_error or _error(name, repr(value), config, str(exc))
+    file_error = _read_file(config, raws, unknown) if config else None
+    for name in sorted(environ):
+        if name.startswith(PREFIX) and name not in KNOWN:
+            unknown.append(_unknown(name, name, "environment", KNOWN))
     for name in SETTINGS:
         if environ.get(name, "") != "":
             raws[name] = (environ[name], "environment")
@@ -285,7 +369,25 @@ def load(environ=None) -> Settings:
             values[name] = Value(setting.default, source, raw, _error(name, raw, source, str(exc)))
     if file_error is not None:
         values[CONFIG] = Value(config, "environment", config, file_error)
-    return Settings(values, config)
+    _hang_order(values)
+    _flight_folder(values)
+    return Settings(values, config, unknown)
+
+
+def refuse(loaded: Settings, name: str, why: str, stacklevel: int = 2) -> None:
+    """Refuses a value that parsed but that this machine cannot use (found after load, e.g. a
+    CPU_ISA this CPU lacks), like load() refuses: its default applies, one SettingWarning."""
+    _refuse(loaded.values, name, why)
+    warnings.warn(f"{loaded.error(name)}; the default is used ({SETTINGS[name].default_text})", SettingWarning,
+                  stacklevel=stacklevel + 1)
+
+
+def report(loaded: Settings, stacklevel: int = 2) -> list[str]:
+    """Warns (SettingWarning) once per problem of loaded; returns the lines."""
+    lines = loaded.problems()
+    for line in lines:
+        warnings.warn(line, SettingWarning, stacklevel=stacklevel + 1)
+    return lines
 
 
 _current: Settings | None = None
@@ -312,13 +414,17 @@ def value(name: str):
 
 def export_to_c(settings: Settings, environ=None) -> None:
     """The C side reads some settings with getenv: give it the canonical text of those that
-    parsed (a file's value, or "off" as "0"), so C and Python never disagree."""
+    parsed (a file's value, or "off" as "0"), and remove those refused (C then uses the same
+    default as Python), so C and Python never disagree."""
     environ = os.environ if environ is None else environ
     for name, setting in SETTINGS.items():
         v = settings.values[name]
-        if not setting.read_by_c or v.error is not None or v.source == "default":
+        if not setting.read_by_c or v.source == "default":
             continue
-        environ[name] = ("1" if v.value else "0") if isinstance(v.value, bool) else str(v.value)
+        if v.error is not None:
+            environ.pop(name, None)
+        else:
+            environ[name] = ("1" if v.value else "0") if isinstance(v.value, bool) else str(v.value)
 
 
 def describe(settings: Settings) -> str:

@@ -122,11 +122,13 @@ def test_activate_off_and_hooks_off(installed):
     assert "ACTIVATE=Off(env)" in ours[0] and "HOOKS=no(env)" in ours[0]
 
 
-def test_bad_setting_is_refused_clearly_and_comfyui_goes_on(installed):
-    report, ours, _ = start(installed, COMFY_KITCHEN_C_ACTIVATE="maybe")
-    assert report["priority"][0] != "c"
-    assert any("comfy_kitchen_c not started: SettingError: COMFY_KITCHEN_C_ACTIVATE='maybe' (environment): "
-               "expected one of 1/true/yes/on or 0/false/no/off" in line for line in ours), ours
+def test_bad_setting_is_refused_clearly_and_c_goes_on_with_the_default(installed):
+    report, ours, _ = start(installed, COMFY_KITCHEN_C_ACTIVATE="maybe", COMFY_KITCHEN_C_HOKS="0")
+    assert report["priority"][0] == "c"  # the node's default: "c" first
+    assert any("COMFY_KITCHEN_C_ACTIVATE='maybe' (environment): expected one of 1/true/yes/on or "
+               "0/false/no/off; the default is used" in line for line in ours), ours
+    assert any("COMFY_KITCHEN_C_HOKS (environment) is not a setting of comfy-kitchen-c and is ignored; "
+               "did you mean COMFY_KITCHEN_C_HOOKS?" in line for line in ours), ours
 
 
 def test_ram_profile_through_comfyuis_switches(installed):

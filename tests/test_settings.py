@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""settings.py: every COMFY_KITCHEN_C_* variable parsed in one place, refused clearly when bad,
-read from the environment or a TOML file (tomllib, or the fallback parser of Python 3.10)."""
+"""settings.py: every COMFY_KITCHEN_C_* variable parsed in one place, refused clearly when bad
+(its default then applies), a misspelt name reported with the closest known one, read from the
+environment or a TOML file (tomllib, or the fallback parser of Python 3.10)."""
 import os
 import subprocess
 import sys
@@ -41,10 +42,11 @@ def test_booleans_accept_the_usual_spellings(raw, value):
 ])
 def test_bad_values_name_the_variable_the_value_and_what_is_accepted(name, raw, accepted):
     loaded = settings.load({P + name: raw})
-    with pytest.raises(settings.SettingError) as info:
-        loaded.value(P + name)
-    message = str(info.value)
+    message = str(loaded.error(P + name))
     assert message.startswith(f"{P}{name}={raw!r} (environment): ") and accepted in message
+    assert loaded.value(P + name) == settings.SETTINGS[P + name].default  # refused: the default applies
+    with pytest.raises(settings.SettingError, match=f"{P}{name}="):
+        loaded.check()
 
 
 def test_every_variable_in_the_tree_is_a_setting():
@@ -58,9 +60,9 @@ def test_every_variable_in_the_tree_is_a_setting():
                 if name.endswith((".py", ".c", ".h", ".cpp", ".cu")):
                     with open(os.path.join(base, name), encoding="utf-8") as f:
                         found |= set(re.findall(r"COMFY_KITCHEN_C_[A-Z_]*[A-Z]", f.read()))
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        build = set(re.findall(r"\| `(COMFY_KITCHEN_C_[A-Z_]*[A-Z])` \(build\) \|", f.read()))
-    assert build, "README's settings table lists the build-time variables"
+    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
+        build = set(re.findall(r"COMFY_KITCHEN_C_[A-Z_]*[A-Z]", f.read()))
+    assert build == set(settings.BUILD_TIME), "settings.BUILD_TIME: the variables setup.py reads"
     assert found - set(settings.SETTINGS) - build - {P + "CONFIG"} == set()
 
 
@@ -86,14 +88,71 @@ def test_fallback_parser_reads_what_tomllib_reads(tmp_path):
         settings._fallback_toml("check = [1, 2]\n")
 
 
-@pytest.mark.parametrize("text, message", [('chekc = "op"\n', "unknown key 'chekc'"),
-                                           ("check = \n", "cannot read the file")])
-def test_bad_file_is_refused_with_its_name(tmp_path, text, message):
+def test_bad_file_is_refused_with_its_name(tmp_path):
     file = tmp_path / "comfy_kitchen_c.toml"
-    file.write_text(text)
-    with pytest.raises(settings.SettingError, match=message) as info:
+    file.write_text("check = \n")
+    with pytest.raises(settings.SettingError, match="cannot read the file") as info:
         settings.load({P + "CONFIG": str(file)}).check(settings.IMPORT_TIME)
     assert str(info.value).startswith(f"{P}CONFIG={str(file)!r}")
+
+
+def test_unknown_key_in_the_file_names_the_closest_and_the_rest_applies(tmp_path):
+    file = tmp_path / "comfy_kitchen_c.toml"
+    file.write_text('chekc = "op"\nhang_ms = 900\n')
+    loaded = settings.load({P + "CONFIG": str(file)})
+    assert loaded.errors() == [] and loaded.value(P + "HANG_MS") == 900
+    assert loaded.problems() == [f"key 'chekc' ({file}) is not a setting of comfy-kitchen-c and is ignored; "
+                                 "did you mean check?"]
+
+
+@pytest.mark.parametrize("name, closest", [("CHEK", "CHECK"), ("FLIGT_DIR", "FLIGHT_DIR"),
+                                           ("HANG_RAISE", "HANG_RAISE_MS"), ("CUDA_ARCH", "CUDA_ARCHS")])
+def test_misspelt_name_is_reported_with_the_closest_known_one(name, closest):
+    loaded = settings.load({P + name: "1", P + "CHECK": "op"})
+    assert loaded.problems() == [f"{P}{name} (environment) is not a setting of comfy-kitchen-c and is ignored; "
+                                 f"did you mean {P}{closest}?"]
+
+
+def test_unrelated_name_and_build_time_names():
+    loaded = settings.load({P + "XYZZY": "1", **{name: "1" for name in settings.BUILD_TIME}, "OTHER_CHEK": "1"})
+    assert loaded.problems() == [f"{P}XYZZY (environment) is not a setting of comfy-kitchen-c and is ignored; "
+                                 'no setting has a similar name (README "Settings")']
+
+
+@pytest.mark.parametrize("env, refused", [
+    ({"HANG_MS": "2000", "HANG_RAISE_MS": "1800"}, {"HANG_MS", "HANG_RAISE_MS"}),
+    ({"HANG_MS": "2000", "HANG_RAISE_MS": "2000"}, {"HANG_MS", "HANG_RAISE_MS"}),
+    ({"HANG_MS": "6000"}, {"HANG_MS"}),             # above the default HANG_RAISE_MS, 5000
+    ({"HANG_RAISE_MS": "1000"}, {"HANG_RAISE_MS"}),  # below the default HANG_MS, 1500
+])
+def test_hang_limits_out_of_order_are_refused_and_both_take_the_defaults(env, refused):
+    loaded = settings.load({P + k: v for k, v in env.items()})
+    assert {n[len(P):] for n in settings.SETTINGS if loaded.error(n)} == refused
+    assert (loaded.value(P + "HANG_MS"), loaded.value(P + "HANG_RAISE_MS")) == (1500, 5000)
+    if "HANG_RAISE_MS" in refused:
+        assert str(loaded.error(P + "HANG_RAISE_MS")) == (
+            f"{P}HANG_RAISE_MS={env['HANG_RAISE_MS']!r} (environment): expected a whole number of milliseconds "
+            f"above {P}HANG_MS, which is {env.get('HANG_MS', '1500 (default)').replace('2000', '2000 (environment)')}")
+    assert settings.load({P + "HANG_MS": "2000", P + "HANG_RAISE_MS": "2001"}).errors() == []
+
+
+def test_refused_values_are_removed_for_the_c_side():
+    environ = {P + "HANG_MS": "6000", P + "HUGE_PAGES": "off"}
+    settings.export_to_c(settings.load(environ), environ)
+    assert environ == {P + "HUGE_PAGES": "0"}  # C reads getenv: without HANG_MS it uses its default, 1500
+
+
+def test_flight_folder_that_cannot_be_written_is_refused(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    folder = str(blocker / "flight")
+    loaded = settings.load({P + "FLIGHT_DIR": folder})
+    assert str(loaded.error(P + "FLIGHT_DIR")) == (
+        f"{P}FLIGHT_DIR={folder!r} (environment): expected a folder this process can create and write "
+        f"(the flight record is on), but {blocker} is not a folder")
+    assert loaded.value(P + "FLIGHT_DIR") is None  # the default: the user's cache folder
+    assert settings.load({P + "FLIGHT_DIR": folder, P + "FLIGHT": "0"}).errors() == []  # unused when off
+    assert settings.load({P + "FLIGHT_DIR": str(tmp_path / "new" / "deeper")}).errors() == []
 
 
 def test_export_to_c_writes_the_canonical_text():
@@ -102,30 +161,41 @@ def test_export_to_c_writes_the_canonical_text():
     assert environ[P + "HUGE_PAGES"] == "0" and environ[P + "HANG_MS"] == "700"
 
 
-def test_bad_import_time_setting_refuses_the_import():
-    result = run("import comfy_kitchen_c", COMFY_KITCHEN_C_CHECK="sometimes")
-    assert result.returncode != 0
-    assert "SettingError: COMFY_KITCHEN_C_CHECK='sometimes' (environment): expected one of launch, boundary, op" \
-        in result.stderr
-
-
-def test_bad_cpu_isa_is_refused_not_ignored():
-    result = run("import comfy_kitchen_c", COMFY_KITCHEN_C_CPU_ISA="avx9000")
-    assert result.returncode != 0 and "COMFY_KITCHEN_C_CPU_ISA='avx9000'" in result.stderr
-
-
-def test_bad_linear_memory_setting_is_refused_where_used_not_at_import():
+def test_bad_settings_are_warned_once_at_import_and_c_goes_on_with_the_defaults(tmp_path):
+    """Several bad settings at once: each one SettingWarning at import, the defaults apply, the
+    ops run, "c" is registered (a ComfyUI server with a typo in its settings still starts)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
     result = run("""
-import comfy_kitchen_c, torch
-print("imported")
-try:
-    comfy_kitchen_c.ops.int8_linear(torch.randn(2, 64), torch.ones(8, 64, dtype=torch.int8), torch.ones(8))
-except comfy_kitchen_c.SettingError as exc:
-    print("refused:", exc)
-""", COMFY_KITCHEN_C_LINEAR_MEMORY_MB="lots")
+import os, warnings, torch
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import comfy_kitchen_c as c
+for w in caught:
+    print(w.category.__name__, "|", w.message)
+from comfy_kitchen.registry import registry
+print(c.check_mode(), c.linear_memory_limit(), c._C.cpu_isa() == c._C.cpu_isas()[0], "c" in registry.list_backends())
+print(os.environ.get("COMFY_KITCHEN_C_HANG_MS"), os.environ.get("COMFY_KITCHEN_C_CPU_ISA"))
+q, s = c.ops.quantize_int8_rowwise(torch.randn(2, 64))
+print(tuple(q.shape), q.dtype)
+""", COMFY_KITCHEN_C_CHECK="sometimes", COMFY_KITCHEN_C_LINEAR_MEMORY_MB="lots", COMFY_KITCHEN_C_CPU_ISA="avx9000",
+                 COMFY_KITCHEN_C_HANG_MS="9000", COMFY_KITCHEN_C_CHEK="op", COMFY_KITCHEN_C_FLIGHT_DIR=str(blocker / "x"))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        "imported", "refused: COMFY_KITCHEN_C_LINEAR_MEMORY_MB='lots' (environment): expected a positive number of MiB"]
+    lines = result.stdout.splitlines()
+    warned = [line.split(" | ", 1)[1] for line in lines if line.startswith("SettingWarning | ")]
+    assert [w.split("=", 1)[0].split(" ", 1)[0] for w in warned] == [
+        P + "CHECK", P + "LINEAR_MEMORY_MB", P + "CPU_ISA", P + "FLIGHT_DIR", P + "HANG_MS", P + "CHEK"], warned
+    assert warned[0] == (f"{P}CHECK='sometimes' (environment): expected one of launch, boundary, op; "
+                         "the default is used (launch)")
+    assert lines[-3:] == ["launch 268435456 True True", "None None", "(2, 64) torch.int8"]
+
+
+def test_cpu_isa_this_cpu_lacks_is_refused_and_the_best_is_used(monkeypatch):
+    loaded = settings.load({P + "CPU_ISA": "avx2"})
+    with pytest.warns(settings.SettingWarning, match=f"{P}CPU_ISA='avx2' \\(environment\\): this CPU and build "
+                                                    "run only baseline; baseline is used; the default is used"):
+        settings.refuse(loaded, P + "CPU_ISA", "this CPU and build run only baseline; baseline is used")
+    assert loaded.value(P + "CPU_ISA") is None
 
 
 def test_linear_memory_setting_from_the_environment():
@@ -136,6 +206,8 @@ def test_linear_memory_setting_from_the_environment():
 
 def test_setting_error_is_exported():
     assert comfy_kitchen_c.SettingError is settings.SettingError and issubclass(settings.SettingError, ValueError)
+    assert comfy_kitchen_c.SettingWarning is settings.SettingWarning
+    assert issubclass(settings.SettingWarning, UserWarning)
 
 
 def test_the_readme_table_lists_every_setting():
