@@ -14,14 +14,20 @@ Four parts, printed as text or (``--json``) as one JSON document:
 3. The backend table: comfy_kitchen's backends in priority order, whether "c" is in the
    priority and where, and per op served by "c" which backend comfy_kitchen picks for a
    CPU tensor and for a CUDA tensor.
-4. The analysis of a flight record (the newest in ``flight.default_dir()``, or
-   ``--record PATH``, e.g. one copied from the computer where the GPU was lost): the last
-   op the GPU completed, the first it did not, faults and hangs with their parameters, a
-   verdict in plain words, and the last records as a table.
+4. The analysis of a flight record: ``--record PATH`` (e.g. one copied from the computer where
+   the GPU was lost), else the newest of process ``--pid PID``, else this process's own, else
+   the newest in ``flight.default_dir()``; it says whose record it is (pid, host, and whether
+   that process is this one, running or ended) and lists the folder's other records as other
+   processes'.  Then the last op the GPU completed, the first it did not, faults and hangs with
+   their parameters, a one-sentence verdict and the findings behind it, and the last records.
+5. The verdict: one sentence, "Nothing doctor checks is wrong here." or what is wrong (a
+   refused setting, a name under our prefix that is no setting, a part of the report doctor
+   could not make, the record asked for that it cannot show), each then on its own line.
 
-Nothing here needs a GPU, CUDA or comfy_kitchen; what is missing is reported as "none".
-Exit status: 0 when the report was made (also with no flight record), 1 when the record
-named by ``--record`` cannot be read.
+Doctor never raises: what it cannot read is a line in its report.  Nothing here needs a GPU,
+CUDA or comfy_kitchen; what is missing is reported as "none".  Exit status: 1 exactly when the
+verdict names a problem, else 0 (also with no flight record, or one that records a fault: that
+is the history of another run, told in its own verdict).
 
 JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seconds::
 
@@ -46,7 +52,9 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "cpu_isa": {"in_use": str, "available": [str]},
         "ram": {"total": int | null, "swap": int | null, "source": str},
         "variables": {name: value},                                    # those of VARIABLES that are set
-        "settings": {name: {"value", "source": str, "error": str | null}}  # every COMFY_KITCHEN_C_* (settings.py)
+        "settings": {name: {"value", "source": str, "error": str | null}},  # every COMFY_KITCHEN_C_* (settings.py):
+                                                                       # the value in force; error: the given one refused
+        "unknown_settings": [str]                                      # COMFY_KITCHEN_C_* names that are no setting
       },
       "comfyui_settings": null | {                                     # null: total RAM unknown
         "total_ram_gib", "cache_ram_gib", "cache_ram_inactive_gib", "max_pinned_memory_gib": float,
@@ -73,11 +81,17 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
       },
       "flight": {
         "status": "ok" | "none" | "unavailable" | "error",
-        "directory": str | null, "path": str | null, "message": str,
-        "verdict": [str],                                              # plain-language sentences
+        "directory": str | null, "path": str | null, "message": str,  # message: whose record it is
+        "owner": null | {"pid": int, "host": str,
+                         "state": "this process" | "running" | "ended" | "on another computer (HOST)"},
+        "summary": str | null,                                         # the record's verdict, one sentence
+        "verdict": [str],                                              # the findings, one sentence each
+        "others": [{"path": str, "pid": int | null, "started_unix": float | null, "owner": str}],
         "record": null | <flight.load(path), unchanged: see flight.py; records have "device_kind":
                           "cuda" | "emulated">
-      }
+      },
+      "problems": [{"what": str, "detail": str}],                       # what is wrong; exit status 1 if any
+      "verdict": str                                                   # one sentence (overall_verdict)
     }
 """
 from __future__ import annotations
@@ -98,7 +112,8 @@ from . import _C, comfyui, doctor_comfyui, settings
 
 HELP = "report the environment, the backend of each op, and the newest flight record"
 
-DOCTOR_VERSION = 2  # 2: "comfyui", "recommendations", environment.settings, records' device_kind
+DOCTOR_VERSION = 3  # 2: "comfyui", "recommendations", environment.settings, records' device_kind; 3: "problems",
+# "verdict", environment.unknown_settings, flight "owner", "summary", "others"
 GIB = 1 << 30
 LAST_RECORDS = 10  # rows of the flight-record table by default
 
@@ -255,12 +270,14 @@ def environment() -> dict:
         "ram": total_ram(),
         "variables": {name: os.environ[name] for name in VARIABLES if name in os.environ},
         "settings": _settings(),
+        "unknown_settings": list(settings.current().unknown),
     }
 
 
 def _settings() -> dict:
-    """Every COMFY_KITCHEN_C_* setting: value, where it came from, and why it is refused."""
-    loaded = settings.load()
+    """Every COMFY_KITCHEN_C_* setting: the value in force, where it came from, and why the value
+    given was refused (its default is then in force), as loaded at import (settings.current())."""
+    loaded = settings.current()
     return {name: {"value": v.value if isinstance(v.value, (bool, int, float, str, type(None))) else str(v.value),
                    "source": v.source, "error": None if v.error is None else str(v.error)}
             for name, v in loaded.values.items()}
@@ -420,12 +437,48 @@ def _replay_verdict(replay: dict | None) -> list[str]:
             f"replay; {done}."]
 
 
+def _device_noun(data: dict) -> str:
+    """Who ran the recorded work: "the GPU", "the emulated device" (tests, no GPU) or both."""
+    kinds = {r.get("device_kind", "cuda") for r in data["records"]}
+    return "the emulated device" if kinds == {"emulated"} else "the device" if "emulated" in kinds else "the GPU"
+
+
+def _end(text: str) -> str:
+    """text as the end of a sentence: one full stop (a full stop, or the ellipsis of a text the
+    record's writer cut, flight._message, already ends it)."""
+    return text if text.endswith((".", "!", "?", "\u2026")) else text + "."
+
+
+def summary(data: dict) -> str:
+    """The verdict on one record in one sentence: its worst finding, named once."""
+    noun, first, last = _device_noun(data), data["first_incomplete"], data["last_completed"]
+    replay = data.get("replay")
+    faults, hangs = data["faults"], data["hangs"]
+    if faults:
+        more = f" (and {len(faults) - 1} more failed)" if len(faults) > 1 else ""
+        text = f"{noun} failed at seq {faults[0]['seq']} ({describe(faults[0])}){more}"
+    elif hangs:
+        text = f"{noun} was suspected of a hang at seq {hangs[0]['seq']} ({describe(hangs[0])})"
+    elif first is not None:
+        text = (f"{noun} stopped at seq {first['seq']} ({describe(first)}) with no fault or hang recorded: "
+                "the process ended or the device was lost while it was queued or running")
+    elif replay is not None and replay["first_incomplete"] is not None:
+        text = (f"{noun} stopped in replay #{replay['number']} of a CUDA graph at seq "
+                f"{replay['first_incomplete']['seq']} ({describe(replay['first_incomplete'])})")
+    elif last is not None:
+        text = f"{noun} completed all recorded work, up to seq {last['seq']} ({describe(last)}), with no fault or hang"
+    else:
+        text = "the record holds no work, and no fault or hang"
+    return text[0].upper() + text[1:] + "."
+
+
 def verdict(data: dict) -> list[str]:
     """What the record says, in plain words (one sentence per finding)."""
     last, first = data["last_completed"], data["first_incomplete"]
+    noun = _device_noun(data)
     sentences = _replay_verdict(data.get("replay"))
     if first is not None:
-        head = f"The GPU stopped completing work at seq {first['seq']} ({describe(first)})"
+        head = f"{noun[0].upper() + noun[1:]} stopped completing work at seq {first['seq']} ({describe(first)})"
         if last is None:
             sentences.append(head + "; it had completed none of the recorded work.")
         elif last["seq"] < first["seq"]:
@@ -433,18 +486,20 @@ def verdict(data: dict) -> list[str]:
         else:
             sentences.append(head + f"; work on other streams completed later, up to seq {last['seq']} "
                              f"({describe(last)}, stream {last['stream']:#x}).")
-    elif last is not None:
+    for fault in data["faults"]:
+        sentences.append(_end(f"Seq {fault['seq']} ({describe(fault)}) failed: {fault['error'] or 'no error text'}"))
+    if first is None and last is not None:
         outside = " outside CUDA graphs" if data.get("captured") else ""
-        sentences.append(f"The GPU completed all recorded work{outside}, up to seq {last['seq']} ({describe(last)}).")
-    elif not data.get("captured"):
+        other = " other" if data["faults"] else ""  # a failed record is not completed work
+        sentences.append(f"{noun[0].upper() + noun[1:]} completed all{other} recorded work{outside}, up to seq {last['seq']} "
+                         f"({describe(last)}).")
+    elif first is None and not data.get("captured") and not data["faults"]:
         sentences.append("The record holds no completed or pending work.")
     for hang in data["hangs"]:
         written = f", state written {_when(hang['completed_unix'])}" if hang["completed_unix"] else ""
-        sentences.append(f"A hang record was written for seq {hang['seq']} ({describe(hang)}, queued "
-                         f"{_when(hang['queued_unix'])}{written}): "
-                         f"{hang['error'] or 'it was still running when the watchdog fired'}.")
-    for fault in data["faults"]:
-        sentences.append(f"seq {fault['seq']} ({describe(fault)}) failed: {fault['error'] or 'no error text'}.")
+        sentences.append(_end(f"A hang record was written for seq {hang['seq']} ({describe(hang)}, queued "
+                              f"{_when(hang['queued_unix'])}{written}): "
+                              f"{hang['error'] or 'it was still running when the watchdog fired'}"))
     replay = data.get("replay")
     if replay is not None and replay["first_incomplete"] is not None:
         first = replay["first_incomplete"]
@@ -462,28 +517,75 @@ def verdict(data: dict) -> list[str]:
     return sentences
 
 
-def flight_report(record_path: str | None = None) -> dict:
-    """Loads and analyses the flight record at record_path, or the newest in the default folder."""
-    report = {"status": "none", "directory": None, "path": record_path, "message": "", "verdict": [],
-              "record": None}
+def _pick_record(flight, directory: str, record_path: str | None, pid: int | None, report: dict) -> str | None:
+    """The record doctor was asked about: --record, else the newest of --pid, else this
+    process's own, else the newest in the folder (said to be another process's)."""
+    if record_path is not None:
+        return record_path
+    files = flight.record_files(directory)
+    if pid is not None:
+        mine = [f for f in files if flight.record_pid(f) == pid]
+        if not mine:
+            report.update(status="error", message=f"no flight record of process {pid} in {directory}")
+        return mine[-1] if mine else None
+    c = sys.modules.get("comfy_kitchen_c._C")
+    own = c.flight_path() if c is not None and hasattr(c, "flight_path") else None
+    if own is not None and os.path.exists(own):
+        return own
+    if not files:
+        report["message"] = f"no flight record found in {directory}"
+        return None
+    report["newest_of_another_process"] = True
+    return files[-1]
+
+
+def _others(flight, directory: str, shown: str | None) -> list[dict]:
+    """The folder's other records: whose, and whether that process is still running."""
+    others = []
+    for path in flight.record_files(directory):
+        if shown is not None and os.path.realpath(path) == os.path.realpath(shown):
+            continue
+        try:
+            process = flight.header(path)
+            others.append({"path": path, "pid": process["pid"], "started_unix": process["started_unix"],
+                           "owner": flight.owner(process, path)})
+        except (OSError, ValueError) as exc:
+            others.append({"path": path, "pid": flight.record_pid(path), "started_unix": None,
+                           "owner": f"unreadable ({exc})"})
+    return others
+
+
+def flight_report(record_path: str | None = None, pid: int | None = None) -> dict:
+    """Loads and analyses the flight record doctor is asked about (_pick_record) and says whose
+    it is; the folder's other records are listed as other processes'."""
+    report = {"status": "none", "directory": None, "path": record_path, "message": "", "owner": None,
+              "summary": None, "verdict": [], "others": [], "record": None}
     try:
         from . import flight
     except ImportError as exc:
         report.update(status="unavailable", message=f"flight records are not available in this build ({exc})")
         return report
-    if record_path is None:
-        report["directory"] = flight.default_dir()
-        record_path = flight.newest_record(report["directory"])
-        if record_path is None:
-            report["message"] = f"no flight record found in {report['directory']}"
-            return report
-        report["path"] = record_path
-    try:
-        data = flight.load(record_path)
-    except Exception as exc:  # noqa: BLE001 - a damaged or foreign file is reported, not a crash
-        report.update(status="error", message=f"cannot read flight record {record_path}: {exc}")
+    report["directory"] = flight.default_dir()
+    path = _pick_record(flight, report["directory"], record_path, pid, report)
+    another = report.pop("newest_of_another_process", False)
+    report["others"] = _others(flight, report["directory"], path)
+    if path is None:
         return report
-    report.update(status="ok", message=f"flight record {record_path}", verdict=verdict(data), record=data)
+    report["path"] = path
+    try:
+        data = flight.load(path)
+    except Exception as exc:  # noqa: BLE001 - a damaged or foreign file is reported, not a crash
+        report.update(status="error", message=f"cannot read flight record {path}: {exc}")
+        return report
+    p = data["process"]
+    owner = flight.owner(p, path)
+    whose = (f"of this process ({p['pid']})" if owner == "this process"
+             else f"of process {p['pid']} on {p['host'] or 'an unnamed computer'} ({owner})")
+    note = (" - not this doctor process's: the newest record in the folder (--pid PID or --record FILE "
+            "picks another)") if another else ""
+    report.update(status="ok", message=f"flight record {path}, {whose}{note}",
+                  owner={"pid": p["pid"], "host": p["host"], "state": owner}, summary=summary(data),
+                  verdict=verdict(data), record=data)
     return report
 
 
@@ -528,12 +630,14 @@ def print_environment(env: dict, out: TextIO) -> None:
     _table(rows, out)
     if o["note"]:
         print(f"  Note: {o['note']}", file=out)
-    bad = [f"  {v['error']}" for v in env["settings"].values() if v["error"]]
     given = [f"{k[len(settings.PREFIX):]}={v['value']} ({v['source']})" for k, v in env["settings"].items()
              if v["source"] != "default" and not v["error"]]
     print("  Settings: " + (", ".join(given) or "all defaults"), file=out)
-    for line in bad:
-        print(f"  Refused: {line.strip()}", file=out)
+    for name, v in env["settings"].items():
+        if v["error"]:
+            print(f"  Refused: {v['error']}; the default is used ({settings.SETTINGS[name].default_text})", file=out)
+    for line in env.get("unknown_settings", ()):
+        print(f"  Unknown: {line}", file=out)
 
 
 def print_comfyui(doc: dict, out: TextIO) -> None:
@@ -586,17 +690,27 @@ def print_backends(table: dict, out: TextIO) -> None:
            + [(r["op"], r["cpu"] or "none", r["cuda"] or "none") for r in table["ops"]], out)
 
 
+def _print_others(report: dict, out: TextIO) -> None:
+    if report.get("others"):
+        print(f"  Records of other processes in {report['directory']} (--pid PID shows one):", file=out)
+        for o in report["others"]:
+            print(f"    process {o['pid']} ({o['owner']}), started {_when(o['started_unix'])}: {o['path']}", file=out)
+
+
 def print_flight(report: dict, last: int, out: TextIO) -> None:
     print("\n== Flight record ==", file=out)
     print(f"  {report['message']}", file=out)
     data = report["record"]
     if data is None:
+        _print_others(report, out)
         return
     p = data["process"]
     print(f"  process {p['pid']} on {p['host']}, started {_when(p['started_unix'])}, Python {p['python']}, "
           f"comfy-kitchen-c {p['package_version']}; format {data['format_version']}, "
           f"{data['written']} records written, the ring keeps the last {data['capacity']}", file=out)
-    print("\n  Verdict:", file=out)
+    _print_others(report, out)
+    print(f"\n  Verdict: {report['summary']}", file=out)
+    print("\n  Findings:", file=out)
     for sentence in report["verdict"]:
         print(f"    {sentence}", file=out)
     shown = set()
@@ -632,43 +746,104 @@ def print_flight(report: dict, last: int, out: TextIO) -> None:
 
 # ---- command line -----------------------------------------------------------------------------
 
-def report(record_path: str | None = None) -> dict:
+def _part(name: str, make, problems: list, fallback=None):
+    """One part of the report; one that cannot be made is a problem line, never a traceback."""
+    try:
+        return make()
+    except Exception as exc:  # noqa: BLE001 - doctor never raises: what it cannot read is reported
+        problems.append({"what": f"doctor could not make its {name} part",
+                         "detail": f"doctor could not make its {name} part: {type(exc).__name__}: {exc}"})
+        return fallback
+
+
+def _setting_problems() -> list[dict]:
+    """Every refused setting and unknown name of this process (settings.current(): as loaded at import)."""
+    loaded = settings.current()
+    refused = [name for name, v in loaded.values.items() if v.error is not None]
+    problems = [{"what": f"{name} is refused (its default is used)", "detail": line}
+                for name, line in zip(refused, loaded.problems())]  # problems(): the refused ones first
+    problems += [{"what": line.split(" (", 1)[0] + " is not a setting", "detail": line} for line in loaded.unknown]
+    return problems
+
+
+def _flight_problems(flight: dict | None, record_path: str | None, pid: int | None) -> list[dict]:
+    """The record doctor was asked about (--record, --pid) that it cannot show."""
+    if flight is None or (record_path is None and pid is None) or flight["status"] == "ok":
+        return []
+    return [{"what": "the flight record asked for cannot be shown", "detail": flight["message"]}]
+
+
+def overall_verdict(problems: list[dict]) -> str:
+    """The report's verdict in one sentence; exit status 1 exactly when it names a problem."""
+    if not problems:
+        return "Nothing doctor checks is wrong here."
+    whats = [p["what"] for p in problems]
+    listed = whats[0] if len(whats) == 1 else ", ".join(whats[:-1]) + " and " + whats[-1]
+    return f"{len(whats)} thing{'s are' if len(whats) > 1 else ' is'} wrong here: {listed}."
+
+
+def report(record_path: str | None = None, pid: int | None = None) -> dict:
     """The whole report as the JSON document described in the module docstring."""
-    env = environment()
-    ram = env["ram"]["total"]
+    problems = _part("settings", _setting_problems, [], []) or []
+    env = _part("environment", environment, problems)
+    ram = env["ram"]["total"] if env else None
     windows = sys.platform == "win32"
-    swap = 0 if windows else comfyui.swap_for_pins()
-    derived = comfyui_settings(ram, windows, swap) if ram else None
-    flags = doctor_comfyui.flags_in_force()
-    vram = env["gpus"][0]["total_memory"] if env["gpus"] else None
-    memory = doctor_comfyui.memory_settings(ram, windows, swap, vram, flags["flags"]) if ram else None
-    backends = backend_table()
+    swap = _part("swap", lambda: 0 if windows else comfyui.swap_for_pins(), problems, 0)
+    derived = _part("ComfyUI settings", lambda: comfyui_settings(ram, windows, swap) if ram else None, problems)
+    flags = _part("ComfyUI switches", doctor_comfyui.flags_in_force, problems,
+                  {"source": "unknown", "flags": None, "error": "doctor could not read them"})
+    vram = env["gpus"][0]["total_memory"] if env and env["gpus"] else None
+    memory = _part("ComfyUI memory", lambda: doctor_comfyui.memory_settings(ram, windows, swap, vram, flags["flags"])
+                   if ram else None, problems)
+    backends = _part("backend table", backend_table, problems)
+    recommendations = _part("recommendations", lambda: doctor_comfyui.recommendations(env, backends, ram,
+                                                                                       flags["flags"]), problems, [])
+    flight = _part("flight record", lambda: flight_report(record_path, pid), problems)
+    problems += _flight_problems(flight, record_path, pid)
     return {"doctor_version": DOCTOR_VERSION, "environment": env, "comfyui_settings": derived,
-            "comfyui": {"flags": flags, "memory": memory},
-            "recommendations": doctor_comfyui.recommendations(env, backends, ram, flags["flags"]),
-            "backends": backends, "flight": flight_report(record_path)}
+            "comfyui": {"flags": flags, "memory": memory}, "recommendations": recommendations,
+            "backends": backends, "flight": flight, "problems": problems, "verdict": overall_verdict(problems)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document (keys: see the module doc)")
     parser.add_argument("--record", metavar="PATH",
                         help="analyse this flight record (e.g. copied from another computer) "
-                             "instead of the newest in the flight folder")
+                             "instead of this process's or the newest in the flight folder")
+    parser.add_argument("--pid", type=int, metavar="PID",
+                        help="analyse the newest flight record of process PID in the flight folder")
     parser.add_argument("--last", type=int, default=LAST_RECORDS, metavar="N",
                         help=f"flight records to list in the table (default {LAST_RECORDS})")
 
 
+def _print_part(title: str, printer, data, out: TextIO, problems: list) -> None:
+    if data is None:
+        print(f"\n== {title} ==\n  not available: see the verdict below", file=out)
+        return
+    try:
+        printer(data, out)
+    except Exception as exc:  # noqa: BLE001 - doctor never raises
+        problems.append({"what": f"doctor could not print its {title} part",
+                         "detail": f"doctor could not print its {title} part: {type(exc).__name__}: {exc}"})
+        print(f"  ({problems[-1]['detail']})", file=out)
+
+
 def main(args: argparse.Namespace) -> int:
-    """0 when the report was made, 1 when --record names a record that cannot be read."""
-    doc = report(args.record)
+    """0 when doctor found nothing wrong; 1 when its verdict names a problem (a refused or unknown
+    setting, a part it could not make, the record asked for by --record or --pid not shown)."""
+    doc = report(args.record, getattr(args, "pid", None))
     if args.json:
-        json.dump(doc, sys.stdout, indent=2)
+        json.dump(doc, sys.stdout, indent=2, default=str)
         print()
-    else:
-        out = sys.stdout
-        print("comfy-kitchen-c doctor\n", file=out)
-        print_environment(doc["environment"], out)
-        print_comfyui(doc, out)
-        print_backends(doc["backends"], out)
-        print_flight(doc["flight"], args.last, out)
-    return 1 if args.record is not None and doc["flight"]["status"] != "ok" else 0
+        return 1 if doc["problems"] else 0
+    out = sys.stdout
+    problems = doc["problems"]
+    print("comfy-kitchen-c doctor\n", file=out)
+    _print_part("Environment", print_environment, doc["environment"], out, problems)
+    _print_part("ComfyUI", lambda d, o: print_comfyui(doc, o), doc["comfyui_settings"] or doc, out, problems)
+    _print_part("Backends", print_backends, doc["backends"], out, problems)
+    _print_part("Flight record", lambda d, o: print_flight(d, args.last, o), doc["flight"], out, problems)
+    print(f"\n== Verdict ==\n  {overall_verdict(problems)}", file=out)
+    for p in problems:
+        print(f"  - {p['detail']}", file=out)
+    return 1 if problems else 0

@@ -10,8 +10,10 @@ replay of which graph ran last and which of its ops completed in that replay.
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import sys
+import time
 
 MAGIC = b"CKCFLIGHT"
 SUFFIX = ".ckcf"
@@ -64,6 +66,22 @@ def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+ELLIPSIS = "\u2026"
+
+
+def _message(raw: bytes) -> str:
+    """A text field the writer may have cut (csrc/diag/flight.c ckc_text_append keeps what fits,
+    mid-word): a text that fills its field is taken as cut and ends at the last whole word,
+    with an ellipsis, so that no report shows half a word (or half a UTF-8 character)."""
+    text = raw.split(b"\0", 1)[0]
+    if len(text) < len(raw) - 1:
+        return text.decode("utf-8", "replace")
+    words = text.decode("utf-8", "ignore")
+    cut = max(words.rfind(c) for c in " ;,")
+    kept = words[:cut] if cut > 0 else words
+    return kept.rstrip(" ;,:") + ELLIPSIS
+
+
 def _record(raw: bytes, version: int) -> dict | None:
     if version >= 3:
         (seq, done, kind, state, device, flags, stream, queued, completed, nbytes, host_ptr, host_bytes,
@@ -90,10 +108,10 @@ def _record(raw: bytes, version: int) -> dict | None:
         "device": device, "device_kind": "emulated" if flags & EMULATED else "cuda", "stream": stream,
         "queued_unix": queued,
         "completed_unix": completed if completed else None,
-        "tensors": _text(tensors), "params": _text(params),
+        "tensors": _message(tensors), "params": _message(params),
         "bytes": nbytes, "host_ptr": host_ptr, "host_bytes": host_bytes, "device_ptr": device_ptr,
         "host_memory": HOST_MEMORY.get(host_memory, "unknown") if KINDS.get(kind) == "copy" else "",
-        "error": _text(error),
+        "error": _message(error),
         "capture": capture, "replay": replay,
     }
 
@@ -177,3 +195,83 @@ def load(path: str) -> dict:
         "captured": captured,
         "replay": replay,
     }
+
+
+# ---- whose record -----------------------------------------------------------------------------
+
+def header(path: str) -> dict:
+    """The "process" part of load()'s result (pid, start, host), from the header alone."""
+    with open(path, "rb") as f:
+        data = f.read(HEADER.size)
+    if len(data) < HEADER.size or not data.startswith(MAGIC):
+        raise ValueError(f"{path}: not a comfy_kitchen_c flight record")
+    fields = HEADER.unpack(data)
+    return {"pid": fields[5], "started_unix": fields[6], "host": _text(fields[8]), "python": _text(fields[9]),
+            "package_version": _text(fields[10])}
+
+
+def _this_host(host: str) -> bool:
+    """Whether host (as the C side writes it, at most 63 bytes) names this computer."""
+    names = {socket.gethostname(), os.environ.get("COMPUTERNAME", "")}
+    return any(n and n[:63].lower() == host.lower() for n in names)
+
+
+def _linux_start_unix(pid: int) -> float | None:
+    """When process pid started (Linux /proc), to tell a reused pid; None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _running(pid: int) -> bool:
+    if sys.platform == "win32":
+        import ctypes
+        kernel32 = ctypes.windll.kernel32
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            return False
+        code = ctypes.c_ulong()
+        try:
+            return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259  # STILL_ACTIVE
+        finally:
+            kernel32.CloseHandle(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def owner(process: dict, path: str) -> str:
+    """Whose record this is, seen from this process: "this process", "running", "ended",
+    or "on another computer (HOST)"."""
+    c = sys.modules.get("comfy_kitchen_c._C")
+    own = c.flight_path() if c is not None else None
+    if own is not None and os.path.realpath(own) == os.path.realpath(path):
+        return "this process"
+    if process["host"] and not _this_host(process["host"]):
+        return f"on another computer ({process['host']})"
+    if process["pid"] == os.getpid() or not _running(process["pid"]):
+        return "ended"
+    started = _linux_start_unix(process["pid"])
+    if started is not None and started > process["started_unix"] + 2.0 and started <= time.time():
+        return "ended"  # its pid now belongs to a process started after the record
+    return "running"
+
+
+def record_pid(path: str) -> int | None:
+    """The pid in a record file's name (PREFIX<ms>-<pid>SUFFIX), or None."""
+    name = os.path.basename(path)
+    if not (name.startswith(PREFIX) and name.endswith(SUFFIX)):
+        return None
+    tail = name[len(PREFIX):-len(SUFFIX)].rpartition("-")[2]
+    return int(tail) if tail.isdigit() else None

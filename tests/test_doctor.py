@@ -23,8 +23,9 @@ GIB = 1 << 30
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_doctor(*args, flight_dir):
-    env = dict(os.environ, COMFY_KITCHEN_C_FLIGHT_DIR=str(flight_dir))
+def run_doctor(*args, flight_dir, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMFY_KITCHEN_C_")}
+    env.update(COMFY_KITCHEN_C_FLIGHT_DIR=str(flight_dir), **extra)
     return subprocess.run([sys.executable, "-m", "comfy_kitchen_c", "doctor", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -55,10 +56,11 @@ def test_json_report_without_a_record(tmp_path):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "comfyui", "recommendations",
-                        "backends", "flight"}
+                        "backends", "flight", "problems", "verdict"}
+    assert doc["problems"] == [] and doc["verdict"] == "Nothing doctor checks is wrong here."
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
-                        "cpu_isa", "ram", "variables", "settings"}
+                        "cpu_isa", "ram", "variables", "settings", "unknown_settings"}
     assert set(env["settings"]) == set(comfy_kitchen_c.settings.SETTINGS)
     assert env["settings"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == {"value": str(tmp_path), "source": "environment",
                                                              "error": None}
@@ -83,7 +85,8 @@ def test_json_report_without_a_record(tmp_path):
     assert set(doc["backends"]) == {"installed", "error", "priority", "in_priority", "c_registered", "c_active",
                                     "backends", "ops"}
     flight = doc["flight"]
-    assert set(flight) == {"status", "directory", "path", "message", "verdict", "record"}
+    assert set(flight) == {"status", "directory", "path", "message", "owner", "summary", "verdict", "others",
+                           "record"}
     assert flight["status"] == "none" and flight["record"] is None
     assert no_record_line(tmp_path) in flight["message"]
 
@@ -253,7 +256,7 @@ def hang_records():
 @pytest.fixture
 def fake_flight(monkeypatch, tmp_path):
     """Installs a stand-in comfy_kitchen_c.flight serving the records put in state["records"]."""
-    state = {"records": None, "loaded": []}
+    state = {"records": None, "loaded": [], "dir": str(tmp_path)}
 
     def load(path):
         state["loaded"].append(path)
@@ -261,11 +264,12 @@ def fake_flight(monkeypatch, tmp_path):
             raise ValueError("not a flight record")
         return loaded(state["records"], path)
 
+    def record_files(directory=None):
+        return [str(tmp_path / "flight-1-4242.ckcf")] if state["records"] is not None else []
+
     module = types.SimpleNamespace(
-        default_dir=lambda: str(tmp_path),
-        newest_record=lambda directory=None: (str(tmp_path / "ckc-4242.flight")
-                                              if state["records"] is not None else None),
-        load=load)
+        default_dir=lambda: str(tmp_path), record_files=record_files, record_pid=lambda path: 4242,
+        owner=lambda process, path: "ended", header=lambda path: loaded([])["process"], load=load)
     monkeypatch.setitem(sys.modules, "comfy_kitchen_c.flight", module)
     monkeypatch.setattr(comfy_kitchen_c, "flight", module, raising=False)
     return state
@@ -292,9 +296,10 @@ def test_verdict_for_a_fault_and_for_a_clean_record():
                rec(2, "dequantize_nvfp4", "failed", error="cudaErrorIllegalAddress: an illegal memory access "
                                                           "was encountered")]
     fault = doctor.verdict(loaded(records))
-    assert fault == ["The GPU completed all recorded work, up to seq 1 (op quantize_nvfp4).",
-                     "seq 2 (op dequantize_nvfp4) failed: cudaErrorIllegalAddress: an illegal memory access "
-                     "was encountered."]
+    assert fault == ["Seq 2 (op dequantize_nvfp4) failed: cudaErrorIllegalAddress: an illegal memory access "
+                     "was encountered.",
+                     "The GPU completed all other recorded work, up to seq 1 (op quantize_nvfp4)."]
+    assert doctor.summary(loaded(records)) == "The GPU failed at seq 2 (op dequantize_nvfp4)."
     clean = doctor.verdict(loaded(records[:1]))
     assert clean == ["The GPU completed all recorded work, up to seq 1 (op quantize_nvfp4).",
                      "No fault or hang was recorded."]
@@ -323,7 +328,10 @@ def test_text_analysis_of_the_newest_record(fake_flight, capsys):
     status, out = run_main(capsys)
     assert status == 0
     flight = out[out.index("== Flight record =="):]
+    assert f"flight record {fake_flight['dir']}/flight-1-4242.ckcf, of process 4242 on gpu-box (ended) - not this " \
+           "doctor process's: the newest record in the folder" in flight
     assert "process 4242 on gpu-box" in flight
+    assert "Verdict: The GPU was suspected of a hang at seq 3 (op int8_linear).\n" in flight
     assert "The GPU stopped completing work at seq 3 (op int8_linear); it had completed seq 2" in flight
     last_completed = flight[flight.index("Last completed:"):flight.index("First not completed:")]
     assert "seq 2 op quantize_and_rotate_rowwise: completed" in last_completed
@@ -337,7 +345,7 @@ def test_text_analysis_of_the_newest_record(fake_flight, capsys):
     assert "Faults: none" in flight
     hangs = flight[flight.index("Hangs:"):flight.index("Last 4 records")]
     assert "seq 3 op int8_linear: see above" in hangs
-    table = flight[flight.index("Last 4 records"):].splitlines()[1:]
+    table = flight[flight.index("Last 4 records"):flight.index("== Verdict ==")].strip().splitlines()[1:]
     assert [line.split()[0] for line in table] == ["seq", "1", "2", "3", "4"]
     assert table[1].split()[3:7] == ["(pinned)", "completed", "cuda:0", "0x7f00"]  # host memory of the copy
     assert table[3].split()[6] == "3.000"  # queued 3 s after the process started
