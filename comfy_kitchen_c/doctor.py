@@ -422,8 +422,8 @@ def details(record: dict) -> list[str]:
     return lines
 
 
-def _replay_verdict(replay: dict | None) -> list[str]:
-    """The latest replay of a captured CUDA graph: which of its ops completed in it."""
+def _replay_verdict(replay: dict | None, noun: str = "the GPU") -> list[str]:
+    """The latest replay of a captured CUDA graph: which of its ops completed in it (noun: who ran it)."""
     if replay is None:
         return []
     graph = (f"replay #{replay['number']} of the CUDA graph of capture {replay['capture']} (captured "
@@ -433,13 +433,13 @@ def _replay_verdict(replay: dict | None) -> list[str]:
         return [f"The latest CUDA-graph replay, {graph}, completed all of its recorded ops."]
     done = (f"the last captured op it completed in that replay was seq {last['seq']} ({describe(last)})"
             if last is not None else "it completed none of that graph's recorded ops in that replay")
-    return [f"The GPU stopped during {graph}: it did not complete seq {first['seq']} ({describe(first)}) in that "
+    return [f"{noun[0].upper() + noun[1:]} stopped during {graph}: it did not complete seq {first['seq']} ({describe(first)}) in that "
             f"replay; {done}."]
 
 
 def _device_noun(data: dict) -> str:
     """Who ran the recorded work: "the GPU", "the emulated device" (tests, no GPU) or both."""
-    kinds = {r.get("device_kind", "cuda") for r in data["records"]}
+    kinds = {r.get("device_kind", "cuda") for r in data["records"] + data.get("captured", [])}
     return "the emulated device" if kinds == {"emulated"} else "the device" if "emulated" in kinds else "the GPU"
 
 
@@ -476,7 +476,7 @@ def verdict(data: dict) -> list[str]:
     """What the record says, in plain words (one sentence per finding)."""
     last, first = data["last_completed"], data["first_incomplete"]
     noun = _device_noun(data)
-    sentences = _replay_verdict(data.get("replay"))
+    sentences = _replay_verdict(data.get("replay"), noun)
     if first is not None:
         head = f"{noun[0].upper() + noun[1:]} stopped completing work at seq {first['seq']} ({describe(first)})"
         if last is None:
@@ -796,8 +796,8 @@ def report(record_path: str | None = None, pid: int | None = None) -> dict:
     memory = _part("ComfyUI memory", lambda: doctor_comfyui.memory_settings(ram, windows, swap, vram, flags["flags"])
                    if ram else None, problems)
     backends = _part("backend table", backend_table, problems)
-    recommendations = _part("recommendations", lambda: doctor_comfyui.recommendations(env, backends, ram,
-                                                                                       flags["flags"]), problems, [])
+    recommendations = _part("recommendations", lambda: doctor_comfyui.recommendations(
+        env, backends, ram, flags["flags"]) if env and backends else [], problems, [])  # none without their inputs
     flight = _part("flight record", lambda: flight_report(record_path, pid), problems)
     problems += _flight_problems(flight, record_path, pid)
     return {"doctor_version": DOCTOR_VERSION, "environment": env, "comfyui_settings": derived,

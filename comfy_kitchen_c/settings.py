@@ -435,7 +435,7 @@ def describe(settings: Settings) -> str:
     parts = []
     for name, v in given.items():
         where = "env" if v.source == "environment" else os.path.basename(v.source)
-        parts.append(f"{name[len(PREFIX):]}={v.raw}({where})")
+        parts.append(f"{name[len(PREFIX):]}={v.raw}({where}{', refused' if v.error is not None else ''})")
     return ", ".join(parts)
 
 

@@ -279,7 +279,8 @@ def test_a_hang_in_a_replay_is_named_with_the_last_op_completed_in_it():
             assert replay["first_incomplete"]["op"] == B, replay
             assert replay["last_completed"]["op"] == A, replay
             sentences = ckc.doctor.verdict(flight.load(faults.record_path()))
-    assert sentences[0].startswith(f"The GPU stopped during replay #{replay['number']} of the CUDA graph"), sentences
+    assert sentences[0].startswith(f"The emulated device stopped during replay #{replay['number']} of the CUDA graph"), \
+        sentences
     assert f"did not complete seq {replay['first_incomplete']['seq']} (op {B}) in that replay" in sentences[0]
     assert f"the last captured op it completed in that replay was seq {replay['last_completed']['seq']} (op {A})" \
         in sentences[0]
@@ -341,4 +342,4 @@ def test_a_killed_process_leaves_the_replay_in_its_record(tmp_path):
     replay = report["record"]["replay"]
     assert replay["number"] == 3 and replay["ops"] == 3
     assert replay["first_incomplete"]["op"] == B and replay["last_completed"]["op"] == A
-    assert report["verdict"][0].startswith("The GPU stopped during replay #3 of the CUDA graph")
+    assert report["verdict"][0].startswith("The emulated device stopped during replay #3 of the CUDA graph")

@@ -126,7 +126,8 @@ def test_bad_setting_is_refused_clearly_and_c_goes_on_with_the_default(installed
     report, ours, _ = start(installed, COMFY_KITCHEN_C_ACTIVATE="maybe", COMFY_KITCHEN_C_HOKS="0")
     assert report["priority"][0] == "c"  # the node's default: "c" first
     assert any("COMFY_KITCHEN_C_ACTIVATE='maybe' (environment): expected one of 1/true/yes/on or "
-               "0/false/no/off; the default is used" in line for line in ours), ours
+               "0/false/no/off (any case); the default is used" in line for line in ours), ours
+    assert "ACTIVATE=maybe(env, refused)" in ours[0]
     assert any("COMFY_KITCHEN_C_HOKS (environment) is not a setting of comfy-kitchen-c and is ignored; "
                "did you mean COMFY_KITCHEN_C_HOOKS?" in line for line in ours), ours
 

@@ -474,3 +474,119 @@ def test_a_real_record_of_the_emulated_device(tmp_path):
     assert flight["record"]["format_version"] == 3
     assert {r["device_kind"] for r in flight["record"]["records"]} == {"emulated"}
     assert flight["verdict"][-1].startswith("Every record was written by the emulated device")
+
+
+# ---- settings it cannot read, whose record, one verdict, no text cut mid-word ------------------
+
+def test_several_bad_settings_are_lines_of_the_report_not_a_traceback(tmp_path):
+    """COMFY_KITCHEN_C_CHECK=foo once crashed doctor; now each bad setting is a line, the verdict
+    names them in one sentence, and the exit status is 1 because the verdict says so."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    bad = {"COMFY_KITCHEN_C_CHECK": "foo", "COMFY_KITCHEN_C_HANG_MS": "9000", "COMFY_KITCHEN_C_CHEK": "op",
+           "COMFY_KITCHEN_C_LINEAR_MEMORY_MB": "lots", "COMFY_KITCHEN_C_ACTIVATE": "maybe"}
+    result = run_doctor("--pid", "1", flight_dir=tmp_path, **bad)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    out = result.stdout
+    for line in ("Refused: COMFY_KITCHEN_C_CHECK='foo' (environment): expected one of launch, boundary, op; "
+                 "the default is used (launch)",
+                 "Refused: COMFY_KITCHEN_C_HANG_MS='9000' (environment): expected a whole number of milliseconds "
+                 "below COMFY_KITCHEN_C_HANG_RAISE_MS, which is 5000 (default); the default is used (1500)",
+                 "Refused: COMFY_KITCHEN_C_LINEAR_MEMORY_MB='lots' (environment)",
+                 "Refused: COMFY_KITCHEN_C_ACTIVATE='maybe' (environment)",
+                 "Unknown: COMFY_KITCHEN_C_CHEK (environment) is not a setting of comfy-kitchen-c and is ignored; "
+                 "did you mean COMFY_KITCHEN_C_CHECK?"):
+        assert f"\n  {line}" in out, line
+    verdict = out[out.index("== Verdict =="):].splitlines()
+    assert verdict[1] == (
+        "  6 things are wrong here: COMFY_KITCHEN_C_ACTIVATE is refused (its default is used), "
+        "COMFY_KITCHEN_C_CHECK is refused (its default is used), COMFY_KITCHEN_C_LINEAR_MEMORY_MB is refused "
+        "(its default is used), COMFY_KITCHEN_C_HANG_MS is refused (its default is used), COMFY_KITCHEN_C_CHEK "
+        "is not a setting and the flight record asked for cannot be shown.")
+    assert verdict[-1] == f"  - no flight record of process 1 in {tmp_path}" and len(verdict) == 8
+    assert "== Backends ==" in out and "CPU ISA" in out  # the rest of the report is there
+
+
+def test_a_part_doctor_cannot_make_is_a_problem_line(monkeypatch, fake_flight, capsys):
+    def broken():
+        raise OSError("registry unreadable")
+    monkeypatch.setattr(doctor, "backend_table", broken)
+    status, out = run_main(capsys)
+    assert status == 1
+    assert "== Backends ==\n  not available: see the verdict below" in out
+    assert out.rstrip().endswith("1 thing is wrong here: doctor could not make its backend table part.\n"
+                                 "  - doctor could not make its backend table part: OSError: registry unreadable")
+
+
+def test_whose_record_this_process_running_and_ended(tmp_path):
+    """A record of an ended process, then one of a running process asking doctor about itself:
+    its own record is shown as its own, the other listed as another process's; --pid picks one."""
+    code = ("import os, sys, json, torch, comfy_kitchen_c as c\nfrom comfy_kitchen_c import doctor\n"
+            "from comfy_kitchen_c.testing import emulated_device\n"
+            "with emulated_device():\n    c.ops.quantize_int8_rowwise(torch.randn(4, 64))\n"
+            "if len(sys.argv) > 1:\n"
+            "    own = doctor.flight_report()\n"
+            "    other = doctor.flight_report(pid=int(sys.argv[1]))\n"
+            "    print(json.dumps([os.getpid(), own['owner'], own['message'], own['others'], other['owner'],\n"
+            "                      other['message'], other['summary']]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMFY_KITCHEN_C_")}
+    env["COMFY_KITCHEN_C_FLIGHT_DIR"] = str(tmp_path)
+    first = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=300)
+    assert first.returncode == 0
+    (ended_file,) = os.listdir(tmp_path)
+    ended = int(ended_file[:-len(".ckcf")].rsplit("-", 1)[1])
+    result = subprocess.run([sys.executable, "-c", code, str(ended)], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    pid, own, own_message, others, other, other_message, other_summary = json.loads(result.stdout)
+    assert own["pid"] == pid and own["state"] == "this process"
+    assert own_message.endswith(f", of this process ({pid})")
+    assert [(o["pid"], o["owner"]) for o in others] == [(ended, "ended")]
+    assert other["pid"] == ended and other["state"] == "ended"
+    assert f"-{ended}.ckcf, of process {ended} on " in other_message and other_message.endswith(" (ended)")
+    assert other_summary == ("The emulated device completed all recorded work, up to seq 1 "
+                             "(op quantize_int8_rowwise), with no fault or hang.")
+
+
+def test_record_of_another_process_is_never_shown_as_this_ones(fake_flight, capsys):
+    fake_flight["records"] = hang_records()
+    status, out = run_main(capsys, "--json")
+    flight = json.loads(out)["flight"]
+    assert flight["owner"] == {"pid": 4242, "host": "gpu-box", "state": "ended"}
+    assert "not this doctor process's" in flight["message"]
+    status, out = run_main(capsys, "--json", "--pid", "4242")
+    assert status == 0 and "not this doctor process's" not in json.loads(out)["flight"]["message"]
+
+
+@pytest.mark.parametrize("records, expected", [
+    ([rec(1, "a", "completed"), rec(2, "b", "failed", error="boom."), rec(3, "c", "failed")],
+     "The GPU failed at seq 2 (op b) (and 1 more failed)."),
+    ([rec(1, "a", "completed"), rec(2, "b", "queued")],
+     "The GPU stopped at seq 2 (op b) with no fault or hang recorded: the process ended or the device was lost "
+     "while it was queued or running."),
+    ([rec(1, "a", "completed", device_kind="emulated")],
+     "The emulated device completed all recorded work, up to seq 1 (op a), with no fault or hang."),
+    ([], "The record holds no work, and no fault or hang."),
+])
+def test_the_records_verdict_is_one_sentence(records, expected):
+    data = loaded(records)
+    assert doctor.summary(data) == expected
+    assert expected.count(". ") == 0 and expected.endswith(".")
+    findings = " ".join(doctor.verdict(data))
+    assert ".." not in findings  # an error text ending in a full stop is not given a second one
+    if {r.get("device_kind") for r in records} == {"emulated"}:
+        assert "GPU completed" not in findings and "GPU stopped" not in findings
+
+
+def test_a_text_the_writer_cut_ends_at_a_whole_word():
+    from comfy_kitchen_c import flight
+    field = 104  # csrc/diag/flight.h: char error[104]; the writer keeps 103 bytes and a NUL
+    text = ("cudaErrorIllegalAddress: an illegal memory access was encountered while the kernel "
+            "quantize_and_rotate_rowwise_weights ran out")
+    assert " " not in text[field - 2:field]  # the writer cuts it mid-word
+    shown = flight._message(text.encode()[:field - 1] + b"\0")
+    assert shown == text[:text.rindex(" ", 0, field - 1)] + "\u2026" and shown.endswith("kernel\u2026")
+    assert flight._message(b"short text\0" + b"\0" * (field - 11)) == "short text"
+    assert flight._message(("\u00e9" * 60).encode()[:field - 1] + b"\0").endswith("\u2026")  # no half character
+    sentence = doctor.verdict(loaded([rec(1, "a", "failed", error=shown)]))[0]
+    assert sentence.endswith("kernel\u2026") and not sentence.endswith("\u2026.")
