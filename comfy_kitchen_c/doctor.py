@@ -784,7 +784,8 @@ def overall_verdict(problems: list[dict]) -> str:
 
 def report(record_path: str | None = None, pid: int | None = None) -> dict:
     """The whole report as the JSON document described in the module docstring."""
-    problems = _part("settings", _setting_problems, [], []) or []
+    problems: list[dict] = []
+    problems += _part("settings", _setting_problems, problems, [])
     env = _part("environment", environment, problems)
     ram = env["ram"]["total"] if env else None
     windows = sys.platform == "win32"

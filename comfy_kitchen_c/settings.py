@@ -45,7 +45,8 @@ class SettingError(ValueError):
 class SettingWarning(UserWarning):
     """A refused setting (its default is used) or a COMFY_KITCHEN_C_* name that is no setting.
     Warnings, not logging: Python prints them on stderr unconfigured, ComfyUI's console and log
-    show them (it captures stderr), pytest records them, and a filter can make them errors."""
+    show them (it captures stderr; the node also logs each in ComfyUI's format), pytest records
+    them, and code can filter them by this category."""
 
 
 # ---- value parsers: (raw text) -> value; raise ValueError with what is accepted ----------------
