@@ -2,7 +2,7 @@
 """gemv_awq_w4a16 (re-exported by ``comfy_kitchen_c.ops``): comfy_kitchen's AWQ W4A16 small-batch
 GEMM, y = x @ W.T (+ bias), with the 4-bit weight decoded group by group inside the dot products
 (W[n, k] = (q - 8) * wscales[k // G, n] + wzeros[k // G, n], eager's bits: csrc/math/awq.h).  The
-sum is float32 in the kernels' order: README.md's Parity bound, not eager's bits.
+sum is float32 in the kernels' order: the bound of docs/parity.md, not eager's bits.
 
 The op serves the small batches it is made for (the modulation linears of Qwen-Image-Edit): x of
 at most MAX_ROWS rows.  Beyond, eager's oneDNN GEMM over the dequantized weight is faster on the

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The parity bound of gemv_awq_w4a16 (README.md, Parity; derived in csrc/cpu/awq_impl.h), per
+"""The parity bound of gemv_awq_w4a16 (docs/parity.md; derived in csrc/cpu/awq_impl.h), per
 output: both eager's GEMM and ours sum the K products in float32, each in its own order, then round
 once to the compute dtype, then add the bias as eager adds it.  Shared by the parity tests, the
 layer test, the fuzz target and the selftest."""

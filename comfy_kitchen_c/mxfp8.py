@@ -130,7 +130,7 @@ def scaled_mm_mxfp8(a, b, block_scale_a, block_scale_b, bias=None, out_dtype=Non
     """out[M, N] = dec(a) @ dec(b)^T + bias, out_dtype None: bfloat16.  cuBLASLt's block-scaled
     MXFP8 GEMM on compute capability 10.0+; elsewhere each operand is dequantized exactly (an e4m3
     value times a power of two is exact in float32) and multiplied in float32, the bias added in
-    float32, rounded once to out_dtype (the bound: tests/test_mxfp8_parity.py, README Parity)."""
+    float32, rounded once to out_dtype (the bound: tests/test_mxfp8_parity.py, docs/parity.md)."""
     op = "scaled_mm_mxfp8"
     _checked(check_scaled_mm_mxfp8, a, b, block_scale_a, block_scale_b, bias, out_dtype)
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype

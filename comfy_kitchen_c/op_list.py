@@ -3,7 +3,7 @@
 
 One line per op, under comfy_kitchen's name.  From the list come the registration with
 comfy_kitchen (backend.py: one constraint rule per registered op, which is the op's own
-check), the op table of the README (``python -m comfy_kitchen_c.op_list`` prints it; a test
+check), the op table of docs/ops.md (``python -m comfy_kitchen_c.op_list`` prints it; a test
 compares), and the op lists of the tests (the parity fuzzer runs every op listed here).
 What an op is made of, and where a new one goes:
 
@@ -36,11 +36,11 @@ MXFP8_GEMM_MIN_CC = (10, 0)
 @dataclass(frozen=True)
 class Op:
     name: str                     # comfy_kitchen's name: ops.<name>, ops.check_<name>
-    family: str                   # its row of the README's table
+    family: str                   # its row of docs/ops.md's table
     kernels: tuple[str, ...]      # the functions of _C it calls (csrc/ops/op_list.h)
     min_cc: tuple[int, int] = MIN_CC  # below it, a CUDA call falls through to the next backend
     registered: bool = True       # served through comfy_kitchen's registry (False: comfy_kitchen_c.ops only)
-    note: str = ""                # the README's words after the name
+    note: str = ""                # docs/ops.md's words after the name
     # The registry's CPU calls: False where eager is faster on the CPU (the rule then gives them to
     # eager, with the reason logged; a direct call of comfy_kitchen_c.ops.<name> still runs ours)
     registry_cpu: bool = True
@@ -78,7 +78,7 @@ OPS: tuple[Op, ...] = (
     Op("scaled_mm_nvfp4", LINEAR, ("scaled_mm_nvfp4",), min_cc=FP4_GEMM_MIN_CC),
     Op("quantize_and_rotate_nvfp4", OURS, ("quantize_nvfp4",), registered=False),
     Op("nvfp4_linear", OURS, ("quantize_nvfp4", "scaled_mm_nvfp4"), registered=False,
-       note='see "NVFP4 with rotation"'),
+       note='see "NVFP4 with rotation" below'),
     Op("apply_rope1", ROPE, ("apply_rope1",), note="x [B, H, L, D] or [B, L, H, D], float32 `freqs_cis`"),
     Op("apply_rope", ROPE, ("apply_rope1",)),
     Op("apply_rope1_", ROPE, ("apply_rope1",)),
@@ -117,7 +117,7 @@ OPS: tuple[Op, ...] = (
     Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR, note="CPU, the MMA records decoded directly"),
     Op("gemv_awq_w4a16", AWQ, ("gemv_awq_w4a16",),
        note="x of at most 16 rows (`awq.MAX_ROWS`: larger batches fall through to eager's GEMM, faster there); "
-            "within README's Parity bound"),
+            "within the bound of docs/parity.md"),
 )
 
 BY_NAME = {op.name: op for op in OPS}
@@ -180,7 +180,7 @@ def _gpu_cell(family_ops) -> str:
 
 
 def readme_table(ops=OPS) -> str:
-    """The README's op table: one row per family, in the list's order, with where its ops run
+    """docs/ops.md's op table: one row per family, in the list's order, with where its ops run
     (every op has CPU kernels; on CUDA from the compute capability the list gives)."""
     families: dict[str, list[Op]] = {}
     for op in ops:

@@ -152,7 +152,7 @@ SETTINGS = {s.name: s for s in (
 IMPORT_TIME = tuple(name for name, s in SETTINGS.items()
                     if s.scope == "package" and name != PREFIX + "LINEAR_MEMORY_MB") + (
     PREFIX + "EMU_REFUSE_HOST_MAPPING",)
-# Read by setup.py when building (README's settings table, "(build)"): known names, never
+# Read by setup.py when building (docs/settings.md's table, "(build)"): known names, never
 # reported as misspellings when they are left set in the environment.
 BUILD_TIME = tuple(PREFIX + n for n in ("WERROR", "NO_CUDA", "CUDA_ARCHS", "FATBIN_CACHE", "SANITIZE",
                                         "EMU_RACES", "EMULATED"))
@@ -275,7 +275,8 @@ def _unknown(shown: str, name: str, source: str, known) -> str:
     (compared without the prefix, which every name shares)."""
     bare = {k[len(PREFIX):] if k.startswith(PREFIX) else k: k for k in known}
     close = difflib.get_close_matches(name[len(PREFIX):] if name.startswith(PREFIX) else name, bare, n=1, cutoff=0.6)
-    hint = f"did you mean {bare[close[0]]}?" if close else "no setting has a similar name (README \"Settings\")"
+    hint = (f"did you mean {bare[close[0]]}?" if close
+            else "no setting has a similar name (docs/settings.md lists them)")
     return f"{shown} ({source}) is not a setting of comfy-kitchen-c and is ignored; {hint}"
 
 

@@ -6,7 +6,7 @@ One C op (csrc/ops/w4a8.c) decodes the weight codes to eager's int8 grid
 (round(clamp(level * s_rel)), csrc/math/w4a8.h) or on to the float weight; the rest is the
 int8 family's: the dequantizer rotates with rotate_int8_convrot_weight's C op, the linears run
 comfy_kitchen_c's int8_linear on the decoded int8 weight, as eager runs its int8_linear.  So
-the parity of each op is that of the int8 op it reuses (README, "Parity").
+the parity of each op is that of the int8 op it reuses (docs/parity.md).
 
 On the CPU the linears decode the int8 weight once per call (N x K bytes, a quarter of eager's
 own int32 code tensor) and hand it to int8_linear.  On CUDA a decoded copy per call is what

@@ -7,7 +7,7 @@
  * math/awq.h (eager's bits, as on the CPU) and accumulates in float32; the
  * scalar instance takes one column per lane.  The lanes' sums meet in a fixed
  * butterfly, then math/awq.h's output rounding and bias.  The order of the sum
- * is not the CPU's nor eager's: README.md's Parity bound (cpu/awq_impl.h). */
+ * is not the CPU's nor eager's: the bound of docs/parity.md (cpu/awq_impl.h). */
 #include "done_mark.cuh"
 #include "elements.cuh"
 #include "row_tile.cuh"

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Parity of gemv_awq_w4a16 with comfy_kitchen's eager backend, on the CPU and on the emulated
 device.  The weight's values are eager's bits (a one-hot x reads them out exactly: one product, no
-rounding of the sum); the outputs are within README's Parity bound (comfy_kitchen_c/awq_bound.py), computed
+rounding of the sum); the outputs are within the bound of docs/parity.md (comfy_kitchen_c/awq_bound.py), computed
 per output from sum_k |x_k W_nk|, not a tolerance."""
 
 import sys
@@ -136,7 +136,7 @@ def test_refused_calls_name_op_and_argument(arg, args):
 
 
 def test_emulated_device_is_not_the_cpu_order():
-    """Both devices within the bound, each in its own order (README): the test above covers both."""
+    """Both devices within the bound, each in its own order (docs/parity.md): the test above covers both."""
     q, s, z = awq_weight(16, 512, 64, torch.float32, seed=9)
     x = torch.randn(2, 512)
     cpu = ops.gemv_awq_w4a16(x, q, s, z)

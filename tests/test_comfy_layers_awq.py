@@ -3,7 +3,7 @@
 first, on the CPU and on the emulated device, forward under torch.inference_mode() and
 torch.no_grad(): the modulation linears of Qwen-Image-Edit (img_mod.1 / txt_mod.1: silu of the
 conditioning, one row per image, into 6 x DIM).  Every call the layout makes must run in "c" and
-match eager's on the same arguments within README's Parity bound (tests/test_comfy_layers.py's
+match eager's on the same arguments within the bound of docs/parity.md (tests/test_comfy_layers.py's
 `served`, with gemv_awq_w4a16 checked by comfy_kitchen_c/awq_bound.py).
 
 The call sequence against comfy_kitchen 0.2.40 (comfy_kitchen/tensor/awq_w4a16.py):

@@ -296,7 +296,7 @@ def test_bad_input_names_op_and_argument(i):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_row_not_finite_after_its_activation_is_nan(device):
-    """README, "Results where eager's are undefined": a row whose quantized input (after the
+    """docs/parity.md ("Results where eager's are undefined"): a row whose quantized input (after the
     activation, rms_norm or the modulation) holds a NaN or an inf has a non-finite scale and codes
     0, so its outputs are 0 * scale = NaN, the bias and the residual included; the other rows are
     eager's."""

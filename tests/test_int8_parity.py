@@ -118,7 +118,7 @@ def _eager_rotation(eager, w, group):
     """Eager's rotation; where this machine's bfloat16 matmul flushed subnormal inputs to zero
     (oneDNN's AVX512-BF16 and AMX kernels do: a row of subnormals rotates to all zeros), eager's
     formula in float32 rounded to bfloat16 instead. The flush is the CPU kernel's, not the op's
-    result elsewhere; ours keeps subnormals (README, Parity)."""
+    result elsewhere; ours keeps subnormals (docs/parity.md)."""
     ref = eager.rotate_int8_convrot_weight(w, group)
     if w.dtype == torch.bfloat16 and bool(w.any()) and not bool(ref.any()):
         return eager.rotate_int8_convrot_weight(w.float(), group).to(w.dtype)

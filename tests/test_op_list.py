@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The op list (comfy_kitchen_c/op_list.py) is the one source: every op in it has its C op, its
-contract and its tests; every C op serves an op of it; the registration and the README's table
+contract and its tests; every C op serves an op of it; the registration and docs/ops.md's table
 come from it; an op added without one of its parts, or removed, is caught with words saying what.
 And one validation per call: through comfy_kitchen's registry an op's check runs once."""
 import sys
@@ -80,8 +80,8 @@ def test_the_registration_is_the_lists_registered_ops():
 
 
 def test_the_readme_table_is_the_lists():
-    assert op_list.readme_table() in (ROOT / "README.md").read_text(), (
-        "README.md's op table differs from the list: paste `python -m comfy_kitchen_c.op_list`")
+    assert op_list.readme_table() in (ROOT / "docs" / "ops.md").read_text(), (
+        "docs/ops.md's op table differs from the list: paste `python -m comfy_kitchen_c.op_list`")
 
 
 def test_every_served_op_is_fuzzed_through_the_registry_as_the_list_says():

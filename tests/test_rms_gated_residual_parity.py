@@ -61,7 +61,7 @@ def test_nan_inf_and_zero_rows(device, eps):
 @pytest.mark.parametrize("device", ["cpu", "emulated"])
 def test_empty_and_strided(device):
     """No rows: an empty result, as eager.  A strided activation gets the contiguous row's bits
-    (eager's own depend on the layout: README "Parity")."""
+    (eager's own depend on the layout: docs/parity.md)."""
     a = torch.randn(0, 3, 8)
     w, r, gate = torch.rand(8), torch.randn(0, 3, 8), torch.randn(8)
     big = torch.randn(3, 8, 6).bfloat16()

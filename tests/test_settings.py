@@ -51,7 +51,7 @@ def test_bad_values_name_the_variable_the_value_and_what_is_accepted(name, raw, 
 
 def test_every_variable_in_the_tree_is_a_setting():
     """grep: every COMFY_KITCHEN_C_* the package or the C code reads is in SETTINGS (build-time
-    variables, read by setup.py, are documented in the README table separately)."""
+    variables, read by setup.py, are documented in docs/settings.md's table separately)."""
     import re
     found = set()
     for folder in ("comfy_kitchen_c", "csrc", "kernels"):
@@ -63,6 +63,9 @@ def test_every_variable_in_the_tree_is_a_setting():
     with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
         build = set(re.findall(r"COMFY_KITCHEN_C_[A-Z_]*[A-Z]", f.read()))
     assert build == set(settings.BUILD_TIME), "settings.BUILD_TIME: the variables setup.py reads"
+    with open(os.path.join(ROOT, "docs", "settings.md"), encoding="utf-8") as f:
+        documented = set(re.findall(r"\| `(COMFY_KITCHEN_C_[A-Z_]*[A-Z])` \(build\) \|", f.read()))
+    assert documented == build, "docs/settings.md's settings table lists the build-time variables"
     assert found - set(settings.SETTINGS) - build - {P + "CONFIG"} == set()
 
 
@@ -116,7 +119,7 @@ def test_misspelt_name_is_reported_with_the_closest_known_one(name, closest):
 def test_unrelated_name_and_build_time_names():
     loaded = settings.load({P + "XYZZY": "1", **{name: "1" for name in settings.BUILD_TIME}, "OTHER_CHEK": "1"})
     assert loaded.problems() == [f"{P}XYZZY (environment) is not a setting of comfy-kitchen-c and is ignored; "
-                                 'no setting has a similar name (README "Settings")']
+                                 'no setting has a similar name (docs/settings.md lists them)']
 
 
 @pytest.mark.parametrize("env, refused", [
@@ -211,8 +214,7 @@ def test_setting_error_is_exported():
 
 
 def test_the_readme_table_lists_every_setting():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    table = readme[readme.index("## Settings"):readme.index("## The two commands")]
+    with open(os.path.join(ROOT, "docs", "settings.md"), encoding="utf-8") as f:
+        table = f.read()
     for name, setting in settings.SETTINGS.items():
         assert f"| `{name}` | {setting.accepted} | {setting.default_text} |" in table, name

@@ -15,7 +15,7 @@ What is bit for bit, and how the rest is held to its bound without a tolerance:
   rotated value may round to the other neighbour: a code may then differ by one step, and
   test_quantize_random_codes_differ_only_at_ties allows exactly that and nothing else: each
   differing code must be one step from eager's and eager's exact quotient must lie within the
-  rotation's derived error bound (README "Parity", csrc/math/int4.h) of a rounding boundary.
+  rotation's derived error bound (docs/parity.md, csrc/math/int4.h) of a rounding boundary.
 """
 import math
 

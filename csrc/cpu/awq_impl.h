@@ -9,7 +9,7 @@
  * k of a 16-column block into lane k mod 16, so the lane loops vectorize
  * without reassociation), summed in a fixed order at the end.
  *
- * The bound (README.md, Parity): every product x[k] W[n, k] is exact in float32
+ * The bound (docs/parity.md): every product x[k] W[n, k] is exact in float32
  * for 16-bit compute types (8 + 8 or 11 + 11 significant bits), rounded once
  * for float32; a float32 sum of K terms in any order is within gamma_K S of the
  * exact sum, S = sum_k |x[k] W[n, k]|, gamma_K = K u / (1 - K u), u = 2^-24.

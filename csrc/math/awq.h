@@ -13,7 +13,7 @@
  * The output: y = round_c(sum_k x[k] W[n, k]), then, with a bias, round_out(y +
  * bias) in float32 (out: torch's promotion of the compute type and bias's).
  * The sum is float32 in the kernels' order, not eager's: the parity is the
- * bound of README.md's Parity section (see cpu/awq_impl.h), not the bits. */
+ * bound of docs/parity.md (see cpu/awq_impl.h), not the bits. */
 #ifndef CKC_MATH_AWQ_H
 #define CKC_MATH_AWQ_H
 

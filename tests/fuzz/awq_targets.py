@@ -2,7 +2,7 @@
 """Fuzz target of gemv_awq_w4a16 (comfy_kitchen_c/awq.py): x of 1 to 3 dims and up to MAX_ROWS
 rows, K and group sizes that divide it (odd groups too), every layout of draw.py, values of every
 family of draw.py (NaN, Inf, the dtype's limits) in x, the scales, the zero points and the bias;
-eager's result is the oracle within README's Parity bound (comfy_kitchen_c/awq_bound.py), per output."""
+eager's result is the oracle within the bound of docs/parity.md (comfy_kitchen_c/awq_bound.py), per output."""
 from __future__ import annotations
 
 import torch

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fuzz targets of the linear ops (int8_linear and its modulated forms, scaled_mm_nvfp4,
 nvfp4_linear), of the embedding gather, and of the memory bound they share
-(set_linear_memory_limit).  Bounds from README "The linear ops"."""
+(set_linear_memory_limit).  Bounds from docs/linear.md."""
 from __future__ import annotations
 
 import torch
@@ -65,7 +65,7 @@ def make_int8_linear(d: Draw) -> dict:
 def _contiguous_x(a: dict) -> dict:
     """Eager's rms_norm sums a strided row in another order than a contiguous one (its float32 bits
     depend on the layout: seed 1 input 13555); ours are those of the contiguous row whatever the
-    layout (README "Parity"), so eager is asked with the same values, contiguous."""
+    layout (docs/parity.md), so eager is asked with the same values, contiguous."""
     return {**a, "x": a["x"].contiguous()}
 
 
@@ -101,13 +101,13 @@ def _x_scale(a) -> torch.Tensor:
 
 
 def compare_int8_linear(ours, ref, a) -> None:
-    """Bit for bit without a rotation or a transcendental activation (README "Parity": bias,
+    """Bit for bit without a rotation or a transcendental activation (docs/parity.md: bias,
     rms_norm and the residual form follow eager's roundings).  Otherwise an activated value (libm
     vs aten: an ulp) or a rotated one (another summation order) moves a code by at most 1 and the
     row's scale by at most an ulp of x's dtype: within sx*|sw|*sum|w|*(1 + 127*eps_x) of eager's
     product, plus eps_out*(|unbiased| + |pre|) for the bias's rounding; the residual form scales
     that by |residual_scale| and rounds once more.  Rows whose activated input is not finite are
-    free: eager's codes there are undefined (README, "Results where eager's are undefined")."""
+    free: eager's codes there are undefined (docs/parity.md ("Results where eager's are undefined"))."""
     y, pre, unbiased = ref
     oracle.same_form(ours, y)
     out = ours.dtype
@@ -160,7 +160,7 @@ def _dec(codes, scales, k) -> torch.Tensor:
 
 
 def ref_scaled_mm(a):
-    """README's definition: both operands dequantized exactly, multiplied, alpha and the bias
+    """docs/parity.md's definition: both operands dequantized exactly, multiplied, alpha and the bias
     applied, rounded once to out_dtype; here in float64, with the float32 bound below."""
     k = 2 * a["a"].shape[1]
     da, db = _dec(a["a"], a["block_scale_a"], k), _dec(a["b"], a["block_scale_b"], k)
@@ -239,7 +239,7 @@ def ref_nvfp4_linear(a):
     bound = (err + y.abs() * 2 * _eps(out) + bias.abs() * _eps(out) + torch.finfo(torch.float32).tiny * (kp + 2)
              + torch.finfo(out).tiny * _eps(out))
     wide = torch.maximum(magnitude, row_max * dw.abs().amax(dim=1) * 6 * 448) + bias.abs()
-    # rotated values beyond the dtype's range become inf (README: an inf makes its group inf)
+    # rotated values beyond the dtype's range become inf (docs/parity.md: an inf makes its group inf)
     wide = torch.where(row_max >= torch.finfo(a["x"].dtype).max / 2, torch.full_like(wide, float("inf")), wide)
     return y.to(out), _free_beyond_range(bound, y, wide, out)
 
@@ -248,9 +248,9 @@ def compare_nvfp4_linear(ours, ref, a) -> None:
     y, bound = ref
     finite_rows = torch.isfinite(a["x"]).all(dim=-1, keepdim=True).expand_as(y)
     if not bool(finite_rows.all()):  # a NaN or inf makes x's per-tensor scale non-finite: every row is
-        oracle.same_form(ours, y)     # undefined (README: one scale for all of x)
+        oracle.same_form(ours, y)     # undefined (docs/parity.md: one scale for all of x)
         return
-    if not _alpha_finite(a):  # README: the two per-tensor scales' float32 product overflowed
+    if not _alpha_finite(a):  # docs/parity.md: the two per-tensor scales' float32 product overflowed
         oracle.same_form(ours, y)
         return
     oracle.compare_close(ours, y, bound.nan_to_num(nan=float("inf"), posinf=float("inf")), "nvfp4_linear")
@@ -312,10 +312,10 @@ def ref_modulated(a):
 
 
 def compare_modulated(ours, ref, a) -> None:
-    """Bit for bit (README "The linear ops": eager's roundings, the modulation exact), except in
+    """Bit for bit (docs/linear.md: eager's roundings, the modulation exact), except in
     rows whose modulated input is not finite (a float16 overflow, a NaN or inf drawn): there
-    eager's row scale is not finite and its codes undefined (README, "Results where eager's are
-    undefined")."""
+    eager's row scale is not finite and its codes undefined (docs/parity.md, "Results where eager's
+    are undefined")."""
     oracle.same_form(ours, ref)
     x = a["x"]
     if "norm_weight" in a:
@@ -336,7 +336,7 @@ def make_embedding(d: Draw) -> dict:
 
 
 def _index_out_of_range(a) -> bool:
-    """README: an index out of range is an ArgumentError on the CPU, a NaN row on a GPU."""
+    """docs/errors.md: an index out of range is an ArgumentError on the CPU, a NaN row on a GPU."""
     i, q = a.get("indices"), a.get("q")
     return (isinstance(i, torch.Tensor) and isinstance(q, torch.Tensor) and q.dim() == 2 and i.numel() > 0
             and not i.is_floating_point() and (int(i.min()) < 0 or int(i.max()) >= q.shape[0]))
@@ -348,7 +348,7 @@ def ref_embedding(a):
 
 def compare_embedding(ours, ref, a) -> None:
     """Bit for bit without the rotation (one product, one rounding); with it, the rotation's
-    bound of the dequantizers (README "Parity": a float32 rotation in another order) as
+    bound of the dequantizers (docs/parity.md: a float32 rotation in another order) as
     dequantize_int8_convrot_weight_dtype's target checks it."""
     if a["group_size"] <= 0:  # eager's rule: no rotation
         oracle.compare_dequant(ours, ref)

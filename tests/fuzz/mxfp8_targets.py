@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fuzz targets of the MXFP8 ops with eager's results as the oracle: quantize_mxfp8 and
 dequantize_mxfp8 bit for bit (FP8 codes as bytes, NaN codes of either sign matching, E8M0 scales
-as bytes); scaled_mm_mxfp8 within README's bound of its definition (eager's torch scaled_mm
+as bytes); scaled_mm_mxfp8 within docs/ops.md's bound of its definition (eager's torch scaled_mm
 refuses the CPU), as scaled_mm_nvfp4."""
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def make_scaled_mm(d: Draw) -> dict:
 
 
 def ref_scaled_mm(a):
-    """README's definition: both operands dequantized exactly (eager's dequantize_mxfp8 to
+    """docs/parity.md's definition: both operands dequantized exactly (eager's dequantize_mxfp8 to
     float32), multiplied, the bias (rounded to out_dtype) added, rounded once to out_dtype; here in
     float64 with the float32 bound of scaled_mm_nvfp4 (alpha 1)."""
     k = a["a"].shape[1]

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What a fuzzed call must give: eager's result within README's bounds ("Parity"), or one of
+"""What a fuzzed call must give: eager's result within docs/parity.md's bounds, or one of
 our documented exceptions whose message starts with the op and names one of its arguments.
 
-Each ``compare_*`` raises ``Mismatch`` with what differs; the bounds are README's:
-bit for bit where eager is deterministic (NaN-aware: README's table of results where eager's
+Each ``compare_*`` raises ``Mismatch`` with what differs; the bounds are docs/parity.md's:
+bit for bit where eager is deterministic (NaN-aware: docs/parity.md's table of results where eager's
 are undefined says what we give there), and for the rotated ops codes within 1 and rotated
 values within a unit in the last place of the output dtype of the row's largest value."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ class Mismatch(AssertionError):
     pass
 
 
-ROTATED_SCALE_RTOL = 1e-5  # README "Parity" (tests/conftest.py: ROTATED_SCALE_RTOL)
+ROTATED_SCALE_RTOL = 1e-5  # docs/parity.md (tests/conftest.py: ROTATED_SCALE_RTOL)
 ERROR_FORM = re.compile(r"^(\w+): argument '(\w+)'")
 
 
@@ -74,7 +74,7 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor, what: str, zero_signs: bool = T
 
 def _undefined_codes(x_used: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """Where eager's code is undefined: its pre-cast value x / scale is NaN (a NaN input, inf/inf,
-    a NaN scale), which torch casts to int8 as the hardware likes.  README: ours are 0 there."""
+    a NaN scale), which torch casts to int8 as the hardware likes.  docs/parity.md: ours are 0 there."""
     s = scale.to(x_used.dtype)
     s = torch.where(s == 0, torch.full_like(s, torch.finfo(x_used.dtype).tiny), s)
     return torch.isnan(x_used / s)
@@ -90,7 +90,7 @@ def _dtype_ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def compare_int8(ours, ref, x_used: torch.Tensor, rotated: bool) -> None:
     """(q, scale) of a quantizer; x_used: the values eager quantized (rotated for the ConvRot ops,
-    by eager's formula in float32: this CPU's bfloat16 matmul may flush subnormals, README)."""
+    by eager's formula in float32: this CPU's bfloat16 matmul may flush subnormals, docs/parity.md)."""
     same_form(ours, ref)
     (q, s), (qr, sr) = ours, ref
     if not rotated:
@@ -104,7 +104,7 @@ def compare_int8(ours, ref, x_used: torch.Tensor, rotated: bool) -> None:
         if not torch.equal(torch.isfinite(s) | near_max, finite | near_max):
             raise Mismatch("scale: finite where eager's is not, or the reverse")
         finite &= torch.isfinite(s)
-        # README, Parity: rotated scales within 1e-5 relative of eager's; from a 16-bit input, also
+        # docs/parity.md: rotated scales within 1e-5 relative of eager's; from a 16-bit input, also
         # within one ulp of that dtype at the row's largest rotated value (amax = 127 * scale):
         # the rotated values are rounded to the input's dtype before the scale is taken, and a
         # float32 rotation a few ulps from a rounding midpoint rounds to either neighbour (the
@@ -121,7 +121,7 @@ def compare_int8(ours, ref, x_used: torch.Tensor, rotated: bool) -> None:
     undefined = _undefined_codes(x_used, sr)
     free = torch.zeros_like(undefined)
     if rotated:
-        # our row's scale not finite: codes 0 (README); only eager's (its rotation overflowed
+        # our row's scale not finite: codes 0 (docs/parity.md); only eager's (its rotation overflowed
         # where ours did not, within an ulp of the dtype's largest): its codes are no reference
         ours_bad = ~torch.isfinite(s).expand_as(undefined)
         free = ~torch.isfinite(sr).expand_as(undefined) & ~ours_bad
@@ -183,7 +183,7 @@ def compare_nvfp4(ours, ref, x: torch.Tensor | None, per_tensor_scale, hi_first:
     """Codes and swizzled e4m3 scales bit for bit, except where eager's quotient value / (per-tensor
     scale x block scale) is NaN (a NaN value, a NaN block scale, inf / inf when the total scale
     overflows, an infinite or NaN per-tensor scale): eager's codes there come from casting NaN;
-    ours are 0 (README, Parity).  x None: a reference of ours, bit for bit throughout."""
+    ours are 0 (docs/parity.md).  x None: a reference of ours, bit for bit throughout."""
     same_form(ours, ref)
     (qx, sx), (qr, sr) = ours, ref
     bits_equal(sx, sr, "block scales")

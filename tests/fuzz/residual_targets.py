@@ -3,7 +3,7 @@
 gate and residual of its shape or broadcast (per batch, per position, one row; sometimes a
 broadcast not served), every float dtype mix, eps of several sizes, every layout of draw.py, NaN
 and Inf among the values; eager's result is the oracle, bit for bit (csrc/math/residual.h), asked
-with a contiguous activation (eager's strided rms_norm sums in another order: README "Parity")."""
+with a contiguous activation (eager's strided rms_norm sums in another order: docs/parity.md)."""
 from __future__ import annotations
 
 import torch

@@ -52,7 +52,7 @@ def make_two(d: Draw, split: bool, rot: bool) -> dict:
 
 # Eager's rms_norm sums a strided row in another order than a contiguous one (its float32 bits
 # depend on the layout: seed 11, inputs 3133, 7200); ours are those of the contiguous row whatever
-# the layout (README "Parity", as for int8_linear's rms_norm), so eager is asked with the same
+# the layout (docs/parity.md, as for int8_linear's rms_norm), so eager is asked with the same
 # values, contiguous.
 
 def _ref_one(name: str):

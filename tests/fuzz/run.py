@@ -102,7 +102,7 @@ def run_one(target, d: Draw, verbose: bool = False, skip_eager_on_error: bool = 
     via_registry = target.registered and d.chance(P_REGISTRY)
     emulated = d.chance(P_EMULATED) and target.emulated_same_bits is not None
     if emulated and target.gpu_differs is not None and target.gpu_differs(args):
-        emulated = False  # a documented difference of the GPU path (README): not compared
+        emulated = False  # a documented difference of the GPU path (docs/gpu.md): not compared
     positional, keywords = ({}, args) if via_registry else _form(d, target, args)
     if verbose:
         print(f"  {target.op} registry={via_registry} emulated={emulated} mutated={mutated} "

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The fuzz targets: one table entry per public op.  An entry says how to draw a call (a dict
 of arguments by name, mostly consistent so that the kernels run, with edge shapes, layouts and
-values), what bad values each argument can take, eager's result for it (or README's definition
+values), what bad values each argument can take, eager's result for it (or docs/parity.md's definition
 where eager has none), and how to compare.  A new op plugs in with one more ``Target`` here:
 the engine (run.py) mutates arguments, picks positional and keyword forms, runs the call on the
 CPU, on the emulated device and through comfy_kitchen's registry, and applies the oracle."""
@@ -32,14 +32,14 @@ class Target:
     compare: Callable[[Any, Any, dict], None]
     hostile: dict[str, Callable[[Draw, dict], Any]] = field(default_factory=dict)
     registered: bool = True                      # served through comfy_kitchen's registry
-    emulated_same_bits: bool | None = True       # README: the GPU kernels give the CPU's bits (None: no device)
+    emulated_same_bits: bool | None = True       # docs/gpu.md: the GPU kernels give the CPU's bits (None: no device)
     fn: Callable | None = None                   # default: comfy_kitchen_c.ops.<op>
-    # README: the CPU and GPU butterflies may give an exactly-zero rotated value opposite signs
+    # docs/gpu.md: the CPU and GPU butterflies may give an exactly-zero rotated value opposite signs
     zero_sign_free: bool = False
     # Arguments the checks (the registry's rules) accept as missing although the op needs them:
     # comfy_kitchen's layouts probe the fused ops' backends without them (tests/test_registration.py)
     probe_optional: tuple[str, ...] = ()
-    # Calls whose GPU result differs from the CPU's as the README documents (no device comparison)
+    # Calls whose GPU result differs from the CPU's as docs/gpu.md documents (no device comparison)
     gpu_differs: Callable[[dict], bool] | None = None
 
     def call(self):
@@ -98,7 +98,7 @@ def bad_seed(d: Draw, args: dict):
 
 def rot_ref(x: torch.Tensor, group: int) -> torch.Tensor:
     """Eager's rotation formula in float32, rounded to x's dtype: eager's own bfloat16 matmul on
-    this kind of CPU (AVX512-BF16) flushes subnormal inputs (README, Parity)."""
+    this kind of CPU (AVX512-BF16) flushes subnormal inputs (docs/parity.md)."""
     h = _build_hadamard(group, "cpu", torch.float32)
     k = x.shape[-1]
     groups = x.float().reshape(*x.shape[:-1], k // group, group)  # eager's reshape, without its -1
@@ -347,7 +347,7 @@ def ref_quantize_nvfp4(a):
 
 
 def ref_rotate_nvfp4(a):
-    """README: bit for bit quantize_nvfp4(rotate_int8_convrot_weight(x, G), ...)."""
+    """docs/ops.md: bit for bit quantize_nvfp4(rotate_int8_convrot_weight(x, G), ...)."""
     return ops.quantize_nvfp4(ops.rotate_int8_convrot_weight(a["x"], a.get("group_size", 16)), a["per_tensor_scale"], 0.0,
                               a.get("pad_16x", False), a.get("hi_first", True))
 

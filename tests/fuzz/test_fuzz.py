@@ -134,7 +134,7 @@ def test_a_negative_per_tensor_scale_saturates_block_scales_as_eager():
 
 def test_an_infinite_per_tensor_scale_gives_zero_codes():
     """Found (documented, not a bug): pts = inf makes every block's total scale inf * 0 = NaN;
-    eager's codes there come from casting NaN, ours are 0 (README, Parity)."""
+    eager's codes there come from casting NaN, ours are 0 (docs/parity.md)."""
     q, s = ops.quantize_nvfp4(torch.randn(2, 32), float("inf"))
     assert not q.any() and not s.view(torch.uint8).any()
 
@@ -143,7 +143,7 @@ def test_an_infinite_per_tensor_scale_gives_zero_codes():
 def test_rms_norm_of_a_strided_row_is_that_of_the_contiguous_row():
     """Found (seed 1, input 13555): torch's rms_norm sums a strided float32 row in another order
     than a contiguous one, so eager's bits depend on the layout (2-4 ulps here).  Ours are the
-    contiguous row's whatever the layout (README "Parity"), bit for bit with eager's on it."""
+    contiguous row's whatever the layout (docs/parity.md), bit for bit with eager's on it."""
     from comfy_kitchen.backends.eager import quantization as E
 
     g = torch.Generator().manual_seed(13555)

@@ -2,7 +2,7 @@
 """Fuzz targets of the ConvRot W4A4 ops with eager's results as the oracle:
 * prepare_int4_weight_for_int8_linear: bit for bit;
 * quantize_convrot_w4a4_weight: codes within one step of eager's where eager's are defined (0
-  where its quotient is NaN), scales within the rotation's bound (README, Parity: 1e-5 relative,
+  where its quotient is NaN), scales within the rotation's bound (docs/parity.md: 1e-5 relative,
   and from a 16-bit weight one ulp of that dtype at the scale, which is rounded to it);
 * dequantize_convrot_w4a4_weight: within the butterfly's bound of the exact rotation
   (oracle.compare_rotation, the int8 ConvRot dequantizer's);
