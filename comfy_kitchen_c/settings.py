@@ -119,7 +119,7 @@ SETTINGS = {s.name: s for s in (
     _s("CHECK", choice(CHECK_MODES), "launch", ", ".join(CHECK_MODES), "launch",
        "checking mode of ops and staged copies (README \"Faults\")"),
     _s("LINEAR_MEMORY_MB", positive_number("MiB"), 256.0, "a positive number (MiB)", "256",
-       "bound on the extra memory of one int8_linear call (checked at its first use)"),
+       "bound on the extra memory of one int8_linear call"),
     _s("CPU_GEMM", choice(CPU_GEMMS), "library", ", ".join(CPU_GEMMS), "library",
        "GEMM of CPU int8_linear from 16 rows: torch._int_mm (oneDNN) or ours (README \"The linear ops\")"),
     _s("CPU_ISA", choice(CPU_ISAS), None, ", ".join(CPU_ISAS) + " (one this CPU runs)", "the best one",
