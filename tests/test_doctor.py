@@ -518,27 +518,33 @@ def test_a_part_doctor_cannot_make_is_a_problem_line(monkeypatch, fake_flight, c
                                  "  - doctor could not make its backend table part: OSError: registry unreadable")
 
 
-def test_whose_record_this_process_running_and_ended(tmp_path):
-    """A record of an ended process, then one of a running process asking doctor about itself:
-    its own record is shown as its own, the other listed as another process's; --pid picks one."""
-    code = ("import os, sys, json, torch, comfy_kitchen_c as c\nfrom comfy_kitchen_c import doctor\n"
-            "from comfy_kitchen_c.testing import emulated_device\n"
-            "with emulated_device():\n    c.ops.quantize_int8_rowwise(torch.randn(4, 64))\n"
-            "if len(sys.argv) > 1:\n"
-            "    own = doctor.flight_report()\n"
-            "    other = doctor.flight_report(pid=int(sys.argv[1]))\n"
-            "    print(json.dumps([os.getpid(), own['owner'], own['message'], own['others'], other['owner'],\n"
-            "                      other['message'], other['summary']]))\n")
+def test_whose_record_this_process_and_an_ended_one(tmp_path):
+    """A process asks doctor about itself: its own record is shown as its own; a record of an
+    ended process (its own record's copy, with the pid of a child that has exited) is listed as
+    another process's, and --pid shows it as that process's."""
+    code = """
+import json, os, shutil, struct, subprocess, sys, torch, comfy_kitchen_c as c
+from comfy_kitchen_c import doctor, faults, flight
+from comfy_kitchen_c.testing import emulated_device
+with emulated_device():
+    c.ops.quantize_int8_rowwise(torch.randn(4, 64))
+child = subprocess.Popen([sys.executable, "-c", ""])
+child.wait()
+other = os.path.join(os.path.dirname(faults.record_path()), f"flight-0000000000001-{child.pid}.ckcf")
+shutil.copyfile(faults.record_path(), other)
+with open(other, "r+b") as f:
+    f.seek(32)  # csrc/diag/flight.h ckc_flight_header: the pid after magic and four uint32
+    f.write(struct.pack("<Q", child.pid))
+own, theirs = doctor.flight_report(), doctor.flight_report(pid=child.pid)
+print(json.dumps([os.getpid(), child.pid, own["owner"], own["message"], own["others"], theirs["owner"],
+                  theirs["message"], theirs["summary"]]))
+"""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMFY_KITCHEN_C_")}
     env["COMFY_KITCHEN_C_FLIGHT_DIR"] = str(tmp_path)
-    first = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=300)
-    assert first.returncode == 0
-    (ended_file,) = os.listdir(tmp_path)
-    ended = int(ended_file[:-len(".ckcf")].rsplit("-", 1)[1])
-    result = subprocess.run([sys.executable, "-c", code, str(ended)], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr
-    pid, own, own_message, others, other, other_message, other_summary = json.loads(result.stdout)
+    pid, ended, own, own_message, others, other, other_message, other_summary = json.loads(result.stdout)
     assert own["pid"] == pid and own["state"] == "this process"
     assert own_message.endswith(f", of this process ({pid})")
     assert [(o["pid"], o["owner"]) for o in others] == [(ended, "ended")]
@@ -546,6 +552,18 @@ def test_whose_record_this_process_running_and_ended(tmp_path):
     assert f"-{ended}.ckcf, of process {ended} on " in other_message and other_message.endswith(" (ended)")
     assert other_summary == ("The emulated device completed all recorded work, up to seq 1 "
                              "(op quantize_int8_rowwise), with no fault or hang.")
+
+
+def test_owner_of_a_running_process_and_of_another_computer(tmp_path):
+    import socket
+    import time
+    from comfy_kitchen_c import flight
+    path = str(tmp_path / "flight-1-1.ckcf")
+    here = {"pid": os.getppid(), "host": socket.gethostname()[:63], "started_unix": time.time()}
+    assert flight.owner(here, path) == "running"  # pytest's parent is running
+    assert flight.owner(dict(here, started_unix=time.time() - 10 * 365 * 86400), path) == (
+        "ended" if sys.platform.startswith("linux") else "running")  # Linux: the pid is another process's now
+    assert flight.owner(dict(here, host="gpu-box-elsewhere"), path) == "on another computer (gpu-box-elsewhere)"
 
 
 def test_record_of_another_process_is_never_shown_as_this_ones(fake_flight, capsys):
