@@ -198,6 +198,7 @@ class PrestartupState:
         self.actions: list[str] = []
         self.errors: list[str] = []
         self.pinned_profile: float | None = None  # MAX_PINNED_MEMORY to set at load (no switch)
+        self.early = None  # comfyui_listing.EarlyRegistration: "c" in ComfyUI's backend listing
 
 
 def config_file(node_dir: str) -> str | None:
@@ -211,6 +212,8 @@ def prestartup(node_dir: str, environ=None) -> PrestartupState:
     environ = os.environ if environ is None else environ
     state = PrestartupState()
     sys.modules[STATE_MODULE] = state  # type: ignore[assignment]
+    # "c" registers right after comfy_kitchen loads, before ComfyUI lists its backends
+    state.early = load_sibling("comfyui_listing.py", "comfy_kitchen_c_listing_prestartup").register_when_kitchen_loads()
     toml = config_file(node_dir)
     if toml and not environ.get("COMFY_KITCHEN_C_CONFIG"):
         environ["COMFY_KITCHEN_C_CONFIG"] = toml
