@@ -5,7 +5,9 @@ line per backend in these words (logging.info; DEBUG in some versions)."""
 import logging
 
 import comfy_kitchen as ck
-from comfy_kitchen.tensor.base import QuantizedTensor  # noqa: F401
+from comfy_kitchen.tensor.base import QuantizedTensor
+
+__all__ = ["QuantizedTensor"]
 
 for k, v in ck.list_backends().items():
     logging.info(f"Found comfy_kitchen backend {k}: {v}")
