@@ -94,7 +94,7 @@ from typing import TextIO
 
 import torch
 
-from . import _C, comfyui, doctor_comfyui, settings
+from . import _C, comfyui, doctor_comfyui, doctor_memory, settings
 
 HELP = "report the environment, the backend of each op, and the newest flight record"
 
@@ -660,7 +660,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """0 when the report was made, 1 when --record names a record that cannot be read."""
-    doc = report(args.record)
+    doc = doctor_memory.attach(report(args.record))  # pinned host memory vs RAM (doctor_memory.py)
     if args.json:
         json.dump(doc, sys.stdout, indent=2)
         print()
