@@ -55,7 +55,7 @@ def test_json_report_without_a_record(tmp_path):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "comfyui", "recommendations",
-                        "backends", "flight"}
+                        "backends", "flight", "pinned_memory"}
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
                         "cpu_isa", "ram", "variables", "settings"}
