@@ -263,3 +263,31 @@ def test_uninstall_when_not_installed_is_clean(comfy_dir):
     assert result.returncode == 0, result.stderr
     assert "nothing to remove" in result.stdout and result.stderr == ""
     assert tree(comfy_dir) == before
+
+
+def test_the_import_hook_fires_once_and_leaves_the_module_as_its_loader_made_it(tmp_path, monkeypatch):
+    from comfy_kitchen_c import comfyui_listing
+    (tmp_path / "ckc_fake_kitchen.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(comfyui_listing, "KITCHEN", "ckc_fake_kitchen")
+    calls = []
+    monkeypatch.setattr(comfyui_listing, "_register", lambda result: calls.append(sys.modules["ckc_fake_kitchen"]))
+    result = comfyui_listing.register_when_kitchen_loads()
+    try:
+        import ckc_fake_kitchen
+        assert calls == [ckc_fake_kitchen] and ckc_fake_kitchen.VALUE == 42  # after the module's own code
+        assert type(ckc_fake_kitchen.__loader__).__name__ == "SourceFileLoader"
+        assert ckc_fake_kitchen.__spec__.loader is ckc_fake_kitchen.__loader__
+        assert not any(isinstance(f, comfyui_listing._Finder) for f in sys.meta_path)
+        assert result.error is None
+    finally:
+        comfyui_listing.remove_hook()
+        sys.modules.pop("ckc_fake_kitchen", None)
+
+
+def test_a_failing_registration_is_kept_not_raised(monkeypatch):
+    from comfy_kitchen_c import comfyui_listing
+    monkeypatch.setitem(sys.modules, "comfy_kitchen_c", None)  # its import now raises ImportError
+    result = comfyui_listing.EarlyRegistration()
+    comfyui_listing._register(result)
+    assert result.registered is False and result.error.startswith("ModuleNotFoundError: import of comfy_kitchen_c")

@@ -162,7 +162,8 @@ module_exec(PyObject *m)
     ckc_module_state *st = ckc_state(m);
     ckc_devices_init();
     if (add_exceptions(m, st) < 0 || ckc_diag_add(m, st) < 0 || ckc_blas_add(m) < 0 ||
-        ckc_add_op_functions(m, st) < 0 || ckc_add_shared(m) < 0 || PyModule_AddFunctions(m, module_functions) < 0 || ckc_add_hazard_functions(m) < 0 ||
+        ckc_add_op_functions(m, st) < 0 || ckc_add_shared(m) < 0 || PyModule_AddFunctions(m, module_functions) < 0 ||
+        ckc_add_hazard_functions(m) < 0 ||
         (ckc_devices_have_gpu_runtime() && PyModule_AddFunctions(m, blas_functions) < 0) ||
         PyModule_AddIntConstant(m, "HAS_CUDA", ckc_devices_have_cuda()) < 0) {
         return -1;
