@@ -29,7 +29,9 @@ comfy.model_management): it reads the settings and, for ``COMFY_KITCHEN_C_RAM_PR
 by ComfyUI's own parser.  Appending to sys.argv there would change nothing: main.py's
 first lines already parsed it.  A value the user gave on the command line is kept.  Where no
 switch exists (MAX_PINNED_MEMORY in most ComfyUI versions) the node sets the value at load
-(node.py), and says so.  Nothing here hides memory from the OS.
+(node.py), and says so.  Nothing here hides memory from the OS.  It also arms the one-shot
+hook that registers "c" as soon as comfy_kitchen is imported, so that ComfyUI's own start-up
+listing of comfy_kitchen backends names it (comfyui_listing.py).
 
 Stdlib only (loaded by path before torch); settings.py is loaded the same way.
 """

@@ -7,7 +7,9 @@ before ``nodes.init_extra_nodes``), and the node's prestartup script has run
 COMFY_KITCHEN_C_ACTIVATE=0), keeps the checking mode and the flight record of the settings,
 installs the staging hooks (comfyui_hooks.py; off with COMFY_KITCHEN_C_HOOKS=0), sets
 MAX_PINNED_MEMORY for COMFY_KITCHEN_C_RAM_PROFILE where this ComfyUI has no switch for it, and
-returns the one line the node logs: what it did and which settings it read, from where.
+returns the one line the node logs: what it did and which settings it read, from where, and
+where the log lists "c"'s ops (ComfyUI's own listing when the prestartup hook registered "c"
+before it, comfyui_listing.py; else a listing line the node logs itself, in ComfyUI's words).
 """
 from __future__ import annotations
 
