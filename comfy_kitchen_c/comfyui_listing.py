@@ -60,6 +60,7 @@ class _Loader(importlib.abc.Loader):
         return self.inner.create_module(spec)
 
     def exec_module(self, module):
+        remove_hook()  # one shot: the import is happening
         module.__loader__ = self.inner
         if module.__spec__ is not None:
             module.__spec__.loader = self.inner
@@ -68,16 +69,21 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    """Wraps the loader of the spec the other finders give for comfy_kitchen.  A bare
+    importlib.util.find_spec("comfy_kitchen") (a check that it is installed) executes nothing,
+    so the hook stays until the module is really imported."""
+
     def __init__(self, result: EarlyRegistration):
         self.result = result
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != KITCHEN:
             return None
-        remove_hook()  # one shot, and no recursion through the finders below
-        for finder in sys.meta_path:
+        for finder in list(sys.meta_path):
             find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find is not None else None
+            if isinstance(finder, _Finder) or find is None:
+                continue  # no recursion through ourselves
+            spec = find(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
                     spec.loader = _Loader(spec.loader, self.result)

@@ -3,6 +3,7 @@
 against the stand-in ComfyUI (tests/comfyui_standin: ComfyUI's startup order, its switches,
 MAX_PINNED_MEMORY at import, cast_to_gathered / read_tensor_file_slice_into)."""
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -274,6 +275,7 @@ def test_the_import_hook_fires_once_and_leaves_the_module_as_its_loader_made_it(
     monkeypatch.setattr(comfyui_listing, "_register", lambda result: calls.append(sys.modules["ckc_fake_kitchen"]))
     result = comfyui_listing.register_when_kitchen_loads()
     try:
+        assert importlib.util.find_spec("ckc_fake_kitchen") is not None and calls == []  # a look, no import
         import ckc_fake_kitchen
         assert calls == [ckc_fake_kitchen] and ckc_fake_kitchen.VALUE == 42  # after the module's own code
         assert type(ckc_fake_kitchen.__loader__).__name__ == "SourceFileLoader"
