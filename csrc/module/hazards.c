@@ -11,16 +11,20 @@
 #include "ops/hazards.h"
 
 #if defined(CKC_EMULATED)
+/* METH_O: any object, taken by its truth; returns whether the detector was on before. */
 static PyObject *
-hazards_track(PyObject *self, PyObject *args)
+hazards_track(PyObject *self, PyObject *on)
 {
-    int on;
+    static int tracking; /* under the GIL */
+    const int truth = PyObject_IsTrue(on);
+    const int was = tracking;
     (void)self;
-    if (!PyArg_ParseTuple(args, "p", &on)) {
+    if (truth < 0) {
         return NULL;
     }
-    ckc_hazards_track(on);
-    Py_RETURN_NONE;
+    ckc_hazards_track(truth);
+    tracking = truth;
+    return PyBool_FromLong(was);
 }
 
 static PyObject *
@@ -71,8 +75,8 @@ hazards_take(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef hazard_functions[] = {
-    {"hazards_track", hazards_track, METH_VARARGS,
-     "hazards_track(on)\n--\n\nTurns the cross-stream hazard detector on or off; either clears it."},
+    {"hazards_track", hazards_track, METH_O,
+     "hazards_track(on)\n--\n\nTurns the cross-stream hazard detector on or off (either clears it); returns whether it was on."},
     {"hazard_record", hazard_record, METH_VARARGS,
      "hazard_record(stream)\n--\n\nRecords an event on stream for the detector; returns its id."},
     {"hazard_wait", hazard_wait, METH_VARARGS,
