@@ -2,6 +2,7 @@
 """install-comfyui / uninstall-comfyui and the node they write, run in a fresh interpreter
 against the stand-in ComfyUI (tests/comfyui_standin: ComfyUI's startup order, its switches,
 MAX_PINNED_MEMORY at import, cast_to_gathered / read_tensor_file_slice_into)."""
+import argparse
 import hashlib
 import importlib.util
 import json
@@ -257,12 +258,12 @@ def test_install_twice_is_install_once_and_uninstall_restores(comfy_dir):
     assert tree(comfy_dir / "custom_nodes") == before
 
 
-def test_uninstall_when_not_installed_is_clean(comfy_dir):
+def test_uninstall_when_not_installed_is_clean(comfy_dir, capsys):
     before = tree(comfy_dir)
     assert install.uninstall(str(comfy_dir)) == ([], [])
-    result = cli("uninstall-comfyui", str(comfy_dir))
-    assert result.returncode == 0, result.stderr
-    assert "nothing to remove" in result.stdout and result.stderr == ""
+    assert install.main_uninstall(argparse.Namespace(comfyui=str(comfy_dir))) == 0  # the command's own code
+    out, err = capsys.readouterr()
+    assert out.startswith("nothing to remove: ") and "not installed" in out and err == ""
     assert tree(comfy_dir) == before
 
 

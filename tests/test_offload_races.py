@@ -66,14 +66,15 @@ TORCH_FIRST = {"dequantize_int8_simple": ("scale",), "dequantize_int8_convrot_we
                "scaled_mm_nvfp4": ("tensor_scale_b",)}
 
 # Fewer weight rows where the selftest's size makes the emulated kernels slow (rows are independent).
-FEWER_ROWS = {"dequantize_convrot_w4a4_weight": lambda a: (a[0][:16], a[1][:16], *a[2:])}
+FEWER_ROWS = {"dequantize_convrot_w4a4_weight": lambda a: (a[0][:16], a[1][:16], *a[2:]),
+              "dequantize_int8_embedding": lambda a: (a[0], a[1], a[2] % a[0].shape[0], *a[3:])}
 
 
 @pytest.fixture(scope="module")
 def arguments():
-    """{op: the selftest's arguments for it}, at a small size (the selftest's inputs, 256 x 256)."""
-    saved = selftest.COLS
-    selftest.COLS = 256
+    """{op: the selftest's arguments for it}, at a small size (the selftest's inputs, 32 x 256)."""
+    saved = selftest.ROWS, selftest.COLS
+    selftest.ROWS, selftest.COLS = 32, 256
     try:
         eager, hadamard = selftest.load_reference()
         d = selftest.Inputs(eager, hadamard, "cpu", torch.bfloat16)
@@ -82,7 +83,7 @@ def arguments():
             if case.op in WEIGHTS and case.op not in found:
                 found[case.op] = FEWER_ROWS.get(case.op, tuple)(case.args(d))
     finally:
-        selftest.COLS = saved
+        selftest.ROWS, selftest.COLS = saved
     return found
 
 
