@@ -29,7 +29,9 @@ comfy.model_management): it reads the settings and, for ``COMFY_KITCHEN_C_RAM_PR
 by ComfyUI's own parser.  Appending to sys.argv there would change nothing: main.py's
 first lines already parsed it.  A value the user gave on the command line is kept.  Where no
 switch exists (MAX_PINNED_MEMORY in most ComfyUI versions) the node sets the value at load
-(node.py), and says so.  Nothing here hides memory from the OS.
+(node.py), and says so.  Nothing here hides memory from the OS.  It also arms the one-shot
+hook that registers "c" as soon as comfy_kitchen is imported, so that ComfyUI's own start-up
+listing of comfy_kitchen backends names it (comfyui_listing.py).
 
 Stdlib only (loaded by path before torch); settings.py is loaded the same way.
 """
@@ -198,6 +200,7 @@ class PrestartupState:
         self.actions: list[str] = []
         self.errors: list[str] = []
         self.pinned_profile: float | None = None  # MAX_PINNED_MEMORY to set at load (no switch)
+        self.early = None  # comfyui_listing.EarlyRegistration: "c" in ComfyUI's backend listing
 
 
 def config_file(node_dir: str) -> str | None:
@@ -211,6 +214,8 @@ def prestartup(node_dir: str, environ=None) -> PrestartupState:
     environ = os.environ if environ is None else environ
     state = PrestartupState()
     sys.modules[STATE_MODULE] = state  # type: ignore[assignment]
+    # "c" registers right after comfy_kitchen loads, before ComfyUI lists its backends
+    state.early = load_sibling("comfyui_listing.py", "comfy_kitchen_c_listing_prestartup").register_when_kitchen_loads()
     toml = config_file(node_dir)
     if toml and not environ.get("COMFY_KITCHEN_C_CONFIG"):
         environ["COMFY_KITCHEN_C_CONFIG"] = toml

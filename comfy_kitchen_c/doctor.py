@@ -108,7 +108,7 @@ from typing import TextIO
 
 import torch
 
-from . import _C, comfyui, doctor_comfyui, settings
+from . import _C, comfyui, doctor_comfyui, doctor_memory, settings
 
 HELP = "report the environment, the backend of each op, and the newest flight record"
 
@@ -833,6 +833,7 @@ def main(args: argparse.Namespace) -> int:
     """0 when doctor found nothing wrong; 1 when its verdict names a problem (a refused or unknown
     setting, a part it could not make, the record asked for by --record or --pid not shown)."""
     doc = report(args.record, getattr(args, "pid", None))
+    doctor_memory.attach(doc)  # pinned host memory vs RAM (doctor_memory.py); never raises
     if args.json:
         json.dump(doc, sys.stdout, indent=2, default=str)
         print()

@@ -155,8 +155,11 @@ def _read_manifest(path: str) -> dict[str, str]:
 
 
 def uninstall(comfyui: str) -> tuple[list[str], list[str]]:
-    """Removes what install wrote; returns (removed paths, kept paths with the reason)."""
+    """Removes what install wrote; returns (removed paths, kept paths with the reason).  Where
+    the node was never installed (no node folder) there is nothing to do: ([], [])."""
     target = node_dir(comfyui)
+    if not os.path.lexists(target):
+        return [], []
     manifest_path = os.path.join(target, MANIFEST)
     if not os.path.exists(manifest_path):
         raise InstallError(f"{target}: no install-comfyui manifest ({MANIFEST}), so nothing is known to be ours")
@@ -216,6 +219,8 @@ def main_uninstall(args: argparse.Namespace) -> int:
     except InstallError as exc:
         print(f"uninstall-comfyui: {exc}", file=sys.stderr)
         return 1
+    if not removed and not kept:
+        print(f"nothing to remove: {node_dir(args.comfyui)} does not exist (the node is not installed)")
     for path in removed:
         print(f"removed {path}")
     for line in kept:

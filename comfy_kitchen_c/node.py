@@ -7,10 +7,13 @@ before ``nodes.init_extra_nodes``), and the node's prestartup script has run
 COMFY_KITCHEN_C_ACTIVATE=0), keeps the checking mode and the flight record of the settings,
 installs the staging hooks (comfyui_hooks.py; off with COMFY_KITCHEN_C_HOOKS=0), sets
 MAX_PINNED_MEMORY for COMFY_KITCHEN_C_RAM_PROFILE where this ComfyUI has no switch for it, and
-returns the one line the node logs: what it did and which settings it read, from where.
+returns the one line the node logs: what it did and which settings it read, from where, and
+where the log lists "c"'s ops (ComfyUI's own listing when the prestartup hook registered "c"
+before it, comfyui_listing.py; else a listing line the node logs itself, in ComfyUI's words).
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -21,9 +24,14 @@ GIB = 1 << 30
 
 def _prestartup_state(node_dir: str):
     state = sys.modules.get(comfyui.STATE_MODULE)
+    if state is not None:
+        return state
     # Prestartup scripts are skipped with --disable-all-custom-nodes (and whitelisted nodes);
-    # run the step now: --cache-ram is still read later, by the prompt worker.
-    return state if state is not None else comfyui.prestartup(node_dir)
+    # run the step now: --cache-ram is still read later, by the prompt worker.  ComfyUI listed
+    # comfy_kitchen's backends before this: "c" was not in that list.
+    state = comfyui.prestartup(node_dir)
+    state.early = None
+    return state
 
 
 def _set_max_pinned(state) -> str | None:
@@ -39,6 +47,22 @@ def _set_max_pinned(state) -> str | None:
             "(set directly: this ComfyUI has no switch for it)")
 
 
+def _listed(state, registry, version: str) -> str:
+    """Where the log shows "c"'s ops: ComfyUI's own listing (registered before it, by the
+    prestartup hook, comfyui_listing.py), else the listing line this logs now, in ComfyUI's words."""
+    ops = len(registry.list_backends().get("c", {}).get("capabilities", ()))
+    early = getattr(state, "early", None)
+    if early is not None and early.registered:
+        return f'{ops} ops, in ComfyUI\'s listing above ("Found comfy_kitchen backend c")'
+    from comfy_kitchen_c import comfyui_listing
+    if early is not None:
+        comfyui_listing.remove_hook()
+    why = ("prestartup scripts did not run" if early is None
+           else early.error or "comfy_kitchen was not imported after the prestartup script")
+    logging.info(comfyui_listing.listing_line(version))
+    return f"{ops} ops, listed by this node (not in ComfyUI's listing: {why})"
+
+
 def start(node_dir: str) -> tuple[str, list[str]]:
     """Starts the node; returns (the log line, errors to log: refused settings, whose defaults
     apply).  Raises ImportError when comfy_kitchen_c cannot start; the node logs that and
@@ -50,12 +74,13 @@ def start(node_dir: str) -> tuple[str, list[str]]:
     current = settings.current()
     done = []
     activate = current.value("COMFY_KITCHEN_C_ACTIVATE")
+    from comfy_kitchen.registry import registry
     if activate is None or activate:
         comfy_kitchen_c.activate()
-        from comfy_kitchen.registry import registry
         done.append(f'"c" first in priority ({", ".join(registry._priority)})')
     else:
         done.append('"c" registered, not activated (COMFY_KITCHEN_C_ACTIVATE=0)')
+    done.append(_listed(state, registry, comfy_kitchen_c.__version__))
     done.append(f"checking mode {faults.check_mode()}")
     flight_on = current.value("COMFY_KITCHEN_C_FLIGHT")
     done.append(f"flight record {'in ' + comfy_kitchen_c.flight.default_dir() if flight_on else 'off'}")

@@ -166,3 +166,48 @@ def emulated_capture(mode: str = "thread_local"):
     finally:
         CAPTURED_TENSORS.reset(token)
     graph.handle = emu.capture_end(0)
+
+
+# ---- cross-stream hazards on the emulated device (csrc/emu/emu_hazards.cpp) ----
+
+class StreamHazards:
+    """The emulated device's cross-stream hazard detector, on while the ``stream_hazards()``
+    block runs.  Ops on the emulated device run on stream 0 (the compute stream); ``copy``
+    stages a host tensor into emulated device memory on any stream (an offload stream);
+    ``record`` and ``wait`` are cudaEventRecord and cudaStreamWaitEvent.  ``reports()``
+    returns (and clears) what the detector saw: a kernel reading memory a copy on another
+    stream wrote without an event ordering it, a copy overwriting memory a kernel on another
+    stream still reads, and work an op issued on a stream other than its caller's."""
+
+    COMPUTE = 0  # the stream ops use on the emulated device (_call._run)
+
+    def __init__(self, emu):
+        self._emu = emu
+
+    def copy(self, dst, src, stream: int) -> None:
+        """Stages src (host) into dst (emulated device memory) on stream, as ComfyUI's offload copy."""
+        from .faults import CHECK
+        nbytes = src.numel() * src.element_size()
+        self._emu.stage(dst.data_ptr(), src.data_ptr(), nbytes, 0, stream, CHECK.get(), True,
+                        f"offload {tuple(src.shape)} {src.dtype}")
+
+    def record(self, stream: int) -> int:
+        return self._emu.hazard_record(stream)
+
+    def wait(self, stream: int, event: int) -> None:
+        self._emu.hazard_wait(stream, event)
+
+    def reports(self) -> list[str]:
+        return [line for line in self._emu.hazards_take().splitlines() if line]
+
+
+@contextlib.contextmanager
+def stream_hazards():
+    """Inside emulated_device(): the cross-stream hazard detector is on for the block (yields a
+    StreamHazards); on exit it is off and cleared."""
+    emu = _emu()
+    emu.hazards_track(True)
+    try:
+        yield StreamHazards(emu)
+    finally:
+        emu.hazards_track(False)

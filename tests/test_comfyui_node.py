@@ -2,6 +2,9 @@
 """install-comfyui / uninstall-comfyui and the node they write, run in a fresh interpreter
 against the stand-in ComfyUI (tests/comfyui_standin: ComfyUI's startup order, its switches,
 MAX_PINNED_MEMORY at import, cast_to_gathered / read_tensor_file_slice_into)."""
+import argparse
+import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -184,3 +187,109 @@ def test_settings_file_next_to_the_node_and_the_environment_wins(installed):
     _, ours, _ = start(installed)
     assert any("key 'chekc' (" in line and "is not a setting of comfy-kitchen-c and is ignored; did you mean check?"
                in line for line in ours), ours
+
+
+# ---- "c" in ComfyUI's own listing of comfy_kitchen backends (comfyui_listing.py); install and
+# uninstall idempotent and reversible -------------------------------------------------------------
+
+FOUND = "Found comfy_kitchen backend "
+
+
+def found_lines(out):
+    return [line for line in out.splitlines() if FOUND in line]
+
+
+def test_comfyuis_own_listing_has_c_and_the_node_says_where(installed):
+    report, ours, out = start(installed)
+    lines = found_lines(out)
+    names = [line.split(FOUND, 1)[1].split(":", 1)[0] for line in lines]
+    assert "c" in names and "eager" in names, out
+    c_line = next(line for line in lines if line.split(FOUND, 1)[1].startswith("c:"))
+    assert "'available': True" in c_line and "'int8_linear'" in c_line, c_line
+    # ComfyUI's list comes before custom nodes load: "c" is in it only because it registered early
+    assert out.index(c_line) < out.index(ours[0])
+    assert len(ours) == 1 and "in ComfyUI's listing above" in ours[0], ours
+    assert '"c" first in priority (c, ' in ours[0] and report["priority"][0] == "c"
+    assert report["torch_imported_by_prestartup"] is False, out
+
+
+def test_without_prestartup_the_node_logs_the_listing_line_itself(installed):
+    report, ours, out = start(installed, "--disable-all-custom-nodes")
+    lines = found_lines(out)
+    comfy = [line for line in lines if "logged by the comfy_kitchen_c" not in line]
+    assert not any(line.split(FOUND, 1)[1].startswith("c:") for line in comfy), out
+    node = [line for line in lines if "logged by the comfy_kitchen_c" in line]
+    assert len(node) == 1 and node[0].startswith("INFO " + FOUND + "c: {'available': True"), out
+    assert "'int8_linear'" in node[0]
+    assert "listed by this node (not in ComfyUI's listing: prestartup scripts did not run)" in ours[-1]
+    assert out.index(node[0]) < out.index(ours[-1])
+    assert report["priority"][0] == "c"
+
+
+def tree(path):
+    """{relative path: sha256 or "dir"} of everything under path."""
+    result = {}
+    for root, dirs, files in os.walk(path):
+        for d in dirs:
+            result[os.path.relpath(os.path.join(root, d), path)] = "dir"
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                result[os.path.relpath(os.path.join(root, f), path)] = hashlib.sha256(fh.read()).hexdigest()
+    return result
+
+
+def test_install_twice_is_install_once_and_uninstall_restores(comfy_dir):
+    other = comfy_dir / "custom_nodes" / "someone-elses-node"
+    other.mkdir()
+    (other / "__init__.py").write_text("NODE_CLASS_MAPPINGS = {}\n")
+    before = tree(comfy_dir / "custom_nodes")
+    install.install(str(comfy_dir), "test")
+    once = tree(comfy_dir / "custom_nodes")
+    install.install(str(comfy_dir), "test")
+    assert tree(comfy_dir / "custom_nodes") == once
+    node = comfy_dir / "custom_nodes" / install.NODE_DIR
+    pycache = node / "__pycache__"  # what ComfyUI's run of the node leaves: compiled copies of its scripts
+    pycache.mkdir()
+    for name in ("__init__.cpython-311.pyc", "prestartup_script.cpython-311.pyc"):
+        (pycache / name).write_bytes(b"compiled")
+    removed, kept = install.uninstall(str(comfy_dir))
+    assert kept == [] and str(node) in removed
+    assert tree(comfy_dir / "custom_nodes") == before
+
+
+def test_uninstall_when_not_installed_is_clean(comfy_dir, capsys):
+    before = tree(comfy_dir)
+    assert install.uninstall(str(comfy_dir)) == ([], [])
+    assert install.main_uninstall(argparse.Namespace(comfyui=str(comfy_dir))) == 0  # the command's own code
+    out, err = capsys.readouterr()
+    assert out.startswith("nothing to remove: ") and "not installed" in out and err == ""
+    assert tree(comfy_dir) == before
+
+
+def test_the_import_hook_fires_once_and_leaves_the_module_as_its_loader_made_it(tmp_path, monkeypatch):
+    from comfy_kitchen_c import comfyui_listing
+    (tmp_path / "ckc_fake_kitchen.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(comfyui_listing, "KITCHEN", "ckc_fake_kitchen")
+    calls = []
+    monkeypatch.setattr(comfyui_listing, "_register", lambda result: calls.append(sys.modules["ckc_fake_kitchen"]))
+    result = comfyui_listing.register_when_kitchen_loads()
+    try:
+        assert importlib.util.find_spec("ckc_fake_kitchen") is not None and calls == []  # a look, no import
+        import ckc_fake_kitchen
+        assert calls == [ckc_fake_kitchen] and ckc_fake_kitchen.VALUE == 42  # after the module's own code
+        assert type(ckc_fake_kitchen.__loader__).__name__ == "SourceFileLoader"
+        assert ckc_fake_kitchen.__spec__.loader is ckc_fake_kitchen.__loader__
+        assert not any(isinstance(f, comfyui_listing._Finder) for f in sys.meta_path)
+        assert result.error is None
+    finally:
+        comfyui_listing.remove_hook()
+        sys.modules.pop("ckc_fake_kitchen", None)
+
+
+def test_a_failing_registration_is_kept_not_raised(monkeypatch):
+    from comfy_kitchen_c import comfyui_listing
+    monkeypatch.setitem(sys.modules, "comfy_kitchen_c", None)  # its import now raises ImportError
+    result = comfyui_listing.EarlyRegistration()
+    comfyui_listing._register(result)
+    assert result.registered is False and result.error.startswith("ModuleNotFoundError: import of comfy_kitchen_c")

@@ -56,7 +56,7 @@ def test_json_report_without_a_record(tmp_path):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "comfyui", "recommendations",
-                        "backends", "flight", "problems", "verdict"}
+                        "backends", "flight", "problems", "verdict", "pinned_memory"}
     assert doc["problems"] == [] and doc["verdict"] == "Nothing doctor checks is wrong here."
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",

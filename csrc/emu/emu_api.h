@@ -158,6 +158,23 @@ int ckc_emu_unsafe_call(const char *what, char *why, size_t cap);
 /* The op the calling thread's work is issued under (ckc_emu_set_op's). */
 const char *ckc_emu_current_op(void);
 
+
+/* ---- Cross-stream hazards (emu_hazards.cpp; the model is described there) ----
+ * Off until ckc_emu_hazards_track(1); either call clears every clock, access and
+ * report.  Reports accumulate as lines; ckc_emu_hazard_take reads and clears them. */
+void ckc_emu_hazards_track(int on);
+/* Work on stream reads (write 0) or writes [p, p + bytes); what names it in reports. */
+void ckc_emu_hazard_access(const void *p, size_t bytes, uintptr_t stream, int write, const char *what);
+/* An event recorded on stream (its id, never 0), and a wait of stream on one: 0, or -1 for an unknown id. */
+uint64_t ckc_emu_hazard_record(uintptr_t stream);
+int ckc_emu_hazard_wait(uintptr_t stream, uint64_t event);
+/* The calling thread runs op for a caller on stream (begin 1) or finished it (begin 0). */
+void ckc_emu_hazard_op(const char *op, uintptr_t stream, int begin);
+/* Stream work admitted (ckc_emu_admit): reported when an op issues it on another stream than its caller's. */
+void ckc_emu_hazard_work(const char *what, uintptr_t stream);
+/* Copies the reports (NUL-terminated, at most cap - 1 bytes; cleared when they all fit); returns their length. */
+size_t ckc_emu_hazard_take(char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

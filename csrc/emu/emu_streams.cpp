@@ -143,6 +143,7 @@ extern "C" int ckc_emu_launch_log(const char **kernel, unsigned grid[3], unsigne
 }
 
 extern "C" int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char *why, size_t cap) {
+    ckc_emu_hazard_work(what, stream);
     Device &d = device();
     std::lock_guard<std::mutex> guard(d.lock);
     if (d.faulted) {
@@ -182,6 +183,7 @@ extern "C" int ckc_emu_copy_async(void *dst, const void *src, size_t bytes, uint
     if (ckc_emu::refuse_capture(stream, "a copy from host memory into the stream", why, cap))
         return CKC_EMU_CAPTURE;
     const int admitted = ckc_emu_admit("memcpy", stream, 1, why, cap);
+    ckc_emu_hazard_access(dst, bytes, stream, 1, "a host-to-device copy");
     if (admitted == CKC_EMU_OK)
         memcpy(dst, src, bytes);
     return admitted == CKC_EMU_SKIP ? CKC_EMU_OK : admitted;
@@ -301,6 +303,7 @@ extern "C" int ckc_emu_memset_async(void *p, int value, size_t bytes, uintptr_t 
     if (ckc_emu::capture_memset(stream, p, value, bytes))
         return CKC_EMU_OK;
     const int admitted = ckc_emu_admit("memset", stream, 0, why, cap);
+    ckc_emu_hazard_access(p, bytes, stream, 1, "a memset");
     if (admitted == CKC_EMU_OK)
         memset(p, value, bytes);
     return admitted == CKC_EMU_SKIP ? CKC_EMU_OK : admitted;

@@ -11,6 +11,7 @@
 #include "blas.h"
 #include "calls.h"
 #include "faults.h"
+#include "hazards.h"
 #include "ops/devices.h"
 #include "shared.h"
 #include "state.h"
@@ -162,6 +163,7 @@ module_exec(PyObject *m)
     ckc_devices_init();
     if (add_exceptions(m, st) < 0 || ckc_diag_add(m, st) < 0 || ckc_blas_add(m) < 0 ||
         ckc_add_op_functions(m, st) < 0 || ckc_add_shared(m) < 0 || PyModule_AddFunctions(m, module_functions) < 0 ||
+        ckc_add_hazard_functions(m) < 0 ||
         (ckc_devices_have_gpu_runtime() && PyModule_AddFunctions(m, blas_functions) < 0) ||
         PyModule_AddIntConstant(m, "HAS_CUDA", ckc_devices_have_cuda()) < 0) {
         return -1;

@@ -5,6 +5,7 @@
  * between the checks' before- and after-hooks (diag/checked.h), which record
  * the op in the flight record, offer its completion mark through the execution
  * context and attribute faults. */
+#include "hazards.h"
 #include "op.h"
 
 /* Whether a call runs the GPU entry: CUDA tensors in a CUDA build, every call
@@ -56,6 +57,8 @@ ckc_op_run(const ckc_op_spec *spec, const char *op, ckc_op_args *a, int mode, ck
         return entry(&params, &a->exec, err);
     }
     CKC_TRY(ckc_op_check_before(op, a, mode, &check, &a->exec, err, fault));
+    ckc_op_hazards(op, a, 1);
     status = entry(&params, &a->exec, err);
+    ckc_op_hazards(op, a, 0);
     return ckc_op_check_after(op, a, &check, &a->exec, status, err, fault);
 }
