@@ -6,6 +6,11 @@ Every failure raises ``ArgumentError`` (a ValueError) or ``ArgumentTypeError``
 """
 from __future__ import annotations
 
+import functools
+import numbers
+import operator
+import os
+
 import torch
 
 from . import _C
@@ -27,6 +32,9 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
     elements only where ``empty`` (the op's own rules then say which empty shapes it serves)."""
     if not isinstance(value, torch.Tensor):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a torch.Tensor, got {type(value).__name__}")
+    if value.layout is not torch.strided:  # sparse, sparse_csr, mkldnn...: the kernels read strided memory
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected a strided (dense) tensor, got layout "
+                                f"{str(value.layout).replace('torch.', '')}; pass x.to_dense()")
     if value.dtype not in dtypes:
         raise ArgumentTypeError(
             f"{op}: argument '{name}': expected dtype {_names(dtypes)}, got {_names([value.dtype])}")
@@ -67,9 +75,23 @@ def same_device(op: str, **tensors) -> None:
 
 
 def integer(op: str, name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """An integer as Python's operator.index takes it (int, numpy's integer scalars, any type with
+    __index__), as a Python int.  Refused: bool and numpy.bool_ (True as a size is a mistake, and
+    comfy_kitchen's constraints say int), floats (3.0 included, as range() refuses them) and
+    tensors (a one-element integer tensor has __index__, but on CUDA reading it is a host sync)."""
+    if isinstance(value, (bool, torch.Tensor)) or type(value).__name__ in ("bool", "bool_"):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected an int, got {type(value).__name__}")
-    return value
+    try:
+        return int(operator.index(value))
+    except TypeError:
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected an int (or an integer scalar such as "
+                                f"numpy.int64), got {type(value).__name__}") from None
+
+
+def number(value) -> bool:
+    """A real number as a Python int or float takes it: numpy's scalars too (numbers.Real), never
+    a bool (nor numpy.bool_, which numbers does not register)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def boolean(op: str, name: str, value) -> bool:
@@ -100,10 +122,102 @@ def row_length(op: str, name: str, k: int) -> None:
 
 
 def group_size(op: str, group: int, k: int, name: str = "group_size") -> int:
-    integer(op, name, group)
+    group = integer(op, name, group)
     if group not in HADAMARD_GROUPS:
         raise ArgumentError(f"{op}: argument '{name}': {group} is not a power of 4 in "
                             f"[{HADAMARD_GROUPS[0]}, {HADAMARD_GROUPS[-1]}]")
     if k % group:
         raise ArgumentError(f"{op}: argument '{name}': row length {k} is not divisible by group size {group}")
     return group
+
+
+# ---- copies of non-contiguous inputs ----------------------------------------------------------
+# The kernels read contiguous rows, so an op copies a non-contiguous input first.  An expanded
+# input (stride 0: torch.randn(1, 3072).expand(1 << 22, 3072) is 12 KiB of memory for 51 GiB of
+# values) would be copied whole, and the allocator's error would be all the user sees.  A copy
+# larger than the device's whole memory cannot succeed for any backend (eager makes the same copy),
+# so it is refused here, before it is tried, with the op, the argument and the sizes; nothing that
+# could have run is refused.  The int8 linears serve a broadcast x without the copy (linear.py).
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # Windows: no sysconf
+        pass
+    try:
+        import ctypes
+
+        class _Status(ctypes.Structure):
+            _fields_ = [("length", ctypes.c_ulong), ("load", ctypes.c_ulong), ("total", ctypes.c_ulonglong),
+                        ("avail", ctypes.c_ulonglong), ("rest", ctypes.c_ulonglong * 5)]
+        status = _Status(length=ctypes.sizeof(_Status))
+        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+            return int(status.total)
+    except (AttributeError, OSError):
+        pass
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def memory_bound(device: torch.device) -> int:
+    """The most bytes one allocation on device can take: its total memory (the host's physical
+    memory for CPU tensors, and for the emulated device's), or 2^63 where it cannot be read."""
+    if device.type == "cuda":
+        try:
+            return int(torch.cuda.get_device_properties(device.index or 0).total_memory)
+        except (RuntimeError, AssertionError, AttributeError):
+            return 2**63
+    return _physical_memory() or 2**63
+
+
+def fits(op: str, name: str, what: str, nbytes: int, device: torch.device) -> None:
+    """Refuses an allocation of nbytes for `what` (caused by argument `name`) beyond the device's memory."""
+    bound = memory_bound(device)
+    if nbytes > bound:
+        raise ArgumentError(f"{op}: argument '{name}': {what} would take {nbytes} bytes, more than the memory of "
+                            f"{device} ({bound} bytes)")
+
+
+def _copy_what(value: torch.Tensor) -> str:
+    return (f"a non-contiguous tensor of shape {list(value.shape)} (strides {list(value.stride())}) copied "
+            "whole to contiguous rows")
+
+
+def dense(op: str, name: str, value: torch.Tensor) -> torch.Tensor:
+    """value as the contiguous tensor the kernels read: itself, or its copy where that fits (fits)."""
+    if value.is_contiguous():
+        return value
+    fits(op, name, _copy_what(value), value.numel() * value.element_size(), value.device)
+    return value.contiguous()
+
+
+def distinct_rows(value: torch.Tensor) -> torch.Tensor:
+    """value with every leading dimension of stride 0 (an expanded one) narrowed to size 1: the
+    distinct rows a row-wise op needs to compute (a view, no copy)."""
+    for d in range(value.dim() - 1):
+        if value.stride(d) == 0 and value.shape[d] > 1:
+            value = value.narrow(d, 0, 1)
+    return value
+
+
+# Arguments an op serves without copying their broadcast (stride-0) leading dimensions: only their
+# distinct rows count toward the copy (the op registers them: linear.py).
+SERVES_BROADCAST: dict[str, tuple[str, ...]] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _params(check) -> tuple[str, tuple[str, ...]]:
+    import inspect
+    return check.__name__.removeprefix("check_"), tuple(inspect.signature(check).parameters)
+
+
+def copies_fit(check, args) -> None:
+    """Every non-contiguous tensor among a call's arguments (check's parameters in order) has a copy
+    that fits its device (fits): run after the op's check, before the op copies anything."""
+    for i, value in enumerate(args):
+        if isinstance(value, torch.Tensor) and not value.is_contiguous():
+            op, names = _params(check)
+            name = names[i] if i < len(names) else f"#{i}"
+            if name in SERVES_BROADCAST.get(op, ()):
+                value = distinct_rows(value)
+            fits(op, name, _copy_what(value), value.numel() * value.element_size(), value.device)

@@ -72,7 +72,7 @@ def _eps(op: str, name: str, value) -> float:
     """rms_norm's eps as aten takes it: a number, or None for float32's epsilon."""
     if value is None:
         return float(torch.finfo(torch.float32).eps)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not check.number(value):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a number or None, got {type(value).__name__}")
     if abs(value) > torch.finfo(torch.float32).max:
         raise ArgumentError(f"{op}: argument '{name}': {value} does not fit a float32")
@@ -210,16 +210,46 @@ def _plan(*args):
     return _C.int8_linear_plan(*args)
 
 
+def _result_dtype(out_dtype):
+    """The result's dtype as eager's direct call gives it: out_dtype, and for None float32 (eager
+    scales its float32 accumulator and calls .to(None), which keeps float32; the bias and the
+    residual are then added in float32).  Omitted, out_dtype is eager's default, bfloat16;
+    comfy_kitchen's dispatcher turns None into bfloat16 before any backend sees it."""
+    return torch.float32 if out_dtype is None else out_dtype
+
+
+def _broadcast_served(fn, x, residual, n: int, *args, **kwargs):
+    """A linear of an x whose leading dimensions are expanded (stride 0: one row repeated, as
+    torch.randn(1, 3072).expand(1 << 22, 3072)) served without copying x whole: each output row
+    depends on its x row alone (and on its residual row, so only the dimensions where the residual
+    repeats too), so fn computes the distinct rows and the result is expanded to the full output,
+    made contiguous as eager's is.  None when x has no such dimension (fn then runs as usual)."""
+    lead = x.shape[:-1]
+    res = None if residual is None else residual.expand(*lead, n)
+    dims = [d for d in range(len(lead)) if lead[d] > 1 and x.stride(d) == 0 and (res is None or res.stride(d) == 0)]
+    if not dims:
+        return None
+    xs = x
+    for d in dims:
+        xs = xs.narrow(d, 0, 1)
+        res = None if res is None else res.narrow(d, 0, 1)
+    y = fn(xs, *args, residual=res, **kwargs) if residual is not None else fn(xs, *args, **kwargs)
+    full = y.expand(*lead, n)
+    check.fits(fn.__name__, "x", f"the output of shape {list(full.shape)}", full.numel() * full.element_size(),
+               full.device)
+    return full.contiguous()
+
+
 def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: int, k: int, n: int,
             act_weight=None, modulation=None, eps: float = 0.0, norm_kind: int = -1, residual=None,
             residual_scale=None):
     """The C op on checked arguments: x [..., k * width] of the row's evaluation type."""
     if weight_scale is None:
         raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
-    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    out_dtype = _result_dtype(out_dtype)
     device = x.device
     # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
-    xc = x.contiguous()
+    xc = check.dense(op, "x", x)
     m = xc.numel() // xc.shape[-1]
     out_shape = (*xc.shape[:-1], n)
     # any shape with 1 or n values: the C op reads it as a flat array
@@ -231,8 +261,8 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     if residual is None:
         residual_scale = None  # eager's apply_residual ignores a scale without a residual
     else:
-        residual = residual.contiguous() if tuple(residual.shape) == out_shape else \
-            residual.expand(out_shape).contiguous()
+        residual = check.dense(op, "residual", residual if tuple(residual.shape) == out_shape else
+                               residual.expand(out_shape))
         residual_scale = residual_scale.reshape(-1).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
@@ -318,10 +348,11 @@ def _linear_cpu_parts(op: str, xc, w, w_scale, bias, out, residual, residual_sca
               out2[r0:r0 + c]), ())
 
 
-def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,
+def int8_linear(x, weight, weight_scale, bias=None, out_dtype=torch.bfloat16, convrot=False, convrot_groupsize=256,
                 input_act=None, input_act_weight=None, input_act_eps=0.0, residual=None, residual_scale=None):
     """y = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, shape
-    (*x.shape[:-1], N), in out_dtype (None: bfloat16, as comfy_kitchen.int8_linear); with a
+    (*x.shape[:-1], N), in out_dtype (omitted: bfloat16; None: float32, as eager's int8_linear called
+    directly; comfy_kitchen.int8_linear turns None into bfloat16 before dispatch); with a
     residual, residual + residual_scale * y (eager's apply_residual, in out_dtype).
 
     input_act is comfy_kitchen's: None/"none", "gelu_tanh", "swiglu" ([gate | up], halves the
@@ -330,6 +361,11 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     op = "int8_linear"
     k, n, act = _checked(check_int8_linear, x, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize, input_act,
                                   input_act_weight, input_act_eps, residual, residual_scale)
+    served = _broadcast_served(int8_linear, x, residual, n, weight, weight_scale, bias, out_dtype, convrot,
+                               convrot_groupsize, input_act, input_act_weight, input_act_eps,
+                               residual_scale=residual_scale)
+    if served is not None:
+        return served
     rms = act == ACT_RMS_NORM
     return _linear(op, x, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0, act, k, n,
                    act_weight=input_act_weight if rms else None,
@@ -344,21 +380,25 @@ def _modulated_rows(x, modulation_scale):
     return (x if promoted == x.dtype else x.to(promoted)), _KIND[x.dtype]
 
 
-def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, out_dtype=None, convrot=False,
-                          convrot_groupsize=256):
+def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, out_dtype=torch.bfloat16,
+                          convrot=False, convrot_groupsize=256):
     """int8_linear(x * (1 + modulation_scale), ...) with the modulation (one row of K values,
     applied to every row) fused into the quantizer's load: eager's batch-one contract, rounded
     as eager rounds (1 + s in s's dtype, the product in the promoted dtype)."""
     op = "int8_linear_modulated"
     _checked(check_int8_linear_modulated, x, modulation_scale, weight, weight_scale, bias, out_dtype, convrot,
                                 convrot_groupsize)
+    served = _broadcast_served(int8_linear_modulated, x, None, weight.shape[0], modulation_scale, weight,
+                               weight_scale, bias, out_dtype, convrot, convrot_groupsize)
+    if served is not None:
+        return served
     rows, _ = _modulated_rows(x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
                    ACT_MODULATE, x.shape[-1], weight.shape[0], modulation=modulation_scale)
 
 
 def int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias=None,
-                              out_dtype=None, convrot=False, convrot_groupsize=256):
+                              out_dtype=torch.bfloat16, convrot=False, convrot_groupsize=256):
     """int8_linear_modulated(rms_norm(x, norm_weight, norm_eps), ...) fused: the row's
     rsqrt(mean(x^2) + eps) first (on the GPU a one-warp reduction before the quantizer), then
     rms_norm, the modulation and the quantization at the quantizer's load; rms_norm as aten's
@@ -366,12 +406,21 @@ def int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight
     op = "int8_linear_rms_modulated"
     _checked(check_int8_linear_rms_modulated, x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias,
                                     out_dtype, convrot, convrot_groupsize)
+    served = _broadcast_served(int8_linear_rms_modulated, x, None, weight.shape[0], norm_weight, norm_eps,
+                               modulation_scale, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize)
+    if served is not None:
+        return served
     rows, norm_kind = _modulated_rows(x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
                    ACT_RMS_MODULATE, x.shape[-1], weight.shape[0], act_weight=norm_weight,
                    modulation=modulation_scale, eps=_eps(op, "norm_eps", norm_eps),
                    norm_kind=norm_kind)
 
+
+# Their x's broadcast rows are served without a copy (_broadcast_served): only x's distinct rows
+# count toward the copy that _checks.copies_fit bounds.
+check.SERVES_BROADCAST.update({name: ("x",) for name in ("int8_linear", "int8_linear_modulated",
+                                                         "int8_linear_rms_modulated")})
 
 __all__ = ["check_int8_linear", "check_int8_linear_modulated", "check_int8_linear_rms_modulated", "int8_linear",
            "int8_linear_modulated", "int8_linear_rms_modulated", "linear_memory_limit", "set_linear_memory_limit"]

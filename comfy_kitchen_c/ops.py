@@ -217,7 +217,7 @@ def _check_tensorwise_scale(op: str, scale) -> None:
             raise ArgumentError(f"{op}: argument 'scale': expected one element, got shape {list(scale.shape)}")
         if not scale.dtype.is_floating_point:
             raise ArgumentTypeError(f"{op}: argument 'scale': expected a floating dtype, got {scale.dtype}")
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    elif not check.number(scale):
         raise ArgumentTypeError(f"{op}: argument 'scale': expected a number, a one-element tensor, None or "
                                 f"'recalculate', got {scale!r}")
 
@@ -436,7 +436,7 @@ _scale_shape = functools.lru_cache(maxsize=4096)(_C.nvfp4_scale_shape)
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return check.number(value)
 
 
 def _check_per_tensor_scale(op: str, value, name: str = "per_tensor_scale", **same_device_as) -> None:
