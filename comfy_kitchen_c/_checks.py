@@ -32,9 +32,7 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
     elements only where ``empty`` (the op's own rules then say which empty shapes it serves)."""
     if not isinstance(value, torch.Tensor):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a torch.Tensor, got {type(value).__name__}")
-    if value.layout is not torch.strided:  # sparse, sparse_csr, mkldnn...: the kernels read strided memory
-        raise ArgumentTypeError(f"{op}: argument '{name}': expected a strided (dense) tensor, got layout "
-                                f"{str(value.layout).replace('torch.', '')}; pass x.to_dense()")
+    strided(op, name, value)
     if value.dtype not in dtypes:
         raise ArgumentTypeError(
             f"{op}: argument '{name}': expected dtype {_names(dtypes)}, got {_names([value.dtype])}")
@@ -48,6 +46,14 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
     if not empty and value.numel() == 0:
         raise ArgumentError(f"{op}: argument '{name}': empty tensor of shape {list(value.shape)}")
     return value
+
+
+def strided(op: str, name: str, value: torch.Tensor) -> None:
+    """A tensor in torch's strided layout: the kernels read strided memory, and torch's own error
+    for a sparse, sparse_csr or mkldnn tensor (from .contiguous() or DLPack) names neither."""
+    if value.layout is not torch.strided:
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected a strided (dense) tensor, got layout "
+                                f"{str(value.layout).replace('torch.', '')}; pass {name}.to_dense()")
 
 
 def rows_of(op: str, name: str, value: torch.Tensor) -> tuple[int, int]:
@@ -86,6 +92,18 @@ def integer(op: str, name: str, value) -> int:
     except TypeError:
         raise ArgumentTypeError(f"{op}: argument '{name}': expected an int (or an integer scalar such as "
                                 f"numpy.int64), got {type(value).__name__}") from None
+
+
+def result_dtype(op: str, name: str, value) -> torch.dtype:
+    """A float result dtype argument; None is float32, as eager's direct call gives it where eager
+    computes in float32 and ends with .to(None) (which keeps float32): int8_linear and its
+    modulated forms, the W4A8 linears without a correction, dequantize_mxfp8,
+    dequantize_convrot_w4a4_weight, dequantize_w4a8_int8_weight."""
+    if value is None:
+        return torch.float32
+    if value not in FLOAT_DTYPES:
+        raise ArgumentTypeError(f"{op}: argument '{name}': expected None, float32, float16 or bfloat16, got {value!r}")
+    return value
 
 
 def number(value) -> bool:
@@ -211,13 +229,24 @@ def _params(check) -> tuple[str, tuple[str, ...]]:
     return check.__name__.removeprefix("check_"), tuple(inspect.signature(check).parameters)
 
 
+# Argument types that are never tensors: skipped by identity (isinstance against torch.Tensor costs
+# ~0.3 us per argument, this whole check must cost less than that per call).
+_PLAIN = frozenset({type(None), int, float, bool, str, torch.dtype})
+_TENSOR = torch.Tensor
+
+
 def copies_fit(check, args) -> None:
     """Every non-contiguous tensor among a call's arguments (check's parameters in order) has a copy
     that fits its device (fits): run after the op's check, before the op copies anything."""
-    for i, value in enumerate(args):
-        if isinstance(value, torch.Tensor) and not value.is_contiguous():
-            op, names = _params(check)
-            name = names[i] if i < len(names) else f"#{i}"
+    for value in args:
+        kind = type(value)
+        if (kind is _TENSOR or (kind not in _PLAIN and isinstance(value, _TENSOR))) and not value.is_contiguous():
+            break
+    else:
+        return
+    op, names = _params(check)
+    for name, value in zip(names + tuple(f"#{i}" for i in range(len(names), len(args))), args):
+        if isinstance(value, _TENSOR) and not value.is_contiguous():
             if name in SERVES_BROADCAST.get(op, ()):
                 value = distinct_rows(value)
             fits(op, name, _copy_what(value), value.numel() * value.element_size(), value.device)

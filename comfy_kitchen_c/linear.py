@@ -142,9 +142,7 @@ def _check_product(op: str, x, k: int, weight, weight_scale, bias, out_dtype, co
         check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
         if bias.numel() not in (1, n):
             raise ArgumentError(f"{op}: argument 'bias': expected {n} values, got shape {list(bias.shape)}")
-    if out_dtype is not None and out_dtype not in check.FLOAT_DTYPES:
-        raise ArgumentTypeError(f"{op}: argument 'out_dtype': expected float32, float16 or bfloat16, "
-                                f"got {out_dtype}")
+    check.result_dtype(op, "out_dtype", out_dtype)
     if not isinstance(convrot, bool):
         raise ArgumentTypeError(f"{op}: argument 'convrot': expected a bool, got {type(convrot).__name__}")
     if convrot:
@@ -210,14 +208,6 @@ def _plan(*args):
     return _C.int8_linear_plan(*args)
 
 
-def _result_dtype(out_dtype):
-    """The result's dtype as eager's direct call gives it: out_dtype, and for None float32 (eager
-    scales its float32 accumulator and calls .to(None), which keeps float32; the bias and the
-    residual are then added in float32).  Omitted, out_dtype is eager's default, bfloat16;
-    comfy_kitchen's dispatcher turns None into bfloat16 before any backend sees it."""
-    return torch.float32 if out_dtype is None else out_dtype
-
-
 def _broadcast_served(fn, x, residual, n: int, *args, **kwargs):
     """A linear of an x whose leading dimensions are expanded (stride 0: one row repeated, as
     torch.randn(1, 3072).expand(1 << 22, 3072)) served without copying x whole: each output row
@@ -246,7 +236,7 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     """The C op on checked arguments: x [..., k * width] of the row's evaluation type."""
     if weight_scale is None:
         raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
-    out_dtype = _result_dtype(out_dtype)
+    out_dtype = check.result_dtype(op, "out_dtype", out_dtype)
     device = x.device
     # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
     xc = check.dense(op, "x", x)

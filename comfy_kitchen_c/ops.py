@@ -213,6 +213,7 @@ def _check_tensorwise_scale(op: str, scale) -> None:
     if scale is None or (isinstance(scale, str) and scale == "recalculate"):
         return
     if isinstance(scale, torch.Tensor):
+        check.strided(op, "scale", scale)
         if scale.numel() != 1:
             raise ArgumentError(f"{op}: argument 'scale': expected one element, got shape {list(scale.shape)}")
         if not scale.dtype.is_floating_point:
@@ -392,6 +393,7 @@ def check_dequantize_int8_embedding(q, scale, indices=None, group_size=0, output
         if not isinstance(indices, torch.Tensor) or indices.dtype not in (torch.int32, torch.int64):
             raise ArgumentTypeError(f"{op}: argument 'indices': expected an int32 or int64 tensor, got "
                                     f"{getattr(indices, 'dtype', type(indices).__name__)}")
+        check.strided(op, "indices", indices)
         if indices.numel() > check.MAX_EXTENT:
             raise ArgumentError(f"{op}: argument 'indices': {indices.numel()} indices; at most 2^31 - 1")
         # CPU indices are checked here, so the registry's rules refuse what the CPU op would; the GPU
