@@ -241,7 +241,7 @@ def test_a_result_dtype_of_none_or_omitted_is_eagers(op, given):
     target = TARGETS[op]
     try:
         ref = target.reference(args)
-    except Exception as error:  # noqa: BLE001 (eager's own error, whatever its type)
+    except Exception:  # noqa: BLE001 (eager's own error, whatever its type)
         with pytest.raises(ERRORS) as info:
             target.call()(**args)
         _named(info.value, op, name)
