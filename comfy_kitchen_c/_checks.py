@@ -209,18 +209,9 @@ def dense(op: str, name: str, value: torch.Tensor) -> torch.Tensor:
     return value.contiguous()
 
 
-def distinct_rows(value: torch.Tensor) -> torch.Tensor:
-    """value with every leading dimension of stride 0 (an expanded one) narrowed to size 1: the
-    distinct rows a row-wise op needs to compute (a view, no copy)."""
-    for d in range(value.dim() - 1):
-        if value.stride(d) == 0 and value.shape[d] > 1:
-            value = value.narrow(d, 0, 1)
-    return value
-
-
-# Arguments an op serves without copying their broadcast (stride-0) leading dimensions: only their
-# distinct rows count toward the copy (the op registers them: linear.py).
-SERVES_BROADCAST: dict[str, tuple[str, ...]] = {}
+# Arguments an op copies only through its own bounded copies (dense, fits; or none at all): left
+# out of copies_fit (the op registers them: linear.py).
+COPIED_BY_THE_OP: dict[str, tuple[str, ...]] = {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -246,7 +237,5 @@ def copies_fit(check, args) -> None:
         return
     op, names = _params(check)
     for name, value in zip(names + tuple(f"#{i}" for i in range(len(names), len(args))), args):
-        if isinstance(value, _TENSOR) and not value.is_contiguous():
-            if name in SERVES_BROADCAST.get(op, ()):
-                value = distinct_rows(value)
+        if isinstance(value, _TENSOR) and not value.is_contiguous() and name not in COPIED_BY_THE_OP.get(op, ()):
             fits(op, name, _copy_what(value), value.numel() * value.element_size(), value.device)

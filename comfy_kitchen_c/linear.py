@@ -239,9 +239,8 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     out_dtype = check.result_dtype(op, "out_dtype", out_dtype)
     device = x.device
     # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
-    xc = check.dense(op, "x", x)
-    m = xc.numel() // xc.shape[-1]
-    out_shape = (*xc.shape[:-1], n)
+    m = x.numel() // x.shape[-1]
+    out_shape = (*x.shape[:-1], n)
     # any shape with 1 or n values: the C op reads it as a flat array
     w_scale = weight_scale.to(dtype=torch.float32).contiguous()
     # The bias, the residual and its scale go in their own dtypes: the epilogue rounds them to
@@ -259,9 +258,10 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
     if not gpu and _library_gemm(m, k, n):
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-        _linear_cpu_parts(op, xc, w, w_scale, bias, out, residual, residual_scale, group, act, k, vectors,
+        _linear_cpu_parts(op, _rows_view(op, x), w, w_scale, bias, out, residual, residual_scale, group, act, k, vectors,
                           _float_bits(eps), norm_kind)
         return out
+    xc = check.dense(op, "x", x)
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
     # The scratch (quantized rows, scales, accumulator, activated rows, rms_norm's row factors,
     # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
@@ -310,30 +310,43 @@ def _library_gemm_on() -> bool:
     return _LIBRARY_GEMM_ON
 
 
-def _linear_cpu_parts(op: str, xc, w, w_scale, bias, out, residual, residual_scale, group: int, act: int,
+def _rows_view(op: str, x: torch.Tensor) -> torch.Tensor:
+    """x as [rows, K] without a copy where its strides allow (contiguous rows, or rows of any
+    stride: a transposed or sliced x), for _linear_cpu_parts to copy a chunk at a time; else its
+    whole contiguous copy (check.dense: refused beyond the device's memory)."""
+    try:
+        return x.view(-1, x.shape[-1])
+    except RuntimeError:
+        return check.dense(op, "x", x).view(-1, x.shape[-1])
+
+
+def _linear_cpu_parts(op: str, x2, w, w_scale, bias, out, residual, residual_scale, group: int, act: int,
                       k: int, vectors, eps_bits: int, norm_kind: int) -> None:
     """int8_linear on the CPU in chunks of rows bounded by the linear memory limit (the one-call
-    op's per-row bytes: codes, scale, int32 accumulator, activated row): per chunk, our quantizer
+    op's per-row bytes: codes, scale, int32 accumulator, activated row, and the row's copy where
+    x2's rows are not contiguous, _rows_view): per chunk, our quantizer
     (C: activation, rotation, row-wise int8), torch._int_mm into the chunk's accumulator, our
     epilogue (C: scales, bias, residual form) into the output rows."""
     n = w.shape[0]
-    m = xc.numel() // xc.shape[-1]
-    elem = xc.element_size() if act else 0
-    rows = max(1, min(m, linear_memory_limit() // (k + 4 + 4 * n + k * elem)))
+    m = x2.shape[0]
+    elem = x2.element_size() if act else 0
+    # rows of a non-contiguous x are copied a chunk at a time, within the same bound
+    copied = 0 if x2.is_contiguous() else x2.shape[1] * x2.element_size()
+    rows = max(1, min(m, linear_memory_limit() // (k + 4 + 4 * n + k * elem + copied)))
     q = torch.empty((rows, k), dtype=torch.int8)
     x_scale = torch.empty(rows, dtype=torch.float32)
     acc = torch.empty((rows, n), dtype=torch.int32)
     act_rows = torch.empty(rows * k * elem, dtype=torch.uint8) if act else None
-    x2, out2 = xc.view(m, xc.shape[-1]), out.view(m, n)
+    out2 = out.view(m, n)
     res2 = None if residual is None else residual.view(m, n)
     wt = w.t()  # [k, n] with k contiguous: oneDNN takes the transposed weight as it is
     for r0 in range(0, m, rows):
         c = min(rows, m - r0)
-        _run("int8_linear_quantize", op, xc.device,
-             (x2[r0:r0 + c], q[:c], x_scale[:c], None if act_rows is None else act_rows[:c * k * elem], *vectors),
+        _run("int8_linear_quantize", op, x2.device,
+             (x2[r0:r0 + c].contiguous(), q[:c], x_scale[:c], None if act_rows is None else act_rows[:c * k * elem], *vectors),
              (act, group, eps_bits, norm_kind))
         torch._int_mm(q[:c], wt, out=acc[:c])
-        _run("int8_linear_epilogue", op, xc.device,
+        _run("int8_linear_epilogue", op, x2.device,
              (acc[:c], x_scale[:c], w_scale, bias, None if res2 is None else res2[r0:r0 + c], residual_scale,
               out2[r0:r0 + c]), ())
 
@@ -363,11 +376,15 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=torch.bfloat16, co
                    residual=residual, residual_scale=residual_scale)
 
 
-def _modulated_rows(x, modulation_scale):
+def _modulated_rows(op: str, x, modulation_scale):
     """x in the type eager's x * (1 + s) has (the promoted type of the two; an exact upcast
-    where that is float32 and x is not), and x's own type code (rms_norm's result type)."""
+    where that is float32 and x is not), and x's own type code (rms_norm's result type).  The
+    upcast is a copy of x: refused beyond the device's memory as any (check.fits)."""
     promoted = torch.promote_types(x.dtype, modulation_scale.dtype)
-    return (x if promoted == x.dtype else x.to(promoted)), _KIND[x.dtype]
+    if promoted == x.dtype:
+        return x, _KIND[x.dtype]
+    check.fits(op, "x", f"x of shape {list(x.shape)} in {promoted}", x.numel() * promoted.itemsize, x.device)
+    return x.to(promoted), _KIND[x.dtype]
 
 
 def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, out_dtype=torch.bfloat16,
@@ -382,7 +399,7 @@ def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, 
                                weight_scale, bias, out_dtype, convrot, convrot_groupsize)
     if served is not None:
         return served
-    rows, _ = _modulated_rows(x, modulation_scale)
+    rows, _ = _modulated_rows(op, x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
                    ACT_MODULATE, x.shape[-1], weight.shape[0], modulation=modulation_scale)
 
@@ -400,16 +417,17 @@ def int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight
                                modulation_scale, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize)
     if served is not None:
         return served
-    rows, norm_kind = _modulated_rows(x, modulation_scale)
+    rows, norm_kind = _modulated_rows(op, x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
                    ACT_RMS_MODULATE, x.shape[-1], weight.shape[0], act_weight=norm_weight,
                    modulation=modulation_scale, eps=_eps(op, "norm_eps", norm_eps),
                    norm_kind=norm_kind)
 
 
-# Their x's broadcast rows are served without a copy (_broadcast_served): only x's distinct rows
-# count toward the copy that _checks.copies_fit bounds.
-check.SERVES_BROADCAST.update({name: ("x",) for name in ("int8_linear", "int8_linear_modulated",
+# Their x is never copied whole before _linear's own bounded copies: broadcast rows are served from
+# the distinct ones (_broadcast_served), the CPU's chunks copy a chunk at a time (_rows_view), and
+# any whole copy goes through check.dense (refused beyond the device's memory).
+check.COPIED_BY_THE_OP.update({name: ("x",) for name in ("int8_linear", "int8_linear_modulated",
                                                          "int8_linear_rms_modulated")})
 
 __all__ = ["check_int8_linear", "check_int8_linear_modulated", "check_int8_linear_rms_modulated", "int8_linear",

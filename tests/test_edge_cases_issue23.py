@@ -18,13 +18,15 @@ from comfy_kitchen.backends.eager import quantization as E
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
 
 import comfy_kitchen_c as ckc  # noqa: E402
-from comfy_kitchen_c import _checks, op_list, ops  # noqa: E402
+from comfy_kitchen_c import _checks, linear, op_list, ops  # noqa: E402
+from comfy_kitchen_c._checks import COPIED_BY_THE_OP  # noqa: E402
 from draw import Draw  # noqa: E402
 from targets import TARGETS  # noqa: E402
 
 OPS = sorted(op.name for op in op_list.OPS)  # the list: a new op is covered here as soon as it is listed
 ERRORS = (ckc.ArgumentError, ckc.ArgumentTypeError)
 DTYPE_PARAMS = ("out_dtype", "output_type", "output_dtype")
+INPLACE = {op for op in OPS if op.endswith("_")}  # their result is the argument itself
 
 
 def _valid(op: str, want=lambda args: True) -> dict:
@@ -72,16 +74,43 @@ def _strided(t: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("op", OPS)
 def test_a_copy_beyond_the_devices_memory_is_refused_before_it_is_made(op, monkeypatch):
-    """With the device's memory bound at 0 bytes, any argument the op would have to copy is named
-    in our error: the bound is checked after the op's check and before its first copy."""
+    """With the device's memory bound at 0 bytes, any argument the op would have to copy whole is
+    named in our error (the bound is checked after the op's check and before its first copy), or
+    the op serves it without the whole copy and gives the contiguous call's result."""
     args = {n: v.resolve_neg().contiguous() if isinstance(v, torch.Tensor) else v for n, v in _valid(op).items()}
     names = [n for n, v in args.items() if isinstance(v, torch.Tensor) and v.numel() > 1]
     assert names, f"{op}: no tensor argument drawn"
+    fn = TARGETS[op].call()
+    want = fn(**args) if op not in INPLACE else None
     monkeypatch.setattr(_checks, "memory_bound", lambda device: 0)
     for name in names:
-        with pytest.raises(ERRORS) as info:
-            TARGETS[op].call()(**{**args, name: _strided(args[name])})
-        _named(info.value, op, name)
+        try:
+            got = fn(**{**args, name: _strided(args[name])})
+        except ERRORS as error:
+            _named(error, op, name)
+            continue
+        assert op in COPIED_BY_THE_OP and name in COPIED_BY_THE_OP[op], f"{op}: '{name}' copied past the bound"
+        _same(got, want)
+
+
+def test_the_cpu_linear_copies_a_strided_x_a_chunk_at_a_time(monkeypatch):
+    """A transposed x on the CPU's chunked path: each chunk of rows is copied within the linear
+    memory limit, never x whole (with the memory bound at 0 bytes, only a whole copy is refused)."""
+    g = torch.Generator().manual_seed(5)
+    k, n, m = 96, 40, 300
+    x = torch.randn(k, m, generator=g).t()
+    w, ws = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=g), torch.rand(n, generator=g) * 0.01
+    if not linear._library_gemm(m, k, n):
+        pytest.skip("torch's oneDNN int8 GEMM is off: one C call takes x contiguous")
+    limit = linear.linear_memory_limit()
+    monkeypatch.setattr(_checks, "memory_bound", lambda device: 0)
+    try:
+        linear.set_linear_memory_limit(20000)  # chunks of ~100 rows
+        _same(ops.int8_linear(x, w, ws), E.int8_linear(x.contiguous(), w, ws))
+        with pytest.raises(ckc.ArgumentError, match="int8_linear: argument 'x'"):  # the one-call path copies x
+            ops.int8_linear(x[:2], w, ws)
+    finally:
+        linear.set_linear_memory_limit(limit)
 
 
 HUGE = 1 << 20  # an expand of a row of 2^20 to 2^20 rows: 2^40 values, 4 TiB in float32
