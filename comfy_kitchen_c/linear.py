@@ -41,7 +41,7 @@ def set_linear_memory_limit(nbytes: int) -> None:
     their scales, the int32 accumulator (and, for shapes cuBLASLt needs padded, a padded weight
     copy) stay under it.  At least one row is processed at a time whatever the bound."""
     global _linear_memory_limit
-    check.integer("set_linear_memory_limit", "nbytes", nbytes)
+    nbytes = check.integer("set_linear_memory_limit", "nbytes", nbytes)
     if nbytes < 1:
         raise ArgumentError(f"set_linear_memory_limit: argument 'nbytes': expected a positive size, got {nbytes}")
     _linear_memory_limit = nbytes

@@ -4,7 +4,9 @@
 Each op checks its arguments (``check_<op>``, also used by the backend's
 constraint rules), allocates its outputs with torch, and runs the C kernels of
 ``_C`` on the tensors' device.  Inputs that are not contiguous are copied to a
-contiguous tensor first; outputs are always new tensors.
+contiguous tensor first, after the check and only where the copy fits the device's memory
+(``_checks.copies_fit``; the int8 linears serve an expanded x from its distinct rows); outputs
+are always new tensors.
 """
 from __future__ import annotations
 
