@@ -214,9 +214,12 @@ def _broadcast_served(fn, x, residual, n: int, *args, **kwargs):
     depends on its x row alone (and on its residual row, so only the dimensions where the residual
     repeats too), so fn computes the distinct rows and the result is expanded to the full output,
     made contiguous as eager's is.  None when x has no such dimension (fn then runs as usual)."""
-    lead = x.shape[:-1]
+    lead, strides = x.shape[:-1], x.stride()
+    dims = [d for d in range(len(lead)) if lead[d] > 1 and strides[d] == 0]  # one stride read per call
+    if not dims:
+        return None
     res = None if residual is None else residual.expand(*lead, n)
-    dims = [d for d in range(len(lead)) if lead[d] > 1 and x.stride(d) == 0 and (res is None or res.stride(d) == 0)]
+    dims = [d for d in dims if res is None or res.stride(d) == 0]
     if not dims:
         return None
     xs = x
