@@ -26,6 +26,8 @@ from __future__ import annotations
 import operator
 import threading
 
+from ._checks import copies_fit
+
 _slot = threading.local()
 
 
@@ -35,11 +37,16 @@ def prove(check, args: tuple, result) -> None:
 
 
 def checked(check, *args):
-    """check(*args), or the registry rule's result when it checked these very arguments."""
+    """check(*args), or the registry rule's result when it checked these very arguments; then
+    (either way) every non-contiguous argument's copy is checked to fit (_checks.copies_fit)
+    before the op makes it."""
     proof = getattr(_slot, "proof", None)
     if proof is not None and proof[0] is check:
         _slot.proof = None
         proved = proof[1]
         if len(proved) == len(args) and all(map(operator.is_, proved, args)):
+            copies_fit(check, args)
             return proof[2]
-    return check(*args)
+    result = check(*args)
+    copies_fit(check, args)
+    return result

@@ -41,7 +41,7 @@ def set_linear_memory_limit(nbytes: int) -> None:
     their scales, the int32 accumulator (and, for shapes cuBLASLt needs padded, a padded weight
     copy) stay under it.  At least one row is processed at a time whatever the bound."""
     global _linear_memory_limit
-    check.integer("set_linear_memory_limit", "nbytes", nbytes)
+    nbytes = check.integer("set_linear_memory_limit", "nbytes", nbytes)
     if nbytes < 1:
         raise ArgumentError(f"set_linear_memory_limit: argument 'nbytes': expected a positive size, got {nbytes}")
     _linear_memory_limit = nbytes
@@ -71,7 +71,7 @@ def _eps(op: str, name: str, value) -> float:
     """rms_norm's eps as aten takes it: a number, or None for float32's epsilon."""
     if value is None:
         return float(torch.finfo(torch.float32).eps)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not check.number(value):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a number or None, got {type(value).__name__}")
     if abs(value) > torch.finfo(torch.float32).max:
         raise ArgumentError(f"{op}: argument '{name}': {value} does not fit a float32")
@@ -141,9 +141,7 @@ def _check_product(op: str, x, k: int, weight, weight_scale, bias, out_dtype, co
         check.tensor(op, "bias", bias, check.FLOAT_DTYPES)
         if bias.numel() not in (1, n):
             raise ArgumentError(f"{op}: argument 'bias': expected {n} values, got shape {list(bias.shape)}")
-    if out_dtype is not None and out_dtype not in check.FLOAT_DTYPES:
-        raise ArgumentTypeError(f"{op}: argument 'out_dtype': expected float32, float16 or bfloat16, "
-                                f"got {out_dtype}")
+    check.result_dtype(op, "out_dtype", out_dtype)
     if not isinstance(convrot, bool):
         raise ArgumentTypeError(f"{op}: argument 'convrot': expected a bool, got {type(convrot).__name__}")
     if convrot:
@@ -209,18 +207,42 @@ def _plan(*args):
     return _C.int8_linear_plan(*args)
 
 
+def _broadcast_served(fn, x, residual, n: int, *args, **kwargs):
+    """A linear of an x whose leading dimensions are expanded (stride 0: one row repeated, as
+    torch.randn(1, 3072).expand(1 << 22, 3072)) served without copying x whole: each output row
+    depends on its x row alone (and on its residual row, so only the dimensions where the residual
+    repeats too), so fn computes the distinct rows and the result is expanded to the full output,
+    made contiguous as eager's is.  None when x has no such dimension (fn then runs as usual)."""
+    lead, strides = x.shape[:-1], x.stride()
+    dims = [d for d in range(len(lead)) if lead[d] > 1 and strides[d] == 0]  # one stride read per call
+    if not dims:
+        return None
+    res = None if residual is None else residual.expand(*lead, n)
+    dims = [d for d in dims if res is None or res.stride(d) == 0]
+    if not dims:
+        return None
+    xs = x
+    for d in dims:
+        xs = xs.narrow(d, 0, 1)
+        res = None if res is None else res.narrow(d, 0, 1)
+    y = fn(xs, *args, residual=res, **kwargs) if residual is not None else fn(xs, *args, **kwargs)
+    full = y.expand(*lead, n)
+    check.fits(fn.__name__, "x", f"the output of shape {list(full.shape)}", full.numel() * full.element_size(),
+               full.device)
+    return full.contiguous()
+
+
 def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: int, k: int, n: int,
             act_weight=None, modulation=None, eps: float = 0.0, norm_kind: int = -1, residual=None,
             residual_scale=None):
     """The C op on checked arguments: x [..., k * width] of the row's evaluation type."""
     if weight_scale is None:
         raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
-    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    out_dtype = check.result_dtype(op, "out_dtype", out_dtype)
     device = x.device
     # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
-    xc = x.contiguous()
-    m = xc.numel() // xc.shape[-1]
-    out_shape = (*xc.shape[:-1], n)
+    m = x.numel() // x.shape[-1]
+    out_shape = (*x.shape[:-1], n)
     # any shape with 1 or n values: the C op reads it as a flat array
     w_scale = weight_scale.to(dtype=torch.float32).contiguous()
     # The bias, the residual and its scale go in their own dtypes: the epilogue rounds them to
@@ -230,17 +252,18 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     if residual is None:
         residual_scale = None  # eager's apply_residual ignores a scale without a residual
     else:
-        residual = residual.contiguous() if tuple(residual.shape) == out_shape else \
-            residual.expand(out_shape).contiguous()
+        residual = check.dense(op, "residual", residual if tuple(residual.shape) == out_shape else
+                               residual.expand(out_shape))
         residual_scale = residual_scale.reshape(-1).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
     vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
     if not gpu and _library_gemm(m, k, n):
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
-        _linear_cpu_parts(op, xc, w, w_scale, bias, out, residual, residual_scale, group, act, k, vectors,
+        _linear_cpu_parts(op, _rows_view(op, x), w, w_scale, bias, out, residual, residual_scale, group, act, k, vectors,
                           _float_bits(eps), norm_kind)
         return out
+    xc = check.dense(op, "x", x)
     k_align, n_align = _gemm_alignment(device) if gpu else (1, 1)
     # The scratch (quantized rows, scales, accumulator, activated rows, rms_norm's row factors,
     # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
@@ -289,38 +312,52 @@ def _library_gemm_on() -> bool:
     return _LIBRARY_GEMM_ON
 
 
-def _linear_cpu_parts(op: str, xc, w, w_scale, bias, out, residual, residual_scale, group: int, act: int,
+def _rows_view(op: str, x: torch.Tensor) -> torch.Tensor:
+    """x as [rows, K] without a copy where its strides allow (contiguous rows, or rows of any
+    stride: a transposed or sliced x), for _linear_cpu_parts to copy a chunk at a time; else its
+    whole contiguous copy (check.dense: refused beyond the device's memory)."""
+    try:
+        return x.view(-1, x.shape[-1])
+    except RuntimeError:
+        return check.dense(op, "x", x).view(-1, x.shape[-1])
+
+
+def _linear_cpu_parts(op: str, x2, w, w_scale, bias, out, residual, residual_scale, group: int, act: int,
                       k: int, vectors, eps_bits: int, norm_kind: int) -> None:
     """int8_linear on the CPU in chunks of rows bounded by the linear memory limit (the one-call
-    op's per-row bytes: codes, scale, int32 accumulator, activated row): per chunk, our quantizer
+    op's per-row bytes: codes, scale, int32 accumulator, activated row, and the row's copy where
+    x2's rows are not contiguous, _rows_view): per chunk, our quantizer
     (C: activation, rotation, row-wise int8), torch._int_mm into the chunk's accumulator, our
     epilogue (C: scales, bias, residual form) into the output rows."""
     n = w.shape[0]
-    m = xc.numel() // xc.shape[-1]
-    elem = xc.element_size() if act else 0
-    rows = max(1, min(m, linear_memory_limit() // (k + 4 + 4 * n + k * elem)))
+    m = x2.shape[0]
+    elem = x2.element_size() if act else 0
+    # rows of a non-contiguous x are copied a chunk at a time, within the same bound
+    copied = 0 if x2.is_contiguous() else x2.shape[1] * x2.element_size()
+    rows = max(1, min(m, linear_memory_limit() // (k + 4 + 4 * n + k * elem + copied)))
     q = torch.empty((rows, k), dtype=torch.int8)
     x_scale = torch.empty(rows, dtype=torch.float32)
     acc = torch.empty((rows, n), dtype=torch.int32)
     act_rows = torch.empty(rows * k * elem, dtype=torch.uint8) if act else None
-    x2, out2 = xc.view(m, xc.shape[-1]), out.view(m, n)
+    out2 = out.view(m, n)
     res2 = None if residual is None else residual.view(m, n)
     wt = w.t()  # [k, n] with k contiguous: oneDNN takes the transposed weight as it is
     for r0 in range(0, m, rows):
         c = min(rows, m - r0)
-        _run("int8_linear_quantize", op, xc.device,
-             (x2[r0:r0 + c], q[:c], x_scale[:c], None if act_rows is None else act_rows[:c * k * elem], *vectors),
+        _run("int8_linear_quantize", op, x2.device,
+             (x2[r0:r0 + c].contiguous(), q[:c], x_scale[:c], None if act_rows is None else act_rows[:c * k * elem], *vectors),
              (act, group, eps_bits, norm_kind))
         torch._int_mm(q[:c], wt, out=acc[:c])
-        _run("int8_linear_epilogue", op, xc.device,
+        _run("int8_linear_epilogue", op, x2.device,
              (acc[:c], x_scale[:c], w_scale, bias, None if res2 is None else res2[r0:r0 + c], residual_scale,
               out2[r0:r0 + c]), ())
 
 
-def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=False, convrot_groupsize=256,
+def int8_linear(x, weight, weight_scale, bias=None, out_dtype=torch.bfloat16, convrot=False, convrot_groupsize=256,
                 input_act=None, input_act_weight=None, input_act_eps=0.0, residual=None, residual_scale=None):
     """y = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, shape
-    (*x.shape[:-1], N), in out_dtype (None: bfloat16, as comfy_kitchen.int8_linear); with a
+    (*x.shape[:-1], N), in out_dtype (omitted: bfloat16; None: float32, as eager's int8_linear called
+    directly; comfy_kitchen.int8_linear turns None into bfloat16 before dispatch); with a
     residual, residual + residual_scale * y (eager's apply_residual, in out_dtype).
 
     input_act is comfy_kitchen's: None/"none", "gelu_tanh", "swiglu" ([gate | up], halves the
@@ -329,6 +366,11 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
     op = "int8_linear"
     k, n, act = _checked(check_int8_linear, x, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize, input_act,
                                   input_act_weight, input_act_eps, residual, residual_scale)
+    served = _broadcast_served(int8_linear, x, residual, n, weight, weight_scale, bias, out_dtype, convrot,
+                               convrot_groupsize, input_act, input_act_weight, input_act_eps,
+                               residual_scale=residual_scale)
+    if served is not None:
+        return served
     rms = act == ACT_RMS_NORM
     return _linear(op, x, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0, act, k, n,
                    act_weight=input_act_weight if rms else None,
@@ -336,28 +378,36 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=None, convrot=Fals
                    residual=residual, residual_scale=residual_scale)
 
 
-def _modulated_rows(x, modulation_scale):
+def _modulated_rows(op: str, x, modulation_scale):
     """x in the type eager's x * (1 + s) has (the promoted type of the two; an exact upcast
-    where that is float32 and x is not), and x's own type code (rms_norm's result type)."""
+    where that is float32 and x is not), and x's own type code (rms_norm's result type).  The
+    upcast is a copy of x: refused beyond the device's memory as any (check.fits)."""
     promoted = torch.promote_types(x.dtype, modulation_scale.dtype)
-    return (x if promoted == x.dtype else x.to(promoted)), _KIND[x.dtype]
+    if promoted == x.dtype:
+        return x, _KIND[x.dtype]
+    check.fits(op, "x", f"x of shape {list(x.shape)} in {promoted}", x.numel() * promoted.itemsize, x.device)
+    return x.to(promoted), _KIND[x.dtype]
 
 
-def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, out_dtype=None, convrot=False,
-                          convrot_groupsize=256):
+def int8_linear_modulated(x, modulation_scale, weight, weight_scale, bias=None, out_dtype=torch.bfloat16,
+                          convrot=False, convrot_groupsize=256):
     """int8_linear(x * (1 + modulation_scale), ...) with the modulation (one row of K values,
     applied to every row) fused into the quantizer's load: eager's batch-one contract, rounded
     as eager rounds (1 + s in s's dtype, the product in the promoted dtype)."""
     op = "int8_linear_modulated"
     _checked(check_int8_linear_modulated, x, modulation_scale, weight, weight_scale, bias, out_dtype, convrot,
                                 convrot_groupsize)
-    rows, _ = _modulated_rows(x, modulation_scale)
+    served = _broadcast_served(int8_linear_modulated, x, None, weight.shape[0], modulation_scale, weight,
+                               weight_scale, bias, out_dtype, convrot, convrot_groupsize)
+    if served is not None:
+        return served
+    rows, _ = _modulated_rows(op, x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
                    ACT_MODULATE, x.shape[-1], weight.shape[0], modulation=modulation_scale)
 
 
 def int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias=None,
-                              out_dtype=None, convrot=False, convrot_groupsize=256):
+                              out_dtype=torch.bfloat16, convrot=False, convrot_groupsize=256):
     """int8_linear_modulated(rms_norm(x, norm_weight, norm_eps), ...) fused: the row's
     rsqrt(mean(x^2) + eps) first (on the GPU a one-warp reduction before the quantizer), then
     rms_norm, the modulation and the quantization at the quantizer's load; rms_norm as aten's
@@ -365,12 +415,22 @@ def int8_linear_rms_modulated(x, norm_weight, norm_eps, modulation_scale, weight
     op = "int8_linear_rms_modulated"
     _checked(check_int8_linear_rms_modulated, x, norm_weight, norm_eps, modulation_scale, weight, weight_scale, bias,
                                     out_dtype, convrot, convrot_groupsize)
-    rows, norm_kind = _modulated_rows(x, modulation_scale)
+    served = _broadcast_served(int8_linear_rms_modulated, x, None, weight.shape[0], norm_weight, norm_eps,
+                               modulation_scale, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize)
+    if served is not None:
+        return served
+    rows, norm_kind = _modulated_rows(op, x, modulation_scale)
     return _linear(op, rows, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0,
                    ACT_RMS_MODULATE, x.shape[-1], weight.shape[0], act_weight=norm_weight,
                    modulation=modulation_scale, eps=_eps(op, "norm_eps", norm_eps),
                    norm_kind=norm_kind)
 
+
+# Their x is never copied whole before _linear's own bounded copies: broadcast rows are served from
+# the distinct ones (_broadcast_served), the CPU's chunks copy a chunk at a time (_rows_view), and
+# any whole copy goes through check.dense (refused beyond the device's memory).
+check.COPIED_BY_THE_OP.update({name: ("x",) for name in ("int8_linear", "int8_linear_modulated",
+                                                         "int8_linear_rms_modulated")})
 
 __all__ = ["check_int8_linear", "check_int8_linear_modulated", "check_int8_linear_rms_modulated", "int8_linear",
            "int8_linear_modulated", "int8_linear_rms_modulated", "linear_memory_limit", "set_linear_memory_limit"]

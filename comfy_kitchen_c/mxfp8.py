@@ -78,13 +78,14 @@ def check_dequantize_mxfp8(qx, block_scales, output_type=torch.bfloat16):
         raise ArgumentError(f"{op}: argument 'qx': {cols} columns is not a multiple of {BLOCK}")
     _check_scales(op, "block_scales", block_scales, rows, cols)
     check.same_device(op, qx=qx, block_scales=block_scales)
-    _out_dtype(op, "output_type", output_type)
+    return check.result_dtype(op, "output_type", output_type)
 
 
 def dequantize_mxfp8(qx, block_scales, output_type=torch.bfloat16):
-    """e4m3 value * E8M0 block scale in float32, rounded once to output_type: eager's bits."""
+    """e4m3 value * E8M0 block scale in float32, rounded once to output_type (None: float32, as
+    eager's .to(None)): eager's bits."""
     op = "dequantize_mxfp8"
-    _checked(check_dequantize_mxfp8, qx, block_scales, output_type)
+    output_type = _checked(check_dequantize_mxfp8, qx, block_scales, output_type)
     rows, cols = qx.shape
     scales = block_scales.contiguous().view(torch.uint8).reshape(_scale_shape(rows, cols))
     out = torch.empty((rows, cols), dtype=output_type, device=qx.device)

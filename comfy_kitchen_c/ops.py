@@ -4,7 +4,9 @@
 Each op checks its arguments (``check_<op>``, also used by the backend's
 constraint rules), allocates its outputs with torch, and runs the C kernels of
 ``_C`` on the tensors' device.  Inputs that are not contiguous are copied to a
-contiguous tensor first; outputs are always new tensors.
+contiguous tensor first, after the check and only where the copy fits the device's memory
+(``_checks.copies_fit``; the int8 linears serve an expanded x from its distinct rows); outputs
+are always new tensors.
 """
 from __future__ import annotations
 
@@ -213,11 +215,12 @@ def _check_tensorwise_scale(op: str, scale) -> None:
     if scale is None or (isinstance(scale, str) and scale == "recalculate"):
         return
     if isinstance(scale, torch.Tensor):
+        check.strided(op, "scale", scale)
         if scale.numel() != 1:
             raise ArgumentError(f"{op}: argument 'scale': expected one element, got shape {list(scale.shape)}")
         if not scale.dtype.is_floating_point:
             raise ArgumentTypeError(f"{op}: argument 'scale': expected a floating dtype, got {scale.dtype}")
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    elif not check.number(scale):
         raise ArgumentTypeError(f"{op}: argument 'scale': expected a number, a one-element tensor, None or "
                                 f"'recalculate', got {scale!r}")
 
@@ -392,6 +395,7 @@ def check_dequantize_int8_embedding(q, scale, indices=None, group_size=0, output
         if not isinstance(indices, torch.Tensor) or indices.dtype not in (torch.int32, torch.int64):
             raise ArgumentTypeError(f"{op}: argument 'indices': expected an int32 or int64 tensor, got "
                                     f"{getattr(indices, 'dtype', type(indices).__name__)}")
+        check.strided(op, "indices", indices)
         if indices.numel() > check.MAX_EXTENT:
             raise ArgumentError(f"{op}: argument 'indices': {indices.numel()} indices; at most 2^31 - 1")
         # CPU indices are checked here, so the registry's rules refuse what the CPU op would; the GPU
@@ -436,7 +440,7 @@ _scale_shape = functools.lru_cache(maxsize=4096)(_C.nvfp4_scale_shape)
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return check.number(value)
 
 
 def _check_per_tensor_scale(op: str, value, name: str = "per_tensor_scale", **same_device_as) -> None:

@@ -92,16 +92,15 @@ def check_dequantize_convrot_w4a4_weight(qdata, scales, convrot_groupsize=256, q
     _quant_group(op, quant_group_size)
     _per_row(op, "scales", scales, rows, qdata.device)
     check.group_size(op, convrot_groupsize, 2 * c, "convrot_groupsize")
-    if output_dtype not in check.FLOAT_DTYPES:
-        raise ArgumentTypeError(f"{op}: argument 'output_dtype': expected float32, float16 or bfloat16, "
-                                      f"got {output_dtype!r}")
+    return check.result_dtype(op, "output_dtype", output_dtype)
 
 
 def dequantize_convrot_w4a4_weight(qdata, scales, convrot_groupsize=256, quant_group_size=INT4_GROUP,
                                    output_dtype=torch.float32):
-    """[N, K] of output_dtype: the codes times their row's scale (float32), rotated back."""
+    """[N, K] of output_dtype (None: float32, as eager's .to(None)): the codes times their row's
+    scale (float32), rotated back."""
     op = "dequantize_convrot_w4a4_weight"
-    _checked(check_dequantize_convrot_w4a4_weight, qdata, scales, convrot_groupsize, quant_group_size, output_dtype)
+    output_dtype = _checked(check_dequantize_convrot_w4a4_weight, qdata, scales, convrot_groupsize, quant_group_size, output_dtype)
     q = qdata.contiguous().view(torch.uint8)
     out = torch.empty((qdata.shape[0], 2 * qdata.shape[1]), dtype=output_dtype, device=qdata.device)
     _run("dequantize_convrot_w4a4_weight", op, qdata.device,

@@ -96,9 +96,7 @@ def _decode(op: str, qdata, s_rel, codebook, s_channel, correction, out, group: 
 def check_dequantize_w4a8_int8_weight(qdata, s_rel, s_channel, codebook=None, correction=None, group_size=16,
                                       convrot_groupsize=256, output_dtype=torch.bfloat16):
     op = "dequantize_w4a8_int8_weight"
-    if output_dtype not in check.FLOAT_DTYPES:
-        raise ArgumentTypeError(f"{op}: argument 'output_dtype': expected float32, float16 or bfloat16, "
-                                f"got {output_dtype}")
+    check.result_dtype(op, "output_dtype", output_dtype)
     return _check_storage(op, qdata, s_rel, s_channel, codebook, correction, group_size, convrot_groupsize)
 
 
@@ -106,10 +104,11 @@ def dequantize_w4a8_int8_weight(qdata, s_rel, s_channel, codebook=None, correcti
                                 convrot_groupsize=256, output_dtype=torch.bfloat16):
     """The physical [N, K] weight: codes -> int8 grid -> * s_channel (+ correction) in
     output_dtype (one C op), then rotated back group-wise in output_dtype (the C op of
-    rotate_int8_convrot_weight), as eager's steps."""
+    rotate_int8_convrot_weight), as eager's steps; None: float32, as eager's .to(None)."""
     op = "dequantize_w4a8_int8_weight"
     n, k, bits = _checked(check_dequantize_w4a8_int8_weight, qdata, s_rel, s_channel, codebook, correction,
                           group_size, convrot_groupsize, output_dtype)
+    output_dtype = check.result_dtype(op, "output_dtype", output_dtype)
     out = torch.empty((n, k), dtype=output_dtype, device=qdata.device)
     if n == 0:
         return out

@@ -71,9 +71,8 @@ def _contiguous_x(a: dict) -> dict:
 
 def ref_int8_linear(a):
     a = _contiguous_x(a)
+    # out_dtype as drawn: None is eager's direct call's float32 (ours follows it), omitted its bfloat16
     kw = {k: v for k, v in a.items() if k not in ("x", "weight", "weight_scale")}
-    if kw.get("out_dtype") is None:
-        kw["out_dtype"] = torch.bfloat16
     bias = kw.pop("bias", None)
     y = E.int8_linear(a["x"], a["weight"], a["weight_scale"], bias, **kw)
     if not _inexact(a):
@@ -300,15 +299,15 @@ def make_modulated(d: Draw, rms: bool) -> dict:
     if d.chance(0.4):
         args["bias"] = d.values((n,), d.float_dtype(0))
     if d.chance(0.5):
-        args["out_dtype"] = d.pick((torch.float32, torch.float16, torch.bfloat16))
+        args["out_dtype"] = d.pick((None, torch.float32, torch.float16, torch.bfloat16))
     return args
 
 
 def ref_modulated(a):
-    """Eager's, with out_dtype None read as bfloat16 (our documented default, int8_linear's: eager's
-    backend function would keep its float32 accumulator's type, `.to(None)`)."""
+    """Eager's, out_dtype as drawn (None: eager's float32, `.to(None)` of its accumulator's type;
+    omitted: its default, bfloat16), as ours."""
     fn = E.int8_linear_rms_modulated if "norm_weight" in a else E.int8_linear_modulated
-    return fn(**{**_contiguous_x(a), "out_dtype": a.get("out_dtype") or torch.bfloat16})
+    return fn(**_contiguous_x(a))
 
 
 def compare_modulated(ours, ref, a) -> None:

@@ -42,7 +42,7 @@ def make_dequantize(d: Draw) -> dict:
     args = {"qdata": d.layout(d.codes((n, k // 2))), "scales": (torch.rand(n, generator=d.g) * 0.1).to(
         d.float_dtype(0)), "convrot_groupsize": g}
     if d.chance(0.7):
-        args["output_dtype"] = d.float_dtype(0)
+        args["output_dtype"] = None if d.chance(0.15) else d.float_dtype(0)  # None: eager's float32
     return args
 
 
@@ -156,7 +156,7 @@ def targets(Target) -> list:
                compare_dequant,
                {"qdata": _bad_codes, "scales": lambda d, a: d.pick((torch.ones(1000), None, torch.ones(2, 2), 1.0)),
                 "convrot_groupsize": _bad_group,
-                "output_dtype": lambda d, a: d.pick((torch.int8, torch.float64, "bf16", None))}),
+                "output_dtype": lambda d, a: d.pick((torch.int8, torch.float64, "bf16"))}),
         Target("prepare_int4_weight_for_int8_linear", ("weight",), make_prepare,
                lambda a: EW.prepare_int4_weight_for_int8_linear(a["weight"]),
                lambda o, r, a: oracle.bits_equal(o, r, "unpacked"), {"weight": _bad_codes}),

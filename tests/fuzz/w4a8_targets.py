@@ -44,7 +44,7 @@ def make_dequantize(d: Draw) -> dict:
     args = _storage(d, n, k, bits, group)
     args["group_size"] = group
     args["convrot_groupsize"] = d.pick((16, 64, 256))
-    args["output_dtype"] = d.float_dtype(0)
+    args["output_dtype"] = None if d.chance(0.15) else d.float_dtype(0)  # None: eager's float32
     if bits == 4 and d.chance(0.3):
         args["correction"] = (torch.randn(k // group, n, generator=d.g) * 0.01).to(d.float_dtype(0))
     return args
@@ -81,8 +81,8 @@ def _activation(d: Draw, args: dict, k: int, m_shape: tuple) -> tuple:
 def _linear_extras(d: Draw, args: dict, n: int, m_shape: tuple) -> dict:
     if d.chance(0.4):
         args["bias"] = torch.randn(n, generator=d.g).to(d.float_dtype(0))
-    if d.chance(0.6):
-        args["out_dtype"] = d.float_dtype(0)
+    if d.chance(0.6):  # None: eager's direct call's float32, as ours
+        args["out_dtype"] = None if d.chance(0.15) else d.float_dtype(0)
     if d.chance(0.2):
         args["residual"] = torch.randn(m_shape + (n,), generator=d.g).to(d.float_dtype(0))
         args["residual_scale"] = torch.rand(n, generator=d.g)
