@@ -82,7 +82,7 @@ except Exception as exc:  # noqa: BLE001 - ComfyUI must start whatever happens h
 
 EXAMPLE = '''# comfy-kitchen-c settings for this ComfyUI (written by install-comfyui as an example).
 # Copy this file to comfy_kitchen_c.toml in the same folder to use it; environment variables
-# (COMFY_KITCHEN_C_<KEY>) win over it.  Every key: README, "Settings".
+# (COMFY_KITCHEN_C_<KEY>) win over it.  Every key: docs/settings.md.
 #
 # check = "boundary"        # launch | boundary | op: where a GPU fault is reported
 # flight = true             # the flight record (keep it on)

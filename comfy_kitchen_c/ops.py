@@ -399,7 +399,7 @@ def check_dequantize_int8_embedding(q, scale, indices=None, group_size=0, output
         if indices.numel() > check.MAX_EXTENT:
             raise ArgumentError(f"{op}: argument 'indices': {indices.numel()} indices; at most 2^31 - 1")
         # CPU indices are checked here, so the registry's rules refuse what the CPU op would; the GPU
-        # path's are not (on CUDA that needs a host sync): their rows are NaN (README), which the
+        # path's are not (on CUDA that needs a host sync): their rows are NaN (docs/linear.md), which the
         # emulated device shows for CPU tensors.
         if indices.device.type == "cpu" and not _gpu_path(indices.device) and indices.numel():
             low, high = (int(v) for v in torch.aminmax(indices))  # one pass

@@ -4,8 +4,8 @@
 A setting comes from the environment or, when ``COMFY_KITCHEN_C_CONFIG`` names one (the
 ComfyUI node sets it to the ``comfy_kitchen_c.toml`` next to it), from a TOML file; the
 environment wins.  Keys in the file are the variable names without the prefix, in lower
-case (``check = "boundary"``, ``linear_memory_mb = 512``).  ``SETTINGS`` is the table the
-README lists.
+case (``check = "boundary"``, ``linear_memory_mb = 512``).  ``SETTINGS`` is the
+table docs/settings.md lists.
 
 Nothing is silently ignored, and nothing makes the package unusable.  ``load()`` checks every
 setting in one place: a value that does not parse, hang limits out of order and a flight folder
@@ -101,9 +101,9 @@ class Setting:
     name: str
     parse: Callable[[str], object]
     default: object
-    accepted: str       # what the README table says it accepts
+    accepted: str       # what docs/settings.md's table says it accepts
     default_text: str
-    effect: str         # what it does (README table)
+    effect: str         # what it does (docs/settings.md's table)
     scope: str          # "package" | "node" | "test"
     read_by_c: bool = False  # the C side reads it from the environment (kept canonical there)
 
@@ -117,11 +117,11 @@ SETTINGS = {s.name: s for s in (
     _s("ACTIVATE", boolean, None, _BOOL, "off on import; on in the ComfyUI node",
        'put "c" first in comfy_kitchen\'s backend priority'),
     _s("CHECK", choice(CHECK_MODES), "launch", ", ".join(CHECK_MODES), "launch",
-       "checking mode of ops and staged copies (README \"Faults\")"),
+       "checking mode of ops and staged copies (docs/faults.md)"),
     _s("LINEAR_MEMORY_MB", positive_number("MiB"), 256.0, "a positive number (MiB)", "256",
        "bound on the extra memory of one int8_linear call"),
     _s("CPU_GEMM", choice(CPU_GEMMS), "library", ", ".join(CPU_GEMMS), "library",
-       "GEMM of CPU int8_linear from 16 rows: torch._int_mm (oneDNN) or ours (README \"The linear ops\")"),
+       "GEMM of CPU int8_linear from 16 rows: torch._int_mm (oneDNN) or ours (docs/linear.md)"),
     _s("CPU_ISA", choice(CPU_ISAS), None, ", ".join(CPU_ISAS) + " (one this CPU runs)", "the best one",
        "instruction set of the CPU kernels", read_by_c=True),
     _s("HUGE_PAGES", boolean, True, _BOOL, "on", "transparent-huge-page hint on large CPU outputs (Linux)",
@@ -136,7 +136,7 @@ SETTINGS = {s.name: s for s in (
        "no progress this long at a fence: HangSuspected is raised", read_by_c=True),
     _s("CONFIG", path, None, "a TOML file", "none (the node: its comfy_kitchen_c.toml, if present)",
        "file to read the other settings from (the environment wins)"),
-    _s("HOOKS", boolean, True, _BOOL, "on", "staging hooks on ComfyUI's weight copies (README \"ComfyUI\")",
+    _s("HOOKS", boolean, True, _BOOL, "on", "staging hooks on ComfyUI's weight copies (docs/comfyui.md)",
        scope="node"),
     _s("RAM_PROFILE", positive_number("GiB"), None, "a positive number (GiB)", "none",
        "make ComfyUI use the memory settings it derives for this much RAM", scope="node"),
@@ -145,7 +145,7 @@ SETTINGS = {s.name: s for s in (
     _s("EMU_REFUSE_HOST_MAPPING", boolean, False, _BOOL, "off",
        "the emulated device refuses to map the flight record", scope="test", read_by_c=True),
     _s("EMU_SCHEDULE", schedule, "order", "order, shuffle, shuffle:<seed>", "order",
-       "order in which the emulated device runs a block's threads (README \"Reliability\")", scope="test",
+       "order in which the emulated device runs a block's threads (docs/testing.md)", scope="test",
        read_by_c=True),
 )}
 # Settings that take effect at `import comfy_kitchen_c`.
