@@ -773,13 +773,22 @@ def _flight_problems(flight: dict | None, record_path: str | None, pid: int | No
     return [{"what": "the flight record asked for cannot be shown", "detail": flight["message"]}]
 
 
-def overall_verdict(problems: list[dict]) -> str:
-    """The report's verdict in one sentence; exit status 1 exactly when it names a problem."""
+def overall_verdict(problems: list[dict], flight: dict | None = None) -> str:
+    """The report's verdict in one sentence; exit status 1 exactly when it names a problem.  A
+    flight record shown is another run's history, not a problem here: its own verdict ends the
+    sentence, so that "nothing is wrong" never reads as if the record were clean."""
     if not problems:
-        return "Nothing doctor checks is wrong here."
-    whats = [p["what"] for p in problems]
-    listed = whats[0] if len(whats) == 1 else ", ".join(whats[:-1]) + " and " + whats[-1]
-    return f"{len(whats)} thing{'s are' if len(whats) > 1 else ' is'} wrong here: {listed}."
+        text = "Nothing doctor checks is wrong here"
+    else:
+        whats = [p["what"] for p in problems]
+        listed = whats[0] if len(whats) == 1 else ", ".join(whats[:-1]) + " and " + whats[-1]
+        text = f"{len(whats)} thing{'s are' if len(whats) > 1 else ' is'} wrong here: {listed}"
+    said = (flight or {}).get("summary")
+    if said:
+        owner = (flight.get("owner") or {}).get("pid")
+        whose = f" of process {owner}" if owner is not None else ""
+        text += f"; the flight record{whose} says: {said[0].lower()}{said[1:].rstrip('.')}"
+    return text + "."
 
 
 def report(record_path: str | None = None, pid: int | None = None) -> dict:
@@ -803,7 +812,8 @@ def report(record_path: str | None = None, pid: int | None = None) -> dict:
     problems += _flight_problems(flight, record_path, pid)
     return {"doctor_version": DOCTOR_VERSION, "environment": env, "comfyui_settings": derived,
             "comfyui": {"flags": flags, "memory": memory}, "recommendations": recommendations,
-            "backends": backends, "flight": flight, "problems": problems, "verdict": overall_verdict(problems)}
+            "backends": backends, "flight": flight, "problems": problems,
+            "verdict": overall_verdict(problems, flight)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -845,7 +855,7 @@ def main(args: argparse.Namespace) -> int:
     _print_part("ComfyUI", lambda d, o: print_comfyui(doc, o), doc["comfyui_settings"] or doc, out, problems)
     _print_part("Backends", print_backends, doc["backends"], out, problems)
     _print_part("Flight record", lambda d, o: print_flight(d, args.last, o), doc["flight"], out, problems)
-    print(f"\n== Verdict ==\n  {overall_verdict(problems)}", file=out)
+    print(f"\n== Verdict ==\n  {overall_verdict(problems, doc['flight'])}", file=out)
     for p in problems:
         print(f"  - {p['detail']}", file=out)
     return 1 if problems else 0

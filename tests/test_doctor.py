@@ -608,3 +608,14 @@ def test_a_text_the_writer_cut_ends_at_a_whole_word():
     assert flight._message(("\u00e9" * 60).encode()[:field - 1] + b"\0").endswith("\u2026")  # no half character
     sentence = doctor.verdict(loaded([rec(1, "a", "failed", error=shown)]))[0]
     assert sentence.endswith("kernel\u2026") and not sentence.endswith("\u2026.")
+
+
+def test_the_verdict_carries_the_records_own_so_nothing_wrong_never_reads_as_a_clean_record():
+    from comfy_kitchen_c import doctor as d
+    flight = {"summary": "The GPU failed at seq 2 (op dequantize_nvfp4).", "owner": {"pid": 4242}}
+    assert d.overall_verdict([], flight) == (
+        "Nothing doctor checks is wrong here; the flight record of process 4242 says: "
+        "the GPU failed at seq 2 (op dequantize_nvfp4).")
+    problem = [{"what": "COMFY_KITCHEN_C_CHEK is not a setting", "detail": "..."}]
+    assert d.overall_verdict(problem, flight).startswith("1 thing is wrong here: COMFY_KITCHEN_C_CHEK is not a setting; ")
+    assert d.overall_verdict([], None) == "Nothing doctor checks is wrong here."
