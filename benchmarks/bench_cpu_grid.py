@@ -37,7 +37,7 @@ from comfy_kitchen_c import cpu_speed  # noqa: E402
 from comfy_kitchen.backends.eager import quantization as E  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-M_FULL = (1, 4, 16, 64, 256, 1024, 4096)
+M_FULL = (1, 16, 256, 1024)
 M_QUICK = (1, 16, 256)
 # ComfyUI's linears (Flux/WAN/Qwen: hidden 3072 / 5120, MLP 4x): K x N
 KN_FULL = ((3072, 3072), (3072, 12288), (12288, 3072))
@@ -49,10 +49,12 @@ FORM_KN = {"none": KN_FULL, "gelu_tanh": ((12288, 3072),), "swiglu": ((12288, 30
            "residual": ((12288, 3072),)}
 KN_QUICK = ((3072, 3072),)
 # The largest GEMM the full grid times (M*K*N; 3072 x 3072 up to M = 1024, the wide pairs up to
-# 256): beyond, both sides are the same oneDNN GEMM (torch._int_mm, 90 % of the time from M = 256
-# on) and a cell takes tens of seconds on 2 cores; those cells are listed as skipped (--max-mkn).
+# 256): beyond, both sides are the same oneDNN GEMM (torch._int_mm, most of the time from M = 256
+# on) and a cell takes tens of seconds on 2 cores; those cells are listed as skipped (--max-mkn;
+# --m 4096 --max-mkn 0 ... times them).  The full grid's rows are sized for about 20 minutes on an
+# idle 2-core machine: --m takes any other list.
 MAX_MKN = 1024 * 3072 * 3072
-M_ELEMENTWISE = (1, 16, 256, 4096)  # the element-wise ops' rows in the full grid
+M_ELEMENTWISE = (1, 256, 4096)  # the element-wise ops' rows in the full grid
 REPS, REPS_QUICK = 3, 3
 BLOCK_S = 0.015
 LINEAR_FORMS = ("none", "gelu_tanh", "swiglu", "situ", "rms_norm", "residual", "modulated", "rms_modulated")
@@ -151,11 +153,11 @@ def ratio(ours: Callable, eager: Callable, kwargs: dict, reps: int) -> tuple[flo
     return statistics.median(e), statistics.median(o), statistics.median(ratios), ratios[-1] / ratios[0]
 
 
-def served_by(op: str, form: str, dtype: str, m: int, k: int, n) -> str:
-    """Who the registry gives this CPU call to: "c", or "eager" where cpu_speed's rule declines."""
-    reason = cpu_speed.rule(op, None if form in ("-", "none") else form, DTYPES[dtype], m, k,
-                            n if isinstance(n, int) else 0, torch.get_num_threads())
-    return "c" if reason is None else "eager"
+def served_by(op: str, dtype: str, m: int, k: int) -> str:
+    """Who the registry gives this CPU call to: "c", or "eager" where cpu_speed's rule declines
+    (the first tensor is m x k of dtype: x, or the int8 codes of the dequantizers)."""
+    first = torch.int8 if op.startswith("dequantize_int8") else DTYPES[dtype]
+    return "c" if cpu_speed.rule(op, first, m, m * k) is None else "eager"
 
 
 # ---- grid -----------------------------------------------------------------------------------
@@ -183,7 +185,7 @@ def grid(args) -> list[tuple]:
 
 def _cell(case: Case, t: int, dname: str, m: int, k: int, n: int, args) -> tuple:
     label = (t, case.op, case.form, dname, m, k, n if case.form != "-" else "-")
-    if case.form != "-" and m * k * n > args.max_mkn:
+    if case.form != "-" and 0 < args.max_mkn < m * k * n:
         return label + ("skipped", "", "", "")
     try:
         kwargs = case.build(DTYPES[dname], m, k, n)
@@ -196,17 +198,8 @@ def _cell(case: Case, t: int, dname: str, m: int, k: int, n: int, args) -> tuple
 
 def with_rules(rows: list[tuple]) -> list[tuple]:
     """The rows with "served by" filled from the rules as they are now (cell's thread count)."""
-    out = []
-    all_threads = torch.get_num_threads()
-    try:
-        for r in rows:
-            if r[7] in ("", "c", "eager"):
-                torch.set_num_threads(r[0])
-                r = (*r[:7], served_by(r[1], r[2], r[3], r[4], r[5], r[6]), *r[8:])
-            out.append(tuple(r))
-    finally:
-        torch.set_num_threads(all_threads)
-    return out
+    return [(*r[:7], served_by(r[1], r[3], r[4], r[5]), *r[8:]) if r[7] in ("", "c", "eager") else tuple(r)
+            for r in rows]
 
 
 def table(rows: list[tuple]) -> str:
@@ -233,7 +226,7 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int)
     p.add_argument("--json", metavar="PATH", help="also keep the cells there (for --render)")
     p.add_argument("--render", metavar="PATH", help="no timing: tabulate the cells of a --json file")
-    p.add_argument("--max-mkn", type=int, default=MAX_MKN, help="largest M*K*N of a linear cell")
+    p.add_argument("--max-mkn", type=int, default=MAX_MKN, help="largest M*K*N of a linear cell (0: no limit)")
     p.add_argument("--markdown", metavar="PATH", help="also write the table there")
     a = p.parse_args(argv)
     a.m_given = a.m is not None

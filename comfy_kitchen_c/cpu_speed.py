@@ -54,12 +54,57 @@ def apply_input_act(x: torch.Tensor, input_act, act_weight=None, act_eps=0.0) ->
 
 
 # ---- calls the registry gives to eager ----------------------------------------------------------
+# Each rule below is a valid call eager runs faster on the CPU; the registry gives it to eager with
+# the reason logged (backend.py), and a direct call of comfy_kitchen_c.ops still runs ours.  The
+# figures: benchmarks/bench_cpu_grid.py, 1 thread, ABAB medians, each slow cell measured twice
+# (benchmarks/README.md, "CPU grid").
 
-def rule(op: str, act, dtype: torch.dtype, m: int, k: int, n: int, threads: int) -> str | None:
-    """Why eager serves a CPU call of op with m rows of k (n outputs) faster than "c", or None."""
+# The fewest elements of its input an op serves: below, a call is a few microseconds of work and
+# ours costs more per call (the argument check, the hand-over to C: about 10 us) than eager's one
+# or two torch ops (3-5 us).  K = 3072, medians of 7: dequantize_int8_simple 0.38-0.50x at 8-16
+# rows, 0.76x at 32, 1.00x at 64 (196,608 elements), 1.08-1.38x at 128, 1.6-3.9x at 256; _dtype
+# 0.72x at 8 rows, 0.87-1.11x at 16 (49,152), 1.04x and more from 32 (98,304).
+MIN_ELEMENTS = {
+    "dequantize_int8_simple": 1 << 18,        # 262,144: 85 rows of 3072
+    "dequantize_int8_simple_dtype": 1 << 16,  # 65,536: 21 rows of 3072
+}
+
+# Input dtypes of an op that eager serves at every size: rms_gated_residual's float16 rows (our
+# kernel rounds every intermediate to float16 in software) 0.39x at 1 row, 0.09-0.10x at 256,
+# 0.39x at 4096 (K = 3072); float32 0.68-0.71x at 1 row, 0.55-0.88x at 256.  bfloat16: 0.93-0.98x
+# at 1 row (23 us both), 1.56x at 256: served.
+EAGER_DTYPES = {"rms_gated_residual": (torch.float16, torch.float32)}
+
+# int8_linear and its modulated forms with float16 rows: from this many rows on (the library-GEMM
+# path) our float16 loads and stores cost more than eager's float16 torch ops save.  K = N = 3072:
+# 64 rows 1.40-1.93x; 256 rows 0.68-1.11x (none 0.92-1.11x, residual 0.70-0.93x, modulated
+# 0.72x, rms_modulated 0.68-0.71x); 1024 rows 0.42-0.94x.  bfloat16 and float32: 1.0x and more.
+FLOAT16_LINEAR_MIN_ROWS = 128
+FLOAT16_LINEARS = ("int8_linear", "int8_linear_modulated", "int8_linear_rms_modulated")
+
+
+def rule(op: str, dtype: torch.dtype, rows: int, elements: int) -> str | None:
+    """Why eager serves a CPU call of op faster than "c" (its first tensor's dtype, rows and
+    elements), or None: the rules above."""
+    where = "comfy_kitchen_c/cpu_speed.py"
+    least = MIN_ELEMENTS.get(op)
+    if least is not None and elements < least:
+        return f"eager is faster on the CPU below {least} elements (this call: {elements}; {where} MIN_ELEMENTS)"
+    if dtype in EAGER_DTYPES.get(op, ()):
+        return f"eager is faster on the CPU with {dtype} inputs ({where} EAGER_DTYPES)"
+    if op in FLOAT16_LINEARS and dtype == torch.float16 and rows >= FLOAT16_LINEAR_MIN_ROWS:
+        return (f"eager is faster on the CPU with float16 x from {FLOAT16_LINEAR_MIN_ROWS} rows (this call: "
+                f"{rows}; {where} FLOAT16_LINEAR_MIN_ROWS)")
     return None
 
 
 def decline(op: str, kwargs: dict) -> str | None:
-    """The registry's speed rule for a checked CPU call (backend.py): rule() of its shape."""
-    return None
+    """The registry's speed rule for a checked CPU call (backend.py): rule() of its main tensor
+    (x; the dequantizers' int8 codes q; rms_gated_residual's activation)."""
+    if op not in MIN_ELEMENTS and op not in EAGER_DTYPES and op not in FLOAT16_LINEARS:
+        return None
+    first = next((kwargs[name] for name in ("x", "q", "activation") if name in kwargs), None)
+    if not isinstance(first, torch.Tensor):
+        return None
+    width = first.shape[-1] if first.ndim else 1
+    return rule(op, first.dtype, first.numel() // width if width else 0, first.numel())
