@@ -3,7 +3,7 @@
 int8_linear form, M = 1 .. 4096 rows, ComfyUI's K x N, 1 thread and all threads.
 
     python benchmarks/bench_cpu_grid.py            # the full grid (README table; ~15-20 min on 2 cores)
-    python benchmarks/bench_cpu_grid.py --quick    # a CI-size subset (about a minute)
+    python benchmarks/bench_cpu_grid.py --quick    # a CI-size subset (M 1 and 256, all threads: minutes)
     python benchmarks/bench_cpu_grid.py --only int8_linear --dtype float16 --m 1 16
 
 What each cell is: ratio = eager ms / ours ms (> 1: "c" faster), each the median of REPS
@@ -38,7 +38,7 @@ from comfy_kitchen.backends.eager import quantization as E  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 M_FULL = (1, 16, 256, 1024)
-M_QUICK = (1, 16, 256)
+M_QUICK = (1, 256)
 # ComfyUI's linears (Flux/WAN/Qwen: hidden 3072 / 5120, MLP 4x): K x N
 KN_FULL = ((3072, 3072), (3072, 12288), (12288, 3072))
 # The wide pairs where each form occurs in a DiT block (all forms are timed at 3072 x 3072 too):
@@ -164,7 +164,7 @@ def served_by(op: str, dtype: str, m: int, k: int) -> str:
 
 def grid(args) -> list[tuple]:
     rows = []
-    threads = sorted({1, torch.get_num_threads()}) if args.threads is None else args.threads
+    threads = args.threads or ([torch.get_num_threads()] if args.quick else sorted({1, torch.get_num_threads()}))
     all_threads = torch.get_num_threads()
     todo = [c for c in cases() if (not args.only or c.op in args.only or c.form in args.only)]
     try:
@@ -210,6 +210,43 @@ def table(rows: list[tuple]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pivot(rows: list[tuple]) -> str:
+    """The cells as one line per (threads, op, form, dtype) and one column per (K x N, M): the
+    ratio, or "e 0.70" where the registry gives the call to eager (the ratio it avoids); the
+    linears' table, then the element-wise ops'."""
+    parts = ([r for r in rows if r[2] != "-"], [r for r in rows if r[2] == "-"])
+    return "\n".join(_pivot(part) for part in parts if part)
+
+
+def _pivot(rows: list[tuple]) -> str:
+    cols, lines = [], {}
+    for r in rows:
+        col = (r[5], r[6], r[4])
+        if col not in cols:
+            cols.append(col)
+        key = r[:4]
+        ratio_text = r[10].split("x")[0] if r[10] else r[7]
+        lines.setdefault(key, {})[col] = ("e " if r[7] == "eager" else "") + ratio_text
+    head = ["threads", "op", "form", "dtype"] + [f"{k}x{n} M={m}" if n != "-" else f"K={k} M={m}" for k, n, m in cols]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * 4 + "---:|" * len(cols)]
+    for key, cells in lines.items():
+        out.append("| " + " | ".join(map(str, key)) + " | " + " | ".join(cells.get(c, "") for c in cols) + " |")
+    return "\n".join(out) + "\n"
+
+
+def from_log(path: str) -> list[tuple]:
+    """Cells from the progress lines a run printed to stderr ("threads op form dtype M K N ratio"):
+    the ratio only (no ms, no spread), for a run stopped before its end."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            p = line.split()
+            if len(p) == 8 and p[7].endswith("x"):
+                n = p[6] if p[6] == "-" else int(p[6])
+                rows.append((int(p[0]), p[1], p[2], p[3], int(p[4]), int(p[5]), n, "", "", "", p[7]))
+    return rows
+
+
 def slower(rows: list[tuple]) -> list[tuple]:
     """The served-by-c cells below 1.0x."""
     return [r for r in rows if r[7] == "c" and float(r[10].split("x")[0]) < 1.0]
@@ -217,7 +254,7 @@ def slower(rows: list[tuple]) -> list[tuple]:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--quick", action="store_true", help="M 1, 16, 256; K = N = 3072; 3 reps")
+    p.add_argument("--quick", action="store_true", help="M 1 and 256; K = N = 3072; all threads only; 3 reps")
     p.add_argument("--only", nargs="+", help="ops or int8_linear forms to run")
     p.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     p.add_argument("--m", nargs="+", type=int)
@@ -226,6 +263,8 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int)
     p.add_argument("--json", metavar="PATH", help="also keep the cells there (for --render)")
     p.add_argument("--render", metavar="PATH", help="no timing: tabulate the cells of a --json file")
+    p.add_argument("--log", metavar="PATH", help="no timing: tabulate the progress lines of a run's stderr")
+    p.add_argument("--pivot", action="store_true", help="one line per op, form, dtype and threads")
     p.add_argument("--max-mkn", type=int, default=MAX_MKN, help="largest M*K*N of a linear cell (0: no limit)")
     p.add_argument("--markdown", metavar="PATH", help="also write the table there")
     a = p.parse_args(argv)
@@ -239,7 +278,9 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.render:
+    if args.log:
+        rows, about = from_log(args.log), f"cells of {args.log}"
+    elif args.render:
         with open(args.render) as f:
             saved = json.load(f)
         rows, about = [tuple(r) for r in saved["rows"]], saved["about"]
@@ -255,7 +296,7 @@ def main(argv=None) -> int:
             with open(args.json, "w") as f:
                 json.dump({"rows": rows, "about": about}, f)
     rows = with_rules(rows)
-    text = f"{table(rows)}\n- {about}\n"
+    text = f"{(pivot if args.pivot else table)(rows)}\n- {about}\n"
     below = slower(rows)
     text += f"- served by c and below 1.0x: {len(below)} of {len(rows)} cells\n"
     print(text)

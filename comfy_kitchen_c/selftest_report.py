@@ -25,7 +25,7 @@ import torch
 
 from . import _C
 
-ROUNDS = 5                  # alternating blocks of ours and eager (the speedup's spread is over them)
+ROUNDS = 4                  # alternating blocks of ours and eager (the speedup's spread is over them)
 BLOCK_S = 0.01              # a block runs for about this long ...
 MIN_CALLS, MAX_CALLS = 1, 40  # ... with this many calls (and a warm-up call before each block)
 
