@@ -300,10 +300,14 @@ def main(argv=None) -> int:
     below = slower(rows)
     text += f"- served by c and below 1.0x: {len(below)} of {len(rows)} cells\n"
     print(text)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
+    _save(args.markdown, text)
     return 0
+
+
+def _save(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

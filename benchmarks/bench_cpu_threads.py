@@ -48,8 +48,8 @@ def main(argv=None) -> int:
         print(json.dumps(measure(args.threads, args.reps)))
         return 0
     here = os.path.dirname(os.path.abspath(__file__))
-    print(f"| OMP_WAIT_POLICY | op | form | dtype | M | eager ms | ours ms | eager/ours (max/min) |\n"
-          f"|---|---|---|---|---:|---:|---:|---:|")
+    print("| OMP_WAIT_POLICY | op | form | dtype | M | eager ms | ours ms | eager/ours (max/min) |\n"
+          "|---|---|---|---|---:|---:|---:|---:|")
     for policy in POLICIES:
         env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
         if policy:
