@@ -61,11 +61,13 @@ def apply_input_act(x: torch.Tensor, input_act, act_weight=None, act_eps=0.0) ->
 
 # The fewest elements of its input an op serves: below, a call is a few microseconds of work and
 # ours costs more per call (the argument check, the hand-over to C: about 10 us) than eager's one
-# or two torch ops (3-5 us).  K = 3072, medians of 7: dequantize_int8_simple 0.38-0.50x at 8-16
-# rows, 0.76x at 32, 1.00x at 64 (196,608 elements), 1.08-1.38x at 128, 1.6-3.9x at 256; _dtype
-# 0.72x at 8 rows, 0.87-1.11x at 16 (49,152), 1.04x and more from 32 (98,304).
+# or two torch ops (3-5 us), or the same memory-bound work.  1 thread, ABAB medians of 7:
+# dequantize_int8_simple at K = 3072 0.38-0.50x at 8-16 rows, 0.76x at 32, 1.00x at 64 (196,608
+# elements), 1.08-1.38x at 128 (393,216); at K = 1024 0.15-0.79x at 64 rows, 0.83-1.34x at 256
+# (262,144: three runs), 1.05-2.01x at 1024; 512 x 3072 1.08-1.53x.  _dtype: 0.72x at 8 x 3072,
+# 0.87-1.11x at 16 x 3072 (49,152), 1.00-1.33x at 64 x 1024 (65,536), 1.04x and more from 32 x 3072.
 MIN_ELEMENTS = {
-    "dequantize_int8_simple": 1 << 18,        # 262,144: 85 rows of 3072
+    "dequantize_int8_simple": 1 << 19,        # 524,288: 171 rows of 3072
     "dequantize_int8_simple_dtype": 1 << 16,  # 65,536: 21 rows of 3072
 }
 
