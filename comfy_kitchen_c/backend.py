@@ -15,7 +15,7 @@ import logging
 
 import torch
 
-from . import _C, _proved, op_list, ops
+from . import _C, _proved, cpu_speed, op_list, ops
 from ._C import KitchenError
 
 BACKEND_NAME = "c"
@@ -75,6 +75,10 @@ def _call_rule(op: op_list.Op):
             # TypeError: a required argument missing, or one the op does not have (a newer comfy_kitchen's)
             logger.debug("backend 'c' declines %s: %s", op.name, exc)
             return ValidationResult.fail("__call__", str(exc))
+        slower = cpu_speed.decline(op.name, kwargs) if _on_cpu(kwargs) else None
+        if slower is not None:  # a valid call eager runs faster (cpu_speed.py: the shapes, the figures)
+            logger.debug("backend 'c' declines %s: %s", op.name, slower)
+            return ValidationResult.fail("__speed__", slower)
         _proved.prove(check, tuple(map(kwargs.get, names)), result)
         return ValidationResult.ok()
 

@@ -13,7 +13,7 @@ import struct
 
 import torch
 
-from . import _C, settings
+from . import _C, cpu_speed, settings
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
 from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability
@@ -371,6 +371,10 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=torch.bfloat16, co
                                residual_scale=residual_scale)
     if served is not None:
         return served
+    if act and x.device.type == "cpu" and cpu_speed.torch_act(input_act, x.dtype) \
+            and _library_gemm(x.numel() // max(x.shape[-1], 1), k, n):
+        # torch's activation is faster there than our fused one (cpu_speed.py), and eager's bits
+        x, act = cpu_speed.apply_input_act(x, input_act, input_act_weight, input_act_eps), 0
     rms = act == ACT_RMS_NORM
     return _linear(op, x, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0, act, k, n,
                    act_weight=input_act_weight if rms else None,

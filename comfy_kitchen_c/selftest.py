@@ -740,6 +740,7 @@ class Row:
     problem: str | None = None
     ours_ms: float = float("nan")
     eager_ms: float = float("nan")
+    spread: tuple[float, float] = (float("nan"), float("nan"))  # lowest and highest round's speedup
 
     @property
     def ok(self) -> bool:
@@ -769,7 +770,8 @@ def check_case(case: Case, inputs: Inputs, timing: bool = True) -> Row:
             row.problem = case.rule(ours, ref)
         if timing:
             stage = "timing"
-            row.ours_ms, row.eager_ms = report.time_blocks(ours_fn, eager_fn, args, inputs.device)
+            row.ours_ms, row.eager_ms, *spread = report.time_blocks(ours_fn, eager_fn, args, inputs.device)
+            row.spread = tuple(spread)
     except Exception as exc:  # noqa: BLE001 - a selftest reports every failure as a row
         row.problem = f"{stage} raised {type(exc).__name__}: {exc}"
     return row
@@ -782,7 +784,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 COLUMNS = ("op", "device", "dtype", "int8/fp4 codes", "float err (rel)", "verdict", "ours ms", "eager ms",
-           "speedup")
+           "speedup (rounds)")
 
 
 def _num(value: float, spec: str) -> str:
@@ -794,7 +796,8 @@ def _cells(row: Row) -> tuple[str, ...]:
     speedup = row.eager_ms / row.ours_ms if row.ours_ms > 0 else float("nan")
     return (row.label, row.device, _dtype_name(row.dtype), row.codes, _num(row.float_err, ".2g"),
             "PASS" if row.ok else "FAIL", _num(row.ours_ms, ".3f"), _num(row.eager_ms, ".3f"),
-            _num(speedup, ".2f") + "x" * (speedup == speedup))
+            _num(speedup, ".2f") + "x" * (speedup == speedup)
+            + (f" ({row.spread[0]:.2g}-{row.spread[1]:.2g})" if row.spread[0] == row.spread[0] else ""))
 
 
 class Table:
@@ -802,7 +805,7 @@ class Table:
 
     def __init__(self, out: TextIO, labels):
         self.out = out
-        self.widths = [max(len(COLUMNS[0]), *map(len, labels)), 6, 8, 24, 15, 7, 9, 9, 8]
+        self.widths = [max(len(COLUMNS[0]), *map(len, labels)), 6, 8, 24, 15, 7, 9, 9, 18]
 
     def _line(self, cells) -> None:
         first, *rest = cells
@@ -824,7 +827,10 @@ LEGEND = ("dtype: the input's (quantize, rotate), the output's (*_dtype, dequant
           "float err (rel): largest |ours - eager| of the float outputs (scales, dequantized values, results) "
           "divided by the largest |eager|; 0 is bit-exact.\n"
           f"Times: median ms per call, in blocks of {report.MIN_CALLS}-{report.MAX_CALLS} consecutive calls of one "
-          f"implementation, {report.ROUNDS} alternating rounds (benchmarks/bench_cpu.py's method); speedup = eager / ours.")
+          f"implementation, {report.ROUNDS} alternating rounds (benchmarks/bench_cpu.py's method); speedup = eager / ours "
+          "of the medians, (rounds) the lowest and highest speedup of one round: the spread a busy machine makes.\n"
+          "A direct call of comfy_kitchen_c.ops is timed: where eager is faster on the CPU the registry gives the call to "
+          "eager (comfy_kitchen_c/cpu_speed.py), so a speedup below 1x there is what that rule avoids.")
 
 
 def _summary(rows: list[Row], out: TextIO, timing: bool = True) -> None:

@@ -25,9 +25,9 @@ import torch
 
 from . import _C
 
-ROUNDS = 2                  # alternating blocks of ours and eager
-BLOCK_S = 0.02              # a block runs for about this long ...
-MIN_CALLS, MAX_CALLS = 2, 40  # ... with this many calls
+ROUNDS = 4                  # alternating blocks of ours and eager (the speedup's spread is over them)
+BLOCK_S = 0.01              # a block runs for about this long ...
+MIN_CALLS, MAX_CALLS = 1, 40  # ... with this many calls (and a warm-up call before each block)
 
 
 # ---- header -------------------------------------------------------------------------------------
@@ -146,15 +146,23 @@ def _block(fn, args: tuple, device: torch.device, calls: int, warm_up: bool = Tr
     return times
 
 
-def time_blocks(ours_fn, eager_fn, args: tuple, device: torch.device) -> tuple[float, float]:
-    """Median milliseconds per call of each implementation, timed in alternating blocks (the
-    caller has run both once already; one more call of each sizes the blocks)."""
+def time_blocks(ours_fn, eager_fn, args: tuple, device: torch.device) -> tuple[float, float, float, float]:
+    """(ours ms, eager ms, lowest and highest round's speedup): the medians per call of each
+    implementation over ROUNDS alternating rounds of blocks (the caller has run both once already;
+    one more call of each sizes the blocks), and the spread of the per-round speedups (a round's
+    eager median / its ours median).  The column is the median of the rounds, not one block: a
+    block that a neighbour's load or torch's spinning OpenMP workers hit moves the spread, not
+    the median, which is how the same op read 999x in one run and 1.4x in the next."""
     calls = {}
     for name, fn in (("eager", eager_fn), ("ours", ours_fn)):
         one = _block(fn, args, device, 1, warm_up=False)[0] / 1e3
         calls[name] = max(MIN_CALLS, min(MAX_CALLS, math.ceil(BLOCK_S / max(one, 1e-6))))
     samples = {"ours": [], "eager": []}
+    rounds = []
     for _ in range(ROUNDS):  # a block's first call warms it up (the other one ran in between)
-        samples["ours"] += _block(ours_fn, args, device, calls["ours"])
-        samples["eager"] += _block(eager_fn, args, device, calls["eager"])
-    return statistics.median(samples["ours"]), statistics.median(samples["eager"])
+        o = _block(ours_fn, args, device, calls["ours"])
+        e = _block(eager_fn, args, device, calls["eager"])
+        samples["ours"] += o
+        samples["eager"] += e
+        rounds.append(statistics.median(e) / max(statistics.median(o), 1e-9))
+    return statistics.median(samples["ours"]), statistics.median(samples["eager"]), min(rounds), max(rounds)

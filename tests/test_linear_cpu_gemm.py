@@ -150,10 +150,13 @@ def test_the_parts_refuse_the_emulated_device():
 
 
 @needs_onednn
-def test_chunks_bounded_by_the_memory_limit(memory_limit, int_mm_calls, our_gemm):
+def test_chunks_bounded_by_the_memory_limit(memory_limit, int_mm_calls, our_gemm, monkeypatch):
     """Rows go through in chunks of limit // (k + 4 + 4n + activated row) rows, one
     torch._int_mm per chunk, with the one-call op's result (each chunk's x, output and
-    residual rows its own)."""
+    residual rows its own).  The activation stays fused here (cpu_speed.TORCH_ACTS emptied):
+    the chunks' activated rows are what is bounded."""
+    from comfy_kitchen_c import cpu_speed
+    monkeypatch.setattr(cpu_speed, "TORCH_ACTS", frozenset())
     m, k, n = 70, 64, 24
     x, w, ws, b = make(m, k, n, torch.float16, bias=True, act="swiglu")
     res = {"residual": torch.randn(m, n), "residual_scale": torch.rand(n)}

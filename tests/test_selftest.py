@@ -172,3 +172,12 @@ def test_timing_is_in_blocks_of_consecutive_calls():
     # calls of one implementation, never interleaved one by one
     assert runs == ["eager"] + ["ours", "eager"] * selftest_report.ROUNDS
     assert calls.count("ours") >= selftest_report.ROUNDS * selftest_report.MIN_CALLS
+
+
+def test_the_speed_column_is_the_median_with_the_rounds_spread():
+    from comfy_kitchen_c import selftest_report
+    ours_ms, eager_ms, low, high = selftest_report.time_blocks(lambda: None, lambda: sum(range(2000)), (),
+                                                               torch.device("cpu"))
+    assert ours_ms > 0 and eager_ms > 0 and 0 < low <= high
+    row = selftest.Row("op", "cpu", torch.float32, ours_ms=1.0, eager_ms=3.0, spread=(2.5, 3.5))
+    assert selftest._cells(row)[-1] == "3.00x (2.5-3.5)"
