@@ -394,7 +394,7 @@ def _vector(d: Inputs, seed: int, scale: float = 1.0, offset: float = 0.0) -> to
 def _modulation(d: Inputs) -> torch.Tensor:
     """Modulation scales s small enough that x * (1 + s) stays finite in float16 after rms_norm of
     the outlier rows (~1700 there): a row that overflows to inf is where eager's result is
-    undefined (README, "Results where eager's are undefined"), not a parity check."""
+    undefined (docs/parity.md ("Results where eager's are undefined")), not a parity check."""
     return _vector(d, SEED + 4, 0.02)
 
 
@@ -476,14 +476,14 @@ def _rope_case(op: str) -> Case:
     args = (lambda d: (_rope_x(d), _rope_x(d, 0.5), _freqs(d))) if pair else (lambda d: (_rope_x(d), _freqs(d)))
     why = NEWER_EAGER if "split_half" not in op else (
         "the installed comfy-kitchen's eager lacks this op or rounds split-half RoPE twice (0.2.31); "
-        "ours follows the newer one fused multiply-add (README \"Parity\")")
+        "ours follows the newer one fused multiply-add (docs/parity.md)")
     return Case(op, "", args, exact, _rope_reference(op, op.endswith("_")), runs=_eager_rope(op), not_run=why)
 
 
 def _eager_rope(op: str) -> Callable[[Inputs], bool]:
     """Whether eager has op and computes it as ours does: its split-half forms add the second
     product with one fused multiply-add (addcmul_) since comfy-kitchen 0.2.40; 0.2.31 rounded
-    twice, and ours follows the newer (README "Parity")."""
+    twice, and ours follows the newer (docs/parity.md)."""
     def runs(_d: Inputs) -> bool:
         import importlib
 
@@ -696,8 +696,8 @@ def _awq_args(d: Inputs) -> tuple:
 
 
 def _awq_reference(eager):
-    """eager's result, carrying the op's bound per output (comfy_kitchen_c/awq_bound.py, README
-    Parity) for the rule, which sees only the results."""
+    """eager's result, carrying the op's bound per output (comfy_kitchen_c/awq_bound.py,
+    docs/parity.md) for the rule, which sees only the results."""
     from .awq_bound import bound
 
     fn = importlib.import_module("comfy_kitchen.backends.eager.awq").gemv_awq_w4a16
