@@ -530,7 +530,10 @@ def _pick_record(flight, directory: str, record_path: str | None, pid: int | Non
         return mine[-1] if mine else None
     c = sys.modules.get("comfy_kitchen_c._C")
     own = c.flight_path() if c is not None and hasattr(c, "flight_path") else None
-    if own is not None and os.path.exists(own):
+    # this process's own record, when it is in the folder doctor reads (a record of ours written
+    # elsewhere, under another FLIGHT_DIR, is not what doctor was pointed at)
+    if own is not None and os.path.exists(own) and directory is not None and \
+            os.path.realpath(os.path.dirname(own)) == os.path.realpath(directory):
         return own
     if not files:
         report["message"] = f"no flight record found in {directory}"
