@@ -373,8 +373,10 @@ def int8_linear(x, weight, weight_scale, bias=None, out_dtype=torch.bfloat16, co
         return served
     if act and x.device.type == "cpu" and cpu_speed.torch_act(input_act, x.dtype) \
             and _library_gemm(x.numel() // max(x.shape[-1], 1), k, n):
-        # torch's activation is faster there than our fused one (cpu_speed.py), and eager's bits
-        x, act = cpu_speed.apply_input_act(x, input_act, input_act_weight, input_act_eps), 0
+        # torch's activation is faster there than our fused one (cpu_speed.py), and eager's bits.
+        # On contiguous rows: torch's reductions (rms_norm) sum a strided row in another order, and
+        # ours is each row's result as a contiguous row whatever the layout (docs/parity.md).
+        x, act = cpu_speed.apply_input_act(x.contiguous(), input_act, input_act_weight, input_act_eps), 0
     rms = act == ACT_RMS_NORM
     return _linear(op, x, weight, weight_scale, bias, out_dtype, convrot_groupsize if convrot else 0, act, k, n,
                    act_weight=input_act_weight if rms else None,

@@ -60,9 +60,11 @@ def _pair(op: str, q, k, freqs_cis, q_scale, k_scale, epsilon, split_half: bool,
     bits = _eps(op, epsilon)
     if k_scale is None:
         k_scale = q_scale
-    fq, rot = _check_x(op, "q", q, freqs_cis, q_scale, "q_scale", split_half, rot_dim)
-    fk, _ = _check_x(op, "k", k, freqs_cis, k_scale, "k_scale", split_half, rot_dim)
-    return fq, fk, k_scale, rot, bits
+    # rot per tensor: eager slices each of q and k at rot_dim, so one of last dimension <= rot_dim is
+    # rotated whole (0) while the other rotates its first rot_dim values
+    fq, rot_q = _check_x(op, "q", q, freqs_cis, q_scale, "q_scale", split_half, rot_dim)
+    fk, rot_k = _check_x(op, "k", k, freqs_cis, k_scale, "k_scale", split_half, rot_dim)
+    return fq, fk, k_scale, (rot_q, rot_k), bits
 
 
 def _rms_rope(op, x, f, scale, split_half: bool, rot: int, bits: int, out=None):
@@ -155,8 +157,8 @@ def rms_rope_split_half(q, k, freqs_cis, q_scale, k_scale=None, epsilon=1e-6, ro
     """Partial rotary (rot_dim): the norm spans all of D, the first rot_dim values are rotated."""
     fq, fk, k_scale, rot, bits = _checked(check_rms_rope_split_half, q, k, freqs_cis, q_scale, k_scale, epsilon,
                                           rot_dim)
-    return (_rms_rope("rms_rope_split_half", q, fq, q_scale, True, rot, bits),
-            _rms_rope("rms_rope_split_half", k, fk, k_scale, True, rot, bits))
+    return (_rms_rope("rms_rope_split_half", q, fq, q_scale, True, rot[0], bits),
+            _rms_rope("rms_rope_split_half", k, fk, k_scale, True, rot[1], bits))
 
 
 def check_rms_rope_split_half1_(x, freqs_cis, scale, epsilon=1e-6):
@@ -179,5 +181,5 @@ def check_rms_rope_split_half_(q, k, freqs_cis, q_scale, k_scale=None, epsilon=1
 def rms_rope_split_half_(q, k, freqs_cis, q_scale, k_scale=None, epsilon=1e-6, rot_dim=0):
     fq, fk, k_scale, rot, bits = _checked(check_rms_rope_split_half_, q, k, freqs_cis, q_scale, k_scale, epsilon,
                                           rot_dim)
-    return (_rms_rope_("rms_rope_split_half_", q, fq, q_scale, True, rot, bits),
-            _rms_rope_("rms_rope_split_half_", k, fk, k_scale, True, rot, bits))
+    return (_rms_rope_("rms_rope_split_half_", q, fq, q_scale, True, rot[0], bits),
+            _rms_rope_("rms_rope_split_half_", k, fk, k_scale, True, rot[1], bits))

@@ -205,7 +205,7 @@ def check_w4a8_packed_linear(x, qdata, s_rel, s_channel, codebook=None, correcti
     if isinstance(s_rel, torch.Tensor) and s_rel.numel():
         raise ArgumentError(f"{op}: argument 's_rel': the packed records carry the scales; expected an empty "
                             f"tensor, got shape {list(s_rel.shape)}")
-    if group_size != 16:
+    if check.integer(op, "group_size", group_size) != 16:
         raise ArgumentError(f"{op}: argument 'group_size': the packed records hold groups of 16, got {group_size}")
     if correction is not None:
         raise ArgumentError(f"{op}: argument 'correction': packed records are symmetric (no correction)")

@@ -164,3 +164,48 @@ def test_rms_norm_of_a_strided_row_is_that_of_the_contiguous_row():
         f = torch.nn.functional.rms_norm
         layout_mattered += not torch.equal(f(x, (13,), nw, 1e-5), f(x.contiguous(), (13,), nw, 1e-5))
     assert layout_mattered  # the finding's premise: torch's own bits depend on the layout here
+
+
+def test_a_tensor_group_size_of_the_packed_w4a8_linear_is_refused_by_name():
+    """Found (seed 1, inputs 14449 and 44049): a tensor group_size reached `group_size != 16`, and
+    the truth value of the comparison raised torch's RuntimeError."""
+    x, s_channel = torch.randn(2, 256), torch.ones(16)
+    packed = torch.zeros(16 * 256 // 2 + 16 * 256 // 16, dtype=torch.int8)
+    with pytest.raises(ckc.ArgumentTypeError, match="w4a8_packed_linear: argument 'group_size'"):
+        ops.w4a8_packed_linear(x, packed, torch.empty(0), s_channel, group_size=torch.tensor([16, 16]))
+
+
+def test_rot_dim_is_applied_to_q_and_k_each():
+    """Found (seed 1, inputs 28692 and 94842): the split-half rms_rope pair ops took q's rotated
+    length for k too; a q no longer than rot_dim (rotated whole) made k rotate all of its values.
+    Eager slices each at rot_dim."""
+    skip_unless_ck("fused split-half rope", "comfy_kitchen.backends.eager.rope:rms_rope_split_half")
+    from comfy_kitchen.backends.eager import rope as E
+
+    q, k = torch.randn(2, 1, 3, 4), torch.randn(2, 1, 3, 24)
+    pos = torch.arange(3, dtype=torch.float32)[:, None] * torch.tensor([1.0, 0.5])
+    freqs = torch.stack([pos.cos(), -pos.sin(), pos.sin(), pos.cos()], -1).reshape(1, 1, 3, 2, 2, 2)
+    qs, ks = torch.rand(4) + 0.5, torch.rand(24) + 0.5
+    ours = ops.rms_rope_split_half(q, k, freqs, qs, ks, 1e-6, rot_dim=4)
+    ref = E.rms_rope_split_half(q, k, freqs, qs, ks, 1e-6, rot_dim=4)
+    assert all(torch.equal(a, b) for a, b in zip(ours, ref))
+    q2, k2 = q.clone(), k.clone()
+    ops.rms_rope_split_half_(q2, k2, freqs, qs, ks, 1e-6, rot_dim=4)
+    assert torch.equal(q2, ref[0]) and torch.equal(k2, ref[1])
+
+
+def test_torch_activation_of_a_strided_x_is_that_of_the_contiguous_rows():
+    """Found (seed 1, input 84820): on the CPU's library-GEMM path (16 rows and more) the rms_norm
+    activation, torch's there (cpu_speed.py), summed a strided row in another order than a
+    contiguous one: one row's codes differed.  Ours are the contiguous rows' whatever the layout."""
+    skip_unless_ck("input_act='rms_norm'")
+    from comfy_kitchen.backends.eager import quantization as E
+
+    g = torch.Generator().manual_seed(84820)
+    x = (torch.randn(10, 4, 4, generator=g) * 100).permute(2, 1, 0)  # [4, 4, 10], strided: 16 rows
+    w = torch.randint(-127, 128, (20, 10), generator=g, dtype=torch.int8)
+    s, nw = torch.rand(1, generator=g) + 0.01, torch.rand(10, generator=g) + 0.5
+    ours = ops.int8_linear(x, w, s, None, torch.float32, input_act="rms_norm", input_act_weight=nw, input_act_eps=0.0)
+    ref = E.int8_linear(x.contiguous(), w, s, None, torch.float32, input_act="rms_norm", input_act_weight=nw,
+                        input_act_eps=0.0)
+    assert torch.equal(ours, ref)
