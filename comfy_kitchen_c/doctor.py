@@ -91,7 +91,8 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
                           "cuda" | "emulated">
       },
       "problems": [{"what": str, "detail": str}],                       # what is wrong; exit status 1 if any
-      "verdict": str                                                   # one sentence (overall_verdict)
+      "verdict": str,                                                  # one sentence (overall_verdict)
+      "pinned_memory": {...}                                           # doctor_memory.pinned_memory (or "error")
     }
 """
 from __future__ import annotations
