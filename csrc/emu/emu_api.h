@@ -163,6 +163,8 @@ const char *ckc_emu_current_op(void);
  * Off until ckc_emu_hazards_track(1); either call clears every clock, access and
  * report.  Reports accumulate as lines; ckc_emu_hazard_take reads and clears them. */
 void ckc_emu_hazards_track(int on);
+/* Whether tracking is on: callers skip their per-call reporting (ops/hazards.c) while it is off. */
+int ckc_emu_hazards_on(void);
 /* Work on stream reads (write 0) or writes [p, p + bytes); what names it in reports. */
 void ckc_emu_hazard_access(const void *p, size_t bytes, uintptr_t stream, int write, const char *what);
 /* An event recorded on stream (its id, never 0), and a wait of stream on one: 0, or -1 for an unknown id. */

@@ -26,6 +26,7 @@
 #include "emu_api.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -47,7 +48,7 @@ struct Access {
 
 struct Hazards {
     std::mutex lock;
-    bool on = false;
+    std::atomic<bool> on{false}; /* read without the lock by ckc_emu_hazards_on */
     std::map<uintptr_t, Clock> clocks;
     std::vector<Clock> events; /* event id - 1 -> snapshot */
     std::vector<Access> accesses;
@@ -85,6 +86,10 @@ void report(Hazards &h, const Access &earlier, uintptr_t stream, bool write, con
 }
 
 } // namespace
+
+extern "C" int ckc_emu_hazards_on(void) {
+    return hz().on.load(std::memory_order_relaxed) ? 1 : 0;
+}
 
 extern "C" void ckc_emu_hazards_track(int on) {
     Hazards &h = hz();

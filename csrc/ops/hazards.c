@@ -11,6 +11,9 @@ void
 ckc_op_hazards(const char *op, const ckc_op_args *a, int begin)
 {
     char what[96];
+    if (!ckc_emu_hazards_on()) {
+        return; /* every emulated op passes here: no formatting or locking while nobody tracks */
+    }
     for (int k = 0; k < a->sig->n_tensors; k++) {
         const ckc_tensor *t = &a->t[k];
         const int output = (a->sig->tensors[k].flags & CKC_ARG_OUTPUT) != 0;
