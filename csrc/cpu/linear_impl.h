@@ -223,8 +223,54 @@ cpu_linear_epilogue(const ckc_linear_epilogue_params *p, int nthreads, ckc_error
 typedef struct {
     const ckc_act_rows_params *p;
     const float *table[2]; /* act_tables.h: the activation by lookup, or NULL */
+    const float *norm_w;   /* the columnwise activations' factors per column (act_columns), or NULL */
+    const float *mod;
     ckc_scratch scratch;
 } act_job;
+
+/* ---- the columnwise activations (rms_norm, the modulations), a row at a time ----
+ * ckc_act_columnwise (math/activation.h) per element reads its column's weight and 1 + s
+ * through the vectors' types and rounds through a switch on the type: none of it
+ * vectorizes.  Here the column factors are computed once per call, exactly as it computes
+ * them, and each row is one multiply-and-round loop per type: the same operations on the
+ * same float32 values in the same order, so the same bits. */
+
+/* norm_w[j]: rms_norm's weight as ckc_rms_value uses it; mod[j]: ckc_modulate_value's m. */
+static void
+act_columns(const ckc_act_rows_params *p, float *norm_w, float *mod)
+{
+    const ckc_act_args *a = &p->args;
+    for (int64_t j = 0; j < p->k; j++) {
+        if (norm_w != NULL) {
+            const float w = ckc_kind_value(a->weight, a->weight_kind, j);
+            norm_w[j] = a->weight_to_row_kind ? ckc_round_to_kind(w, p->kind) : w;
+        }
+        if (mod != NULL) {
+            mod[j] = ckc_round_to_kind(1.0f + ckc_kind_value(a->modulation, a->modulation_kind, j),
+                                       a->modulation_kind);
+        }
+    }
+}
+
+/* v[i] = round((v[i] * r) * f[i]) to kind; r = 1 for the modulation's v[i] * m[i] (an exact
+ * multiply by one, so the product rounds as ckc_modulate_value's). */
+static void
+act_scale_row(float *v, float r, const float *f, int64_t k, ckc_float_kind kind)
+{
+    if (kind == CKC_F32) {
+        for (int64_t i = 0; i < k; i++) {
+            v[i] = (v[i] * r) * f[i];
+        }
+    } else if (kind == CKC_BF16) {
+        for (int64_t i = 0; i < k; i++) {
+            v[i] = ckc_bf16_to_f32(ckc_f32_to_bf16((v[i] * r) * f[i]));
+        }
+    } else {
+        for (int64_t i = 0; i < k; i++) {
+            v[i] = ckc_f16_to_f32(ckc_f32_to_f16((v[i] * r) * f[i]));
+        }
+    }
+}
 
 /* A row of a tabulated activation (act_tables.h): t[0] of the first half's bits,
  * then swiglu's product with up (other) or situ's with t[1] of the gate's bits,
@@ -275,6 +321,16 @@ act_range(void *ctx, int64_t r0, int64_t r1, int worker)
             ckc_row_store(v, p->kind, p->k, (char *)p->dst + r * p->k * elem);
             continue;
         }
+        if (job->norm_w != NULL || job->mod != NULL) {
+            if (job->norm_w != NULL) {
+                act_scale_row(v, factor, job->norm_w, p->k, p->args.norm_kind);
+            }
+            if (job->mod != NULL) {
+                act_scale_row(v, 1.0f, job->mod, p->k, p->kind);
+            }
+            ckc_row_store(v, p->kind, p->k, (char *)p->dst + r * p->k * elem);
+            continue;
+        }
         for (int64_t i = 0; i < p->k; i++) {
             v[i] = ckc_act_apply(p->act, v[i], width == 2 ? other[i] : 0.0f, factor, p->args, p->kind, i);
         }
@@ -285,8 +341,26 @@ act_range(void *ctx, int64_t r0, int64_t r1, int worker)
 static ckc_status
 cpu_input_act(const ckc_act_rows_params *p, int nthreads, ckc_error *err)
 {
+    const int act = p->act == CKC_ACT_COLUMNWISE ? p->args.act : p->act;
+    const int rms = act == CKC_ACT_RMS_NORM || act == CKC_ACT_RMS_MODULATE;
+    const int modulate = act == CKC_ACT_MODULATE || act == CKC_ACT_RMS_MODULATE;
+    float *columns = NULL;
+    ckc_status status;
     act_job job;
     job.p = p;
+    job.norm_w = job.mod = NULL;
     ckc_act_tables(p->act, p->kind, job.table);
-    return ckc_parallel_rows(p->rows, p->k, nthreads, 2 * p->k, &job.scratch, act_range, &job, err);
+    if ((rms || modulate) && p->k > 0) {
+        columns = (float *)malloc((size_t)p->k * 2 * sizeof(float));
+        if (columns == NULL) {
+            return CKC_FAIL(err, CKC_ERR_MEMORY, "cannot allocate %lld bytes of scratch memory",
+                            (long long)p->k * 2 * (long long)sizeof(float));
+        }
+        job.norm_w = rms ? columns : NULL;
+        job.mod = modulate ? columns + p->k : NULL;
+        act_columns(p, rms ? columns : NULL, modulate ? columns + p->k : NULL);
+    }
+    status = ckc_parallel_rows(p->rows, p->k, nthreads, 2 * p->k, &job.scratch, act_range, &job, err);
+    free(columns);
+    return status;
 }
