@@ -22,10 +22,10 @@ def act_codes(monkeypatch):
     seen = []
     real = L._run
 
-    def spy(name, op, device, tensors, ints):
+    def spy(name, op, device, tensors, ints, *rest):
         if name in ("int8_linear", "int8_linear_quantize"):
             seen.append((name, ints[0]))
-        return real(name, op, device, tensors, ints)
+        return real(name, op, device, tensors, ints, *rest)
     monkeypatch.setattr(L, "_run", spy)
     return seen
 
@@ -125,3 +125,28 @@ def test_rms_gated_residual_goes_to_eager_in_the_dtypes_listed(activated, dtype,
     kw = {"activation": torch.randn(4, 32).to(dtype), "norm_weight": torch.rand(32).to(dtype),
           "residual": torch.randn(4, 32).to(dtype), "gate": torch.randn(1, 32).to(dtype)}
     assert registry.get_capable_backend("rms_gated_residual", kw) == served_by
+
+
+@needs_library_gemm
+def test_library_gemm_parts_use_the_pool_only_when_large(monkeypatch):
+    """On the library-GEMM path the quantizer (rows x K) and the epilogue (rows x N) go to our pool
+    only from PART_POOL_MIN_ELEMENTS elements (linear.py says why: torch's OpenMP workers spin
+    beside them); below, the calling thread alone.  Who gets how many threads, not speed."""
+    seen = {}
+    real = L._run
+
+    def spy(name, op, device, tensors, ints, threads=None):
+        seen[name] = threads
+        return real(name, op, device, tensors, ints, threads)
+    monkeypatch.setattr(L, "_run", spy)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    g = torch.Generator().manual_seed(6)
+    rows, k, n = L.LIBRARY_GEMM_MIN_ROWS, 64, 8
+    monkeypatch.setattr(L, "PART_POOL_MIN_ELEMENTS", rows * k)  # the quantizer's part reaches it, the epilogue's not
+    x = torch.randn(rows, k, generator=g)
+    w = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8)
+    ws = torch.rand(n, generator=g) * 0.01
+    out = L.int8_linear(x, w, ws)
+    assert seen == {"int8_linear_quantize": 3, "int8_linear_epilogue": 1}
+    monkeypatch.undo()
+    assert torch.equal(out, L.int8_linear(x, w, ws))  # the thread count cannot change a result
