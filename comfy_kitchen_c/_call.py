@@ -37,9 +37,7 @@ def _capsule(t: torch.Tensor | None):
 CAPTURED_TENSORS = contextvars.ContextVar("comfy_kitchen_c_captured_tensors", default=None)
 
 
-def _run(kernel: str, op: str, device: torch.device, tensors, ints, threads: int | None = None) -> None:
-    """Runs a C kernel on checked tensors: with `threads` CPU threads at most (default: torch's
-    thread count, which our pool follows)."""
+def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
     if tensors[0].numel() == 0:
         # An empty input the op serves (see the checks): its outputs are empty too (or, for a
         # given tensorwise scale, not written), so there is nothing to launch.
@@ -49,7 +47,7 @@ def _run(kernel: str, op: str, device: torch.device, tensors, ints, threads: int
         captured.extend(tensors)
     stream = faults.current_stream(device.index) if device.type == "cuda" else 0
     # map, not a generator expression: no generator frame per call
-    getattr(KERNELS.get(), kernel)(op, *map(_capsule, tensors), *ints, stream, threads or torch.get_num_threads(),
+    getattr(KERNELS.get(), kernel)(op, *map(_capsule, tensors), *ints, stream, torch.get_num_threads(),
                                    faults.CHECK.get())
 
 

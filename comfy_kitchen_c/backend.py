@@ -17,6 +17,7 @@ import torch
 
 from . import _C, _proved, cpu_speed, op_list, ops
 from ._C import KitchenError
+from ._kernels import KERNELS
 
 BACKEND_NAME = "c"
 
@@ -48,7 +49,9 @@ def unsupported_gpu(kwargs, minimum=MIN_COMPUTE_CAPABILITY) -> str | None:
 
 
 def _on_cpu(kwargs) -> bool:
-    return any(isinstance(v, torch.Tensor) and v.is_cpu for v in kwargs.values())
+    """Whether a call runs our CPU kernels: CPU tensors, and not on the emulated device (whose
+    CPU tensors run the GPU kernels: the CPU's speed rules are not its)."""
+    return KERNELS.get() is _C and any(isinstance(v, torch.Tensor) and v.is_cpu for v in kwargs.values())
 
 
 def _call_rule(op: op_list.Op):

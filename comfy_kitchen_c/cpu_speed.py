@@ -66,9 +66,21 @@ def apply_input_act(x: torch.Tensor, input_act, act_weight=None, act_eps=0.0) ->
 # elements), 1.08-1.38x at 128 (393,216); at K = 1024 0.15-0.79x at 64 rows, 0.83-1.34x at 256
 # (262,144: three runs), 1.05-2.01x at 1024; 512 x 3072 1.08-1.53x.  _dtype: 0.72x at 8 x 3072,
 # 0.87-1.11x at 16 x 3072 (49,152), 1.00-1.33x at 64 x 1024 (65,536), 1.04x and more from 32 x 3072.
+# Per-tensor FP8 (1 thread, K = 3072, medians of 5 alternating blocks, 2026-12-03 at 0b6d291):
+# dequantize_per_tensor_fp8 0.83-1.05x at 1 row, 1.52-1.70x at 2 rows, 2.2-2.5x at 4; 2 threads
+# 0.80-1.07x at 1 row, 1.07-1.54x at 2; quantize_per_tensor_fp8 1.01-1.18x at 1 row (2 threads 0.99-1.20x),
+# 1.06-1.40x at 2 rows.  rms_gated_residual bfloat16 (its float16 and float32 go to eager at every
+# size, EAGER_DTYPES): 0.88-0.94x from 1 to 32 rows, 1.06x at 64 (196,608 elements), 5.5x at 128
+# (393,216), 4.3-6.3x to 1024.  dequantize_int8_embedding (its elements: indices x D, the rows it
+# gathers; a 32000 x 4096 table): 0.75-0.79x at 1 index, 0.85-1.10x at 6, 1.16-1.76x at 77 (315,392),
+# 2.7-3.3x at 512.
 MIN_ELEMENTS = {
     "dequantize_int8_simple": 1 << 19,        # 524,288: 171 rows of 3072
     "dequantize_int8_simple_dtype": 1 << 16,  # 65,536: 21 rows of 3072
+    "dequantize_per_tensor_fp8": 1 << 12,     # 4,096: one row of 3072 goes to eager, two rows or one of 5120 not
+    "quantize_per_tensor_fp8": 1 << 12,
+    "rms_gated_residual": 1 << 18,            # 262,144: 85 rows of 3072
+    "dequantize_int8_embedding": 1 << 16,     # 65,536: 16 tokens of 4096
 }
 
 # Input dtypes of an op that eager serves at every size: rms_gated_residual's float16 rows (our
@@ -109,4 +121,8 @@ def decline(op: str, kwargs: dict) -> str | None:
     if not isinstance(first, torch.Tensor):
         return None
     width = first.shape[-1] if first.ndim else 1
-    return rule(op, first.dtype, first.numel() // width if width else 0, first.numel())
+    elements = first.numel()
+    indices = kwargs.get("indices")
+    if op == "dequantize_int8_embedding" and isinstance(indices, torch.Tensor):
+        elements = indices.numel() * width  # the rows it gathers, not the table
+    return rule(op, first.dtype, elements // width if width else 0, elements)

@@ -312,21 +312,6 @@ def _library_gemm_on() -> bool:
     return _LIBRARY_GEMM_ON
 
 
-# The fewest elements a part (the quantizer's rows x K, the epilogue's rows x N) hands to our
-# thread pool on the library-GEMM path; below, the calling thread does it alone.  Each part runs
-# right after or before torch._int_mm's OpenMP region, whose idle workers go on spinning (libgomp,
-# OMP_WAIT_POLICY unset) on the cores our pool's workers need, so a woken worker can hold its chunk
-# for a time slice: below about this size that costs more than the part itself (2 threads, bfloat16
-# x, K = 3072: 16 rows 1.78 ms with the pool, 0.99 ms without; 256 x 1024 x 128 0.60 / 0.38 ms;
-# 256 rows of K = 3072 (786,432 elements) 9.9 / 12.2 ms: the pool wins there).  benchmarks/README.md,
-# "Our thread pool beside torch's OpenMP".
-PART_POOL_MIN_ELEMENTS = 1 << 19
-
-
-def _part_threads(elements: int) -> int:
-    return torch.get_num_threads() if elements >= PART_POOL_MIN_ELEMENTS else 1
-
-
 def _rows_view(op: str, x: torch.Tensor) -> torch.Tensor:
     """x as [rows, K] without a copy where its strides allow (contiguous rows, or rows of any
     stride: a transposed or sliced x), for _linear_cpu_parts to copy a chunk at a time; else its
@@ -361,11 +346,11 @@ def _linear_cpu_parts(op: str, x2, w, w_scale, bias, out, residual, residual_sca
         c = min(rows, m - r0)
         _run("int8_linear_quantize", op, x2.device,
              (x2[r0:r0 + c].contiguous(), q[:c], x_scale[:c], None if act_rows is None else act_rows[:c * k * elem], *vectors),
-             (act, group, eps_bits, norm_kind), _part_threads(c * k))
+             (act, group, eps_bits, norm_kind))
         torch._int_mm(q[:c], wt, out=acc[:c])
         _run("int8_linear_epilogue", op, x2.device,
              (acc[:c], x_scale[:c], w_scale, bias, None if res2 is None else res2[r0:r0 + c], residual_scale,
-              out2[r0:r0 + c]), (), _part_threads(c * n))
+              out2[r0:r0 + c]), ())
 
 
 def int8_linear(x, weight, weight_scale, bias=None, out_dtype=torch.bfloat16, convrot=False, convrot_groupsize=256,

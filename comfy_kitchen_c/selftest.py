@@ -31,7 +31,7 @@ from typing import Callable, TextIO
 
 import torch
 
-from . import _C, ops
+from . import _C, cpu_speed, ops
 from . import selftest_report as report
 
 HELP = "check every op against comfy_kitchen's eager backend and time both"
@@ -741,6 +741,7 @@ class Row:
     ours_ms: float = float("nan")
     eager_ms: float = float("nan")
     spread: tuple[float, float] = (float("nan"), float("nan"))  # lowest and highest round's speedup
+    eager_serves: bool = False  # the registry gives this CPU call to eager (cpu_speed.py)
 
     @property
     def ok(self) -> bool:
@@ -749,6 +750,13 @@ class Row:
 
 def _as_tuple(result) -> tuple:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _eager_serves(op: str, fn, args: tuple, device: torch.device) -> bool:
+    """Whether the registry gives this call to eager for speed (cpu_speed.decline: CPU calls only)."""
+    if device.type != "cpu":
+        return False
+    return cpu_speed.decline(op, dict(inspect.signature(fn).bind_partial(*args).arguments)) is not None
 
 
 def check_case(case: Case, inputs: Inputs, timing: bool = True) -> Row:
@@ -763,6 +771,7 @@ def check_case(case: Case, inputs: Inputs, timing: bool = True) -> Row:
         stage = "comfy_kitchen_c"
         ours_fn = getattr(ops, case.op)  # looked up now, so a patched op is what gets checked
         ours = _as_tuple(ours_fn(*args))
+        row.eager_serves = _eager_serves(case.op, ours_fn, args, inputs.device)
         stage = "comparing"
         row.problem = _same_layout(ours, ref)
         if row.problem is None:
@@ -796,7 +805,7 @@ def _cells(row: Row) -> tuple[str, ...]:
     speedup = row.eager_ms / row.ours_ms if row.ours_ms > 0 else float("nan")
     return (row.label, row.device, _dtype_name(row.dtype), row.codes, _num(row.float_err, ".2g"),
             "PASS" if row.ok else "FAIL", _num(row.ours_ms, ".3f"), _num(row.eager_ms, ".3f"),
-            _num(speedup, ".2f") + "x" * (speedup == speedup)
+            "e " * row.eager_serves + _num(speedup, ".2f") + "x" * (speedup == speedup)
             + (f" ({row.spread[0]:.2g}-{row.spread[1]:.2g})" if row.spread[0] == row.spread[0] else ""))
 
 
@@ -829,8 +838,9 @@ LEGEND = ("dtype: the input's (quantize, rotate), the output's (*_dtype, dequant
           f"Times: median ms per call, in blocks of {report.MIN_CALLS}-{report.MAX_CALLS} consecutive calls of one "
           f"implementation, {report.ROUNDS} alternating rounds (benchmarks/bench_cpu.py's method); speedup = eager / ours "
           "of the medians, (rounds) the lowest and highest speedup of one round: the spread a busy machine makes.\n"
-          "A direct call of comfy_kitchen_c.ops is timed: where eager is faster on the CPU the registry gives the call to "
-          "eager (comfy_kitchen_c/cpu_speed.py), so a speedup below 1x there is what that rule avoids.")
+          "A direct call of comfy_kitchen_c.ops is timed: \"e\" before a speedup marks a call the registry gives to eager "
+          "because eager is faster there on the CPU (comfy_kitchen_c/cpu_speed.py), so a speedup below 1x there is what "
+          "that rule avoids.")
 
 
 def _summary(rows: list[Row], out: TextIO, timing: bool = True) -> None:

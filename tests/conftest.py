@@ -153,6 +153,16 @@ def activated():
         yield
 
 
+@pytest.fixture
+def speed_rules_off(monkeypatch):
+    """The registry's CPU speed rules (comfy_kitchen_c/cpu_speed.py: calls eager runs faster, most of
+    them small) switched off for one test, for tests of routing and parity at toy shapes: every
+    valid call is then served by "c".  tests/test_cpu_speed.py tests the rules themselves."""
+    from comfy_kitchen_c import cpu_speed
+
+    monkeypatch.setattr(cpu_speed, "decline", lambda op, kwargs: None)
+
+
 @contextlib.contextmanager
 def saved_priority(registry):
     """comfy_kitchen's backend priority and the place "c" keeps in it (backend.py), restored

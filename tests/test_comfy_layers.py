@@ -119,9 +119,16 @@ def _bytes_of_fp8(t):
 @contextlib.contextmanager
 def served(check=None):
     """Counts every op the layers get from the registry per (op, backend), and checks each call
-    "c" serves against eager's on the same arguments (check, default _check_call)."""
+    "c" serves against eager's on the same arguments (check, default _check_call).  The CPU speed
+    rules are off meanwhile (comfy_kitchen_c/cpu_speed.py gives calls eager runs faster to eager,
+    most of them smaller than any model's; these layers are toy-sized): what is counted is which
+    calls "c" can serve, and the rules have their own tests (tests/test_cpu_speed.py)."""
+    from comfy_kitchen_c import cpu_speed
+
     calls = Counter()
     real = registry.get_implementation
+    real_decline = cpu_speed.decline
+    cpu_speed.decline = lambda op, kwargs: None
 
     def get_implementation(func_name, backend=None, kwargs=None):
         impl = real(func_name, backend, kwargs)
@@ -140,6 +147,7 @@ def served(check=None):
     try:
         yield calls
     finally:
+        cpu_speed.decline = real_decline
         del registry.get_implementation  # the instance attribute; the class's method again
 
 

@@ -202,7 +202,7 @@ def fused_calls(monkeypatch):
 
 @requires_ck("ck.int8_linear(residual)", "ck.int8_linear(input_act_weight)", "input_act='situ'",
              "ck.int8_linear_modulated", "ck.int8_linear_rms_modulated")
-def test_the_new_ops_are_served_by_c_through_the_public_api(activated, fused_calls):
+def test_the_new_ops_are_served_by_c_through_the_public_api(activated, fused_calls, speed_rules_off):
     x = torch.randn(3, 64, dtype=torch.bfloat16)
     w = torch.randint(-5, 6, (8, 64), dtype=torch.int8)
     ws = torch.full((8, 1), 0.01)

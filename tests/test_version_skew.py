@@ -52,7 +52,7 @@ def test_an_op_eager_runs_faster_on_the_cpu_gives_the_registrys_cpu_calls_to_eag
 
 def test_the_rule_of_an_op_marked_slower_on_the_cpu_gives_its_cpu_calls_to_eager(caplog):
     """The mechanism itself, on a planted entry (the list may hold no such op)."""
-    op = dataclasses.replace(op_list.BY_NAME["quantize_per_tensor_fp8"], registry_cpu=False)
+    op = dataclasses.replace(op_list.BY_NAME["quantize_int8_rowwise"], registry_cpu=False)
     with caplog.at_level("DEBUG", logger="comfy_kitchen_c"):
         result = backend._call_rule(op)(_valid_kwargs(op.name))
     assert not result.success and result.failed_param == "__device__" and "eager is faster" in result.failure_reason

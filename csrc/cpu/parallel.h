@@ -21,7 +21,8 @@ void ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, v
 /* Workers the pool has started (for tests). */
 int ckc_parallel_workers(void);
 
-/* Threads a call will actually use for n indices at this grain. */
+/* Threads a call will actually use for n indices at this grain: 1 below CKC_POOL_MIN_GRAINS
+ * grains (parallel.c says why). */
 int ckc_parallel_threads(int64_t n, int64_t grain, int nthreads);
 
 /* Once, at module import (under the GIL, before any call). */

@@ -203,6 +203,10 @@ main(int argc, char **argv)
         x_in[i] = (float)((i * 37) % 101) - 50.0f + 0.25f * (float)(i % 3);
     }
     ckc_cpu_init(); /* the pool and the ISA */
+    /* the pool's threshold (parallel.c CKC_POOL_MIN_GRAINS): below 32 grains the caller alone */
+    CHECK(ckc_parallel_threads(31 * 64 + 63, 64, 8) == 1, "pool: 31 grains use %d threads", ckc_parallel_threads(31 * 64 + 63, 64, 8));
+    CHECK(ckc_parallel_threads(32 * 64, 64, 8) == 8, "pool: 32 grains use %d threads", ckc_parallel_threads(32 * 64, 64, 8));
+    CHECK(ckc_parallel_threads(1 << 20, 64, 3) == 3, "pool: the thread count is a ceiling");
     ckc_flight_init(&ring);
     ckc_flight_ring = &ring;
     memset(&flight, 0, sizeof flight);
