@@ -36,6 +36,7 @@ TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 CHECK_MODES = ("launch", "boundary", "op")
 CPU_ISAS = ("baseline", "avx2", "avx512")  # csrc/cpu/kernels_*.c: the names _C.cpu_isas() can return
 CPU_GEMMS = ("library", "ours")  # comfy_kitchen_c/linear.py: _library_gemm
+CPU_THREADS = ("openmp", "pool")  # csrc/cpu/parallel.c: omp_lookup
 
 
 class SettingError(ValueError):
@@ -122,6 +123,9 @@ SETTINGS = {s.name: s for s in (
        "bound on the extra memory of one int8_linear call"),
     _s("CPU_GEMM", choice(CPU_GEMMS), "library", ", ".join(CPU_GEMMS), "library",
        "GEMM of CPU int8_linear from 16 rows: torch._int_mm (oneDNN) or ours (docs/linear.md)"),
+    _s("CPU_THREADS", choice(CPU_THREADS), "openmp", ", ".join(CPU_THREADS), "openmp",
+       "who runs the CPU kernels' parallel loops: torch's OpenMP threads (where torch's libgomp is loaded: Linux) "
+       "or our own pool (docs/cpu.md)", read_by_c=True),
     _s("CPU_ISA", choice(CPU_ISAS), None, ", ".join(CPU_ISAS) + " (one this CPU runs)", "the best one",
        "instruction set of the CPU kernels", read_by_c=True),
     _s("HUGE_PAGES", boolean, True, _BOOL, "on", "transparent-huge-page hint on large CPU outputs (Linux)",

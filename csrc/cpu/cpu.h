@@ -52,4 +52,7 @@ int ckc_cpu_select(const char *isa);
 /* Names of the instruction sets this build and CPU can run, best first, NULL-terminated. */
 const char *const *ckc_cpu_available(void);
 
+/* Who runs the kernels' parallel loops: "openmp" (torch's OpenMP team) or "pool" (parallel.c). */
+const char *ckc_cpu_threads(void);
+
 #endif /* CKC_CPU_CPU_H */

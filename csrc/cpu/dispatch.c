@@ -77,6 +77,12 @@ ckc_cpu_select(const char *isa)
 }
 
 const char *
+ckc_cpu_threads(void)
+{
+    return ckc_parallel_runtime();
+}
+
+const char *
 ckc_cpu_isa(void)
 {
     return ckc_cpu()->isa;

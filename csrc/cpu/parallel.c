@@ -13,14 +13,17 @@
  * running one of its chunks, so no worker touches a job after its call
  * returns. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "parallel.h"
+#include "platform/library.h"
 #include "platform/threads.h"
 
 #define CKC_POOL_MAX_THREADS 256
 #define CKC_CHUNKS_PER_THREAD 4
 #define CKC_SPIN_ITERATIONS 20000 /* about 100 microseconds of pause instructions */
-/* Work below this many grains runs on the calling thread alone.  Our ops run between torch's,
+/* Work below this many grains runs on the calling thread alone where our pool runs it (not torch's
+ * OpenMP team, below).  Our ops run between torch's,
  * whose OpenMP workers (libgomp, OMP_WAIT_POLICY unset: the default) go on spinning for a while
  * after every torch op on the very cores our workers would take; a woken worker that gets
  * descheduled in favour of a spinner holds its chunk for a time slice and the caller waits for
@@ -126,6 +129,8 @@ worker_main(void *arg)
     }
 }
 
+static int omp_usable(void);
+
 int
 ckc_parallel_threads(int64_t n, int64_t grain, int nthreads)
 {
@@ -137,8 +142,8 @@ ckc_parallel_threads(int64_t n, int64_t grain, int nthreads)
         grain = 1;
     }
     by_work = n / grain;
-    if (by_work < CKC_POOL_MIN_GRAINS) {
-        return 1;
+    if (by_work < CKC_POOL_MIN_GRAINS && by_work >= 2 && !omp_usable()) {
+        return 1; /* torch's team has no such cost: its threads are the spinning ones */
     }
     if (by_work < nthreads) {
         nthreads = (int)by_work;
@@ -169,6 +174,124 @@ unlink_job(ckc_job *job)
     *p = job->next;
 }
 
+/* ---- torch's OpenMP team ----
+ * Where torch's libgomp is loaded (its Linux wheels), our loops run on its team through
+ * GOMP_parallel (what GCC compiles `#pragma omp parallel` to): the very threads torch's ops run
+ * on.  After a torch op they spin, waiting for the next parallel region, so ours starts at once,
+ * and no thread of ours competes with them for the cores (benchmarks/README.md, "Our thread pool
+ * beside torch's OpenMP").  Elsewhere (Windows and macOS builds of torch use other runtimes), in
+ * a forked child (a parent's libgomp team does not survive fork), or with
+ * COMFY_KITCHEN_C_CPU_THREADS=pool: our pool below. */
+typedef void (*omp_parallel_fn)(void (*body)(void *), void *data, unsigned num_threads, unsigned flags);
+typedef int (*omp_thread_num_fn)(void);
+
+static struct {
+    omp_parallel_fn parallel; /* NULL: none found, or not to be used */
+    omp_thread_num_fn thread_num;
+    long pid;                 /* the process that found it */
+} omp;
+static ckc_atomic_counter omp_looked; /* 1 once omp is set (under pool.lock) */
+
+typedef struct {
+    ckc_range_fn fn;
+    void *ctx;
+    int64_t n;
+    int64_t chunk;
+    int64_t n_chunks;
+    ckc_atomic_counter next_chunk;
+} omp_job;
+
+/* What each thread of the team runs: chunks claimed one at a time, as the pool's workers do. */
+static void
+omp_body(void *arg)
+{
+    omp_job *job = (omp_job *)arg;
+    const int worker = omp.thread_num();
+    for (;;) {
+        const int64_t c = (int64_t)ckc_atomic_add(&job->next_chunk, 1);
+        int64_t begin;
+        if (c >= job->n_chunks) {
+            return;
+        }
+        begin = c * job->chunk;
+        job->fn(job->ctx, begin, begin + job->chunk < job->n ? begin + job->chunk : job->n, worker);
+    }
+}
+
+/* Looks for torch's libgomp once, under pool.lock. */
+static void
+omp_lookup(void)
+{
+    const char *setting = getenv("COMFY_KITCHEN_C_CPU_THREADS"); /* settings.py validates it */
+    void *lib;
+    void *parallel;
+    void *thread_num;
+    if (setting != NULL && strcmp(setting, "pool") == 0) {
+        return;
+    }
+    lib = ckc_library_loaded("libgomp");
+    if (lib == NULL) {
+        return;
+    }
+    parallel = ckc_library_symbol(lib, "GOMP_parallel");
+    thread_num = ckc_library_symbol(lib, "omp_get_thread_num");
+    if (parallel == NULL || thread_num == NULL) {
+        return;
+    }
+    /* a function address as a void *: copied bytewise (library.h) */
+    memcpy(&omp.parallel, &parallel, sizeof parallel);
+    memcpy(&omp.thread_num, &thread_num, sizeof thread_num);
+    omp.pid = ckc_process_id();
+}
+
+static int
+omp_usable(void)
+{
+    if (ckc_atomic_load(&omp_looked) == 0) {
+        ckc_mutex_lock(&pool.lock);
+        if (ckc_atomic_load(&omp_looked) == 0) {
+            omp_lookup();
+            ckc_atomic_store(&omp_looked, 1);
+        }
+        ckc_mutex_unlock(&pool.lock);
+    }
+    return omp.parallel != NULL && omp.pid == ckc_process_id();
+}
+
+const char *
+ckc_parallel_runtime(void)
+{
+    return omp_usable() ? "openmp" : "pool";
+}
+
+/* Chunks for nthreads at this grain: CKC_CHUNKS_PER_THREAD each, none below a grain. */
+static int64_t
+chunk_count(int64_t n, int64_t grain, int nthreads)
+{
+    int64_t chunks = (int64_t)nthreads * CKC_CHUNKS_PER_THREAD;
+    if (grain < 1) {
+        grain = 1;
+    }
+    if (chunks > n / grain) {
+        chunks = n / grain > nthreads ? n / grain : nthreads;
+    }
+    return chunks;
+}
+
+static void
+omp_run(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *ctx)
+{
+    omp_job job;
+    const int64_t chunks = chunk_count(n, grain, nthreads);
+    job.fn = fn;
+    job.ctx = ctx;
+    job.n = n;
+    job.chunk = (n + chunks - 1) / chunks;
+    job.n_chunks = (n + job.chunk - 1) / job.chunk;
+    ckc_atomic_store(&job.next_chunk, 0);
+    omp.parallel(omp_body, &job, (unsigned)nthreads, 0);
+}
+
 void
 ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *ctx)
 {
@@ -182,6 +305,10 @@ ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *
         fn(ctx, 0, n, 0);
         return;
     }
+    if (omp_usable()) {
+        omp_run(n, grain, nthreads, fn, ctx);
+        return;
+    }
     if (ckc_atomic_load(&pool.owner_pid) != ckc_process_id()) {
         /* Forked child: the parent's workers do not exist here.  (A child that
          * calls from several threads before its first call has returned is not
@@ -192,13 +319,7 @@ ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *
     if (grow(nthreads - 1) + 1 < nthreads) {
         nthreads = pool.n_workers + 1;
     }
-    if (grain < 1) {
-        grain = 1;
-    }
-    chunks = (int64_t)nthreads * CKC_CHUNKS_PER_THREAD;
-    if (chunks > n / grain) {
-        chunks = n / grain > nthreads ? n / grain : nthreads;
-    }
+    chunks = chunk_count(n, grain, nthreads);
     job.fn = fn;
     job.ctx = ctx;
     job.n = n;

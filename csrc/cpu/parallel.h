@@ -18,11 +18,14 @@ typedef void (*ckc_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
  * its own thread, sharing the pool's workers. */
 void ckc_parallel_for(int64_t n, int64_t grain, int nthreads, ckc_range_fn fn, void *ctx);
 
+/* Who runs the parallel loops: "openmp" (torch's libgomp team, parallel.c) or "pool". */
+const char *ckc_parallel_runtime(void);
+
 /* Workers the pool has started (for tests). */
 int ckc_parallel_workers(void);
 
-/* Threads a call will actually use for n indices at this grain: 1 below CKC_POOL_MIN_GRAINS
- * grains (parallel.c says why). */
+/* Threads a call will actually use for n indices at this grain: on our pool 1 below
+ * CKC_POOL_MIN_GRAINS grains (parallel.c says why). */
 int ckc_parallel_threads(int64_t n, int64_t grain, int nthreads);
 
 /* Once, at module import (under the GIL, before any call). */

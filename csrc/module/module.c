@@ -56,6 +56,14 @@ cpu_isa(PyObject *self, PyObject *args)
 }
 
 static PyObject *
+cpu_threads(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    return PyUnicode_FromString(ckc_devices_cpu_threads());
+}
+
+static PyObject *
 cpu_isas(PyObject *self, PyObject *args)
 {
     const char *const *names = ckc_devices_cpu_isas();
@@ -135,6 +143,8 @@ cuda_driver(PyObject *self, PyObject *args)
 
 static PyMethodDef module_functions[] = {
     {"cpu_isa", cpu_isa, METH_NOARGS, "cpu_isa()\n--\n\nInstruction set of the CPU kernels in use."},
+    {"cpu_threads", cpu_threads, METH_NOARGS,
+     "cpu_threads()\n--\n\nWho runs the CPU kernels' parallel loops: 'openmp' (torch's OpenMP team) or 'pool' (ours)."},
     {"cpu_isas", cpu_isas, METH_NOARGS,
      "cpu_isas()\n--\n\nInstruction sets this build can run on this CPU, best first."},
     {"set_cpu_isa", set_cpu_isa, METH_O,

@@ -52,6 +52,12 @@ ckc_devices_cpu_isas(void)
     return ckc_cpu_available();
 }
 
+const char *
+ckc_devices_cpu_threads(void)
+{
+    return ckc_cpu_threads();
+}
+
 int
 ckc_devices_select_cpu_isa(const char *isa)
 {

@@ -28,6 +28,9 @@ const char *ckc_devices_cpu_isa(void);
 const char *const *ckc_devices_cpu_isas(void);
 int ckc_devices_select_cpu_isa(const char *isa);
 
+/* Who runs the CPU kernels' parallel loops: "openmp" (torch's team) or "pool" (cpu/parallel.c). */
+const char *ckc_devices_cpu_threads(void);
+
 /* Where to look for cuBLASLt (os.pathsep-separated); no effect without a GPU build. */
 void ckc_devices_set_blas_search_dirs(const char *dirs);
 

@@ -18,4 +18,10 @@ void *ckc_library_open(const char *name, char *why, size_t cap);
  * bytewise (ISO C has no cast between the two). */
 void *ckc_library_symbol(void *lib, const char *symbol);
 
+/* A library already loaded into the process whose file name contains `part`
+ * (torch's OpenMP runtime: "libgomp"), opened again without loading anything,
+ * or NULL where none is loaded or this OS's implementation cannot find it
+ * (Linux finds it; the others return NULL). */
+void *ckc_library_loaded(const char *part);
+
 #endif /* CKC_PLATFORM_LIBRARY_H */

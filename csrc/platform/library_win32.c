@@ -29,3 +29,12 @@ ckc_library_symbol(void *lib, const char *symbol)
     memcpy(&p, &f, sizeof p);
     return p;
 }
+
+void *
+ckc_library_loaded(const char *part)
+{
+    /* torch's Windows builds link Intel's OpenMP runtime (libiomp5md.dll), which has no
+     * GOMP_parallel: our own pool runs the CPU kernels' loops there (cpu/parallel.c). */
+    (void)part;
+    return NULL;
+}

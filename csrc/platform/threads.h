@@ -40,6 +40,8 @@ typedef struct {
 
 long ckc_atomic_load(ckc_atomic_counter *c);
 void ckc_atomic_store(ckc_atomic_counter *c, long v);
+/* Adds v; returns the value before (a full barrier). */
+long ckc_atomic_add(ckc_atomic_counter *c, long v);
 
 /* A hint to the CPU inside a spin-wait loop. */
 void ckc_cpu_relax(void);

@@ -55,6 +55,12 @@ ckc_atomic_store(ckc_atomic_counter *c, long v)
     __atomic_store_n(&c->value, v, __ATOMIC_RELEASE);
 }
 
+long
+ckc_atomic_add(ckc_atomic_counter *c, long v)
+{
+    return __atomic_fetch_add(&c->value, v, __ATOMIC_SEQ_CST);
+}
+
 void
 ckc_cpu_relax(void)
 {

@@ -54,6 +54,12 @@ ckc_atomic_store(ckc_atomic_counter *c, long v)
     InterlockedExchange(&c->value, v);
 }
 
+long
+ckc_atomic_add(ckc_atomic_counter *c, long v)
+{
+    return InterlockedExchangeAdd(&c->value, v);
+}
+
 void
 ckc_cpu_relax(void)
 {
