@@ -22,16 +22,16 @@
 #define CKC_POOL_MAX_THREADS 256
 #define CKC_CHUNKS_PER_THREAD 4
 #define CKC_SPIN_ITERATIONS 20000 /* about 100 microseconds of pause instructions */
-/* Work below this many grains runs on the calling thread alone where our pool runs it (not torch's
- * OpenMP team, below).  Our ops run between torch's,
- * whose OpenMP workers (libgomp, OMP_WAIT_POLICY unset: the default) go on spinning for a while
- * after every torch op on the very cores our workers would take; a woken worker that gets
- * descheduled in favour of a spinner holds its chunk for a time slice and the caller waits for
- * it.  Below about 32 grains (512K elements of the element-wise ops, ckc_row_grain) that costs
- * more than a second thread saves: 2 threads, K = 1024, 256 rows (16 grains), alternating with
- * eager: quantize_int8_tensorwise float16 0.56 ms with the pool, 0.28 ms without,
- * quantize_per_tensor_fp8 float32 0.28 / 0.14 ms, rms_rope float32 2.7 / 1.65 ms; from 786K
- * elements the pool wins (benchmarks/README.md, "Our thread pool beside torch's OpenMP"). */
+/* On our pool (not torch's OpenMP team, below), work under this many grains runs on the calling
+ * thread alone.  Our ops run between torch's, whose OpenMP workers (libgomp, OMP_WAIT_POLICY
+ * unset: the default) go on spinning for a while after every torch op on the very cores our
+ * workers would take; a woken worker descheduled in favour of a spinner holds its chunk for a
+ * time slice while the caller waits for it.  Below about 32 grains (512K elements of the
+ * element-wise ops, ckc_row_grain) that costs more than a second thread saves: 2 threads,
+ * K = 1024, 256 rows (16 grains), alternating with eager: quantize_int8_tensorwise float16
+ * 0.56 ms with the pool, 0.28 ms without, quantize_per_tensor_fp8 float32 0.28 / 0.14 ms,
+ * rms_rope float32 2.7 / 1.65 ms; from 786K elements the pool wins (benchmarks/README.md,
+ * "Our thread pool beside torch's OpenMP"). */
 #define CKC_POOL_MIN_GRAINS 32
 
 typedef struct ckc_job {
