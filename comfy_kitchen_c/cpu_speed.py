@@ -70,16 +70,18 @@ def apply_input_act(x: torch.Tensor, input_act, act_weight=None, act_eps=0.0) ->
 # dequantize_per_tensor_fp8 0.83-1.05x at 1 row, 1.52-1.70x at 2 rows, 2.2-2.5x at 4; 2 threads
 # 0.80-1.07x at 1 row, 1.07-1.54x at 2; quantize_per_tensor_fp8 1.01-1.18x at 1 row (2 threads 0.99-1.20x),
 # 1.06-1.40x at 2 rows.  rms_gated_residual bfloat16 (its float16 and float32 go to eager at every
-# size, EAGER_DTYPES): 0.88-0.94x from 1 to 32 rows, 1.06x at 64 (196,608 elements), 5.5x at 128
-# (393,216), 4.3-6.3x to 1024.  dequantize_int8_embedding (its elements: indices x D, the rows it
+# size, EAGER_DTYPES), 1 and 2 threads, medians of 5, 2026-12-04 with the rms factor's streams side by
+# side (csrc/cpu/rms_impl.h): K = 3072 0.92-0.94x at 1 row, 1.15-1.23x at 8, 1.37-1.84x at 16,
+# 1.67-1.85x at 32; K = 1024 0.92-0.94x at 1 row, 0.98-1.08x at 16, 1.30-1.31x at 64 (65,536),
+# 1.40-1.47x at 256.  dequantize_int8_simple_dtype: OUT_MIN_ELEMENTS.  dequantize_int8_embedding (its elements: indices x D, the rows it
 # gathers; a 32000 x 4096 table): 0.75-0.79x at 1 index, 0.85-1.10x at 6, 1.16-1.76x at 77 (315,392),
 # 2.7-3.3x at 512.
 MIN_ELEMENTS = {
     "dequantize_int8_simple": 1 << 19,        # 524,288: 171 rows of 3072
-    "dequantize_int8_simple_dtype": 1 << 16,  # 65,536: 21 rows of 3072
+    "dequantize_int8_simple_dtype": 1 << 17,  # 131,072: its bfloat16 output (OUT_MIN_ELEMENTS: the others)
     "dequantize_per_tensor_fp8": 1 << 12,     # 4,096: one row of 3072 goes to eager, two rows or one of 5120 not
     "quantize_per_tensor_fp8": 1 << 12,
-    "rms_gated_residual": 1 << 18,            # 262,144: 85 rows of 3072
+    "rms_gated_residual": 1 << 16,            # 65,536: 22 rows of 3072, 64 of 1024
     "dequantize_int8_embedding": 1 << 16,     # 65,536: 16 tokens of 4096
 }
 
@@ -89,6 +91,21 @@ MIN_ELEMENTS = {
 # at 1 row (23 us both), 1.56x at 256: served.
 EAGER_DTYPES = {"rms_gated_residual": (torch.float16, torch.float32)}
 
+# By output dtype (eager: dequantize_int8_simple, then .to(dtype)).  1 and 2 threads, per-row scale,
+# medians of 7 blocks, 2026-12-04: float32 output (eager's one op, the work of
+# dequantize_int8_simple) 0.72-0.76x at 64 x 1024, 0.74-0.92x at 32 x 3072, 1.08-1.23x at 256 x 1024
+# (262,144), 1.21-1.46x at 128 and 171 x 3072; bfloat16 0.98-0.99x at 64 x 1024, 0.91-1.17x at
+# 32 x 3072, 1.09-1.21x at 128 x 1024 (131,072), 1.35-1.47x from 256 x 1024; float16 0.78-0.93x from
+# 32 x 3072 to 512 x 1024 and 0.95-1.04x at 171 and 512 x 3072 (our float16 store costs 0.16 ns an
+# element, eager's conversion less; F16C's vcvtps2ph instead of our vectorized software rounding was
+# tried: 3-10% faster, not enough): eager at every size.
+# float32 output is eager's dequantize_int8_simple alone, so it takes that op's threshold (the
+# selftest's 256 x 1024, at 1 << 18, measured 0.95x and 1.16x in two idle runs).
+OUT_MIN_ELEMENTS = {("dequantize_int8_simple_dtype", torch.float32): MIN_ELEMENTS["dequantize_int8_simple"]}
+EAGER_OUT_DTYPES = {"dequantize_int8_simple_dtype": (torch.float16,)}
+# The output dtype codes of the ops above (comfy_kitchen's DTYPE_CODE_TO_DTYPE)
+_OUT_CODES = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
+
 # int8_linear and its modulated forms with float16 rows: from this many rows on (the library-GEMM
 # path) our float16 loads and stores cost more than eager's float16 torch ops save.  K = N = 3072:
 # 64 rows 1.40-1.93x; 256 rows 0.68-1.11x (none 0.92-1.11x, residual 0.70-0.93x, modulated
@@ -97,13 +114,16 @@ FLOAT16_LINEAR_MIN_ROWS = 128
 FLOAT16_LINEARS = ("int8_linear", "int8_linear_modulated", "int8_linear_rms_modulated")
 
 
-def rule(op: str, dtype: torch.dtype, rows: int, elements: int) -> str | None:
+def rule(op: str, dtype: torch.dtype, rows: int, elements: int, out_dtype: torch.dtype | None = None) -> str | None:
     """Why eager serves a CPU call of op faster than "c" (its first tensor's dtype, rows and
-    elements), or None: the rules above."""
+    elements; the output dtype where the op takes one), or None: the rules above."""
     where = "comfy_kitchen_c/cpu_speed.py"
-    least = MIN_ELEMENTS.get(op)
+    if out_dtype in EAGER_OUT_DTYPES.get(op, ()):
+        return f"eager is faster on the CPU with {out_dtype} output ({where} EAGER_OUT_DTYPES)"
+    least = OUT_MIN_ELEMENTS.get((op, out_dtype), MIN_ELEMENTS.get(op))
     if least is not None and elements < least:
-        return f"eager is faster on the CPU below {least} elements (this call: {elements}; {where} MIN_ELEMENTS)"
+        table = "OUT_MIN_ELEMENTS" if (op, out_dtype) in OUT_MIN_ELEMENTS else "MIN_ELEMENTS"
+        return f"eager is faster on the CPU below {least} elements (this call: {elements}; {where} {table})"
     if dtype in EAGER_DTYPES.get(op, ()):
         return f"eager is faster on the CPU with {dtype} inputs ({where} EAGER_DTYPES)"
     if op in FLOAT16_LINEARS and dtype == torch.float16 and rows >= FLOAT16_LINEAR_MIN_ROWS:
@@ -125,4 +145,5 @@ def decline(op: str, kwargs: dict) -> str | None:
     indices = kwargs.get("indices")
     if op == "dequantize_int8_embedding" and isinstance(indices, torch.Tensor):
         elements = indices.numel() * width  # the rows it gathers, not the table
-    return rule(op, first.dtype, elements // width if width else 0, elements)
+    out_dtype = _OUT_CODES.get(kwargs.get("output_dtype_code")) if op in EAGER_OUT_DTYPES else None
+    return rule(op, first.dtype, elements // width if width else 0, elements, out_dtype)

@@ -158,3 +158,21 @@ def test_rms_gated_residual_goes_to_eager_in_the_dtypes_listed(activated, dtype,
     kw = {"activation": torch.randn(rows, 32).to(dtype), "norm_weight": torch.rand(32).to(dtype),
           "residual": torch.randn(rows, 32).to(dtype), "gate": torch.randn(1, 32).to(dtype)}
     assert registry.get_capable_backend("rms_gated_residual", kw) == served_by
+
+
+@pytest.mark.parametrize("code, dtype", [(0, torch.float32), (1, torch.float16), (2, torch.bfloat16)])
+def test_dequantize_int8_simple_dtype_follows_its_output_dtype(activated, code, dtype, caplog):
+    """Its threshold is its output dtype's (cpu_speed.OUT_MIN_ELEMENTS, else MIN_ELEMENTS), and
+    eager serves the dtypes in EAGER_OUT_DTYPES at every size."""
+    from comfy_kitchen.registry import registry
+    op = "dequantize_int8_simple_dtype"
+    least = cpu_speed.OUT_MIN_ELEMENTS.get((op, dtype), cpu_speed.MIN_ELEMENTS[op])
+    small, large = (_threshold_kwargs(op, rows) for rows in (least // COLS - 1, least // COLS))
+    small["output_dtype_code"] = large["output_dtype_code"] = code
+    assert registry.get_capable_backend(op, small) == "eager"
+    expected = "eager" if dtype in cpu_speed.EAGER_OUT_DTYPES[op] else "c"
+    with caplog.at_level("DEBUG", logger="comfy_kitchen_c"):
+        assert registry.get_capable_backend(op, large) == expected
+    if expected == "eager":
+        assert any(f"eager is faster on the CPU with {dtype} output" in r.getMessage() for r in caplog.records)
+    assert cpu_speed.OUT_MIN_ELEMENTS.get((op, torch.float32)) != cpu_speed.MIN_ELEMENTS[op]  # the rule is per dtype

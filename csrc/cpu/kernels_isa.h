@@ -10,6 +10,7 @@
 #include "rows.h"
 #include "scratch.h"
 
+#include "rms_impl.h"
 #include "int8_impl.h"
 #include "nvfp4_impl.h"
 #include "linear_impl.h"

@@ -314,7 +314,7 @@ act_range(void *ctx, int64_t r0, int64_t r1, int worker)
             ckc_row_load(row + p->k * elem, p->kind, p->k, other);
         }
         if (ckc_act_needs_row_factor(p->act)) {
-            factor = ckc_rms_row_factor(row, p->kind, p->k, p->args.eps);
+            factor = cpu_rms_factor(v, p->k, p->args.eps); /* v: the row in float32 */
         }
         if (job->table[0] != NULL) {
             act_row_tabulated(job, (const uint16_t *)row, other, v);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* CPU kernel of rms_gated_residual, included by kernels_isa.h into each
- * instruction set's build after rms_rope_impl.h, whose rms factor and
- * normalization it reuses.  One pass per row: the activation row loaded into
- * float32 once, normalized (rounded to its type), then gate and residual rows
- * applied (math/residual.h) and the row stored once in out's type. */
+ * instruction set's build after rms_rope_impl.h, whose normalization it
+ * reuses (its rms factor: rms_impl.h).  One pass per row: the activation row
+ * loaded into float32 once, normalized (rounded to its type), then gate and
+ * residual rows applied (math/residual.h) and the row stored once in out's
+ * type. */
 #include "math/residual.h"
 
 typedef struct {
@@ -51,7 +52,7 @@ residual_range(void *ctx, int64_t r0, int64_t r1, int worker)
         const int64_t gr = r / p->gate_div % p->gate_mod;
         const int64_t rr = r / p->res_div % p->res_mod;
         ckc_row_load((const char *)p->act + r * n * ckc_kind_size(p->act_kind), p->act_kind, n, v);
-        rms_rope_normalize(v, w, rms_rope_factor(v, n, p->eps), p->act_kind, n);
+        rms_rope_normalize(v, w, cpu_rms_factor(v, n, p->eps), p->act_kind, n);
         ckc_row_load((const char *)p->gate + gr * n * ckc_kind_size(p->gate_kind), p->gate_kind, n, g);
         ckc_row_load((const char *)p->residual + rr * n * ckc_kind_size(p->res_kind), p->res_kind, n, res);
         residual_combine(p, v, g, res);

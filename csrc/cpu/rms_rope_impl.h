@@ -2,7 +2,7 @@
 /* CPU kernels of rms_rope (rms_rope1, both layouts, a rotated prefix), included
  * by kernels_isa.h into each instruction set's build after rope_impl.h, whose
  * block rotations they reuse.  One pass per row: the row is loaded into float32
- * once, its rms factor summed in aten's order (math/rms.h), each value
+ * once, its rms factor summed in aten's order (rms_impl.h), each value
  * normalized and rounded to x's type, the prefix rotated (math/rope.h), and the
  * row stored once.  The row is loaded before it is stored, so out may be x. */
 #include "math/rms_rope.h"
@@ -11,32 +11,6 @@ typedef struct {
     const ckc_rms_rope1_params *p;
     ckc_scratch scratch; /* per worker: the row, the scale, the output row (3 * row_len floats) */
 } rms_rope_job;
-
-/* r of a loaded float32 row.  Rows of 8 or more values whose streams hold at
- * most one cascade step (ckc_rms_plain_streams) sum each stream in order, which
- * is the cascade's result; here the 32 streams are summed side by side, a loop
- * that vectorizes.  Other rows take math/rms.h's general form. */
-static float
-rms_rope_factor(const float *v, int64_t k, float eps)
-{
-    const int64_t size = k / CKC_RMS_STREAMS;
-    float streams[CKC_RMS_STREAMS];
-    int64_t i;
-    int s;
-    if (k < CKC_RMS_LANES || !ckc_rms_plain_streams(size)) {
-        return ckc_rms_row_factor(v, CKC_F32, k, eps);
-    }
-    for (s = 0; s < CKC_RMS_STREAMS; s++) {
-        streams[s] = 0.0f;
-    }
-    for (i = 0; i < size; i++) {
-        const float *t = v + i * CKC_RMS_STREAMS;
-        for (s = 0; s < CKC_RMS_STREAMS; s++) {
-            streams[s] += t[s] * t[s];
-        }
-    }
-    return ckc_rms_factor(ckc_rms_combine(v, CKC_F32, k, streams), k, eps);
-}
 
 /* v[i] = (v[i] * r) * w[i] rounded to kind: one loop per kind, so each vectorizes. */
 static void
@@ -67,7 +41,7 @@ rms_rope_row(const ckc_rms_rope1_params *p, int64_t r, const float *w, float *v,
     const int64_t half = p->rope.dim / 2; /* pairs in the rotated prefix */
     const float *f = ckc_rope_freq_row(&p->rope, r);
     ckc_row_load((const char *)p->rope.x + r * n * es, kind, n, v);
-    rms_rope_normalize(v, w, rms_rope_factor(v, n, p->eps), kind, n);
+    rms_rope_normalize(v, w, cpu_rms_factor(v, n, p->eps), kind, n);
     if (p->rope.split_half) {
         rope_block_split(f, v, v + half, half, o, o + half);
     } else {
