@@ -91,8 +91,10 @@ def test_dequantization(eager, group, code):
 
 
 # NVFP4 shapes: aligned, rows not a multiple of 16, pad_16x (33, 65), and odd tile counts.
+# Wide rows: 12288 (768 scale columns, the row layout's widest blocks), 14400 and 4112 padded
+# (900 and 260 scale columns: no whole warps of rows fit a block, the 1-D layout).
 NVFP4_SHAPES = [(256, 512, False), (129, 128, False), (33, 65, True), (16, 16, False), (48, 80, False),
-                (16, 4080, False), (1, 7, True)]
+                (16, 4080, False), (1, 7, True), (3, 12288, False), (2, 14400, False), (130, 4112, True)]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)

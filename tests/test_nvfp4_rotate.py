@@ -53,6 +53,9 @@ def check_fused(x, group, pad=False, hi_first=True):
 # that is the (33, 64) of the NVFP4 edge cases); one row; (48, 5 groups of 16) has an odd
 # tile count (3 * 5); rows past 128 (a second swizzle tile).
 SHAPES = [(64, 4, False), (33, 1, True), (1, 3, True), (48, 5, False), (130, 2, True)]
+# Wide rows: G = 16 and 256 with 913 and 912 scale columns (no whole warps of rows fit a block: the
+# GPU quantizer's 1-D layout), G = 64 with 768 (K = 12288: the row layout's widest blocks)
+WIDE_GROUPS = {16: 913, 64: 192, 256: 57}
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
@@ -295,3 +298,9 @@ def test_nvfp4_linear_bad_arguments():
         call(x, qw, pts, sw, convrot=True, convrot_groupsize=256)
     with pytest.raises(ckc.ArgumentTypeError, match=f"{op}: argument 'x'"):
         call(x.to(torch.int32), qw, pts, sw)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_rows_wider_than_one_segment(group):
+    x = torch.randn(3, WIDE_GROUPS[group] * group, generator=torch.Generator().manual_seed(group))
+    check_fused(x, group)
