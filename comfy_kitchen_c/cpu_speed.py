@@ -73,9 +73,9 @@ def apply_input_act(x: torch.Tensor, input_act, act_weight=None, act_eps=0.0) ->
 # size, EAGER_DTYPES), 1 and 2 threads, medians of 5, 2026-12-04 with the rms factor's streams side by
 # side (csrc/cpu/rms_impl.h): K = 3072 0.92-0.94x at 1 row, 1.15-1.23x at 8, 1.37-1.84x at 16,
 # 1.67-1.85x at 32; K = 1024 0.92-0.94x at 1 row, 0.98-1.08x at 16, 1.30-1.31x at 64 (65,536),
-# 1.40-1.47x at 256.  dequantize_int8_simple_dtype: OUT_MIN_ELEMENTS.  dequantize_int8_embedding (its elements: indices x D, the rows it
-# gathers; a 32000 x 4096 table): 0.75-0.79x at 1 index, 0.85-1.10x at 6, 1.16-1.76x at 77 (315,392),
-# 2.7-3.3x at 512.
+# 1.40-1.47x at 256.  dequantize_int8_simple_dtype: OUT_MIN_ELEMENTS.  dequantize_int8_embedding (its
+# elements: indices x D, the rows it gathers; a 32000 x 4096 table): 0.75-0.79x at 1 index, 0.85-1.10x
+# at 6, 1.16-1.76x at 77 (315,392), 2.7-3.3x at 512.
 MIN_ELEMENTS = {
     "dequantize_int8_simple": 1 << 19,        # 524,288: 171 rows of 3072
     "dequantize_int8_simple_dtype": 1 << 17,  # 131,072: its bfloat16 output (OUT_MIN_ELEMENTS: the others)

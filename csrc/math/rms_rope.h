@@ -24,14 +24,4 @@ ckc_rms_norm_value(float v, float r, float w, ckc_float_kind kind)
     return ckc_round_to_kind(v * r * w, kind);
 }
 
-/* Whether aten's cascade (math/rms.h) sums a stream of `size` terms in plain
- * order: at most one step of 2^level_power terms, whose flush into level 1 and
- * back adds only zeros.  Rows below 32 * 17 values (every head dim) are such;
- * the CPU kernel then sums the 32 streams side by side. */
-CKC_HD int
-ckc_rms_plain_streams(int64_t size)
-{
-    return size <= ((int64_t)1 << ckc_rms_level_power(size));
-}
-
 #endif /* CKC_MATH_RMS_ROPE_H */
