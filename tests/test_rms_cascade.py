@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The CPU kernels' rms factor (csrc/cpu/rms_impl.h: aten's cascade sum with its 32 streams side by
 side) against eager, bit for bit, at row lengths where each level of the cascade flushes: 544 values
-(the first flush of level 0), 8,192 + 40 (level 1 into level 2), 131,072 + 8 + 3 (level 2 into 3,
-with leftover vectors and scalars).  The rows' magnitudes spread over many binades, so another
-order of the same squares gives another factor; the test checks that it would.  Every instruction-set
-build this CPU runs."""
+(level 0 into 1), 3,072 + 8 + 3 (six such flushes, a leftover vector and 3 scalars), 8,192 + 40
+(level 1 into 2), 131,072 + 11 (level 2 into 3, a leftover vector and 3 scalars).  The rows'
+magnitudes spread over 8 binades, so another order of the same squares gives another factor; the
+test checks that it would.  Every instruction-set build this CPU runs."""
 
 import pytest
 import torch
