@@ -17,6 +17,8 @@ from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# comfy_kitchen's output dtype codes (its DTYPE_CODE_TO_DTYPE), from the codes C exports
+DTYPE_CODE_TO_DTYPE = {_C.DTYPES[name]: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}
 # From C (csrc/contract/codes.h): rows and row length each stay below 2^31 (C kernels, CUDA
 # grids); the group sizes of the Hadamard rotation (powers of 4).
 MAX_EXTENT = _C.MAX_EXTENT

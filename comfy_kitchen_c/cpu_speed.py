@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import DTYPE_CODE_TO_DTYPE
+
 # (input_act, x dtype) whose activation torch computes faster than our fused load, on the CPU's
 # library-GEMM path.  Measured 1 thread, K = N = 3072, M = 16, 64, 256, 1024, ABAB medians of 5
 # (benchmarks/README.md, "Fused activation or torch's"): our fused time / torch's activation +
@@ -103,8 +105,6 @@ EAGER_DTYPES = {"rms_gated_residual": (torch.float16, torch.float32)}
 # selftest's 256 x 1024, at 1 << 18, measured 0.95x and 1.16x in two idle runs).
 OUT_MIN_ELEMENTS = {("dequantize_int8_simple_dtype", torch.float32): MIN_ELEMENTS["dequantize_int8_simple"]}
 EAGER_OUT_DTYPES = {"dequantize_int8_simple_dtype": (torch.float16,)}
-# The output dtype codes of the ops above (comfy_kitchen's DTYPE_CODE_TO_DTYPE)
-_OUT_CODES = {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
 
 # int8_linear and its modulated forms with float16 rows: from this many rows on (the library-GEMM
 # path) our float16 loads and stores cost more than eager's float16 torch ops save.  K = N = 3072:
@@ -145,5 +145,5 @@ def decline(op: str, kwargs: dict) -> str | None:
     indices = kwargs.get("indices")
     if op == "dequantize_int8_embedding" and isinstance(indices, torch.Tensor):
         elements = indices.numel() * width  # the rows it gathers, not the table
-    out_dtype = _OUT_CODES.get(kwargs.get("output_dtype_code")) if op in EAGER_OUT_DTYPES else None
+    out_dtype = DTYPE_CODE_TO_DTYPE.get(kwargs.get("output_dtype_code")) if op in EAGER_OUT_DTYPES else None
     return rule(op, first.dtype, elements // width if width else 0, elements, out_dtype)

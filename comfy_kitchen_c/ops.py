@@ -119,8 +119,8 @@ from .awq import (  # noqa: F401 (the AWQ W4A16 op, part of this module's interf
 )
 
 # Codes shared with C, read from _C (csrc/contract/codes.h), never written here again.
-# comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do.
-DTYPE_CODE_TO_DTYPE = {_C.DTYPES[name]: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}
+# comfy_kitchen's output_dtype_code numbers the float dtypes as C's dtype codes do (_checks.py).
+DTYPE_CODE_TO_DTYPE = check.DTYPE_CODE_TO_DTYPE
 _SCALE_SCALAR, _SCALE_PER_ROW, _SCALE_FULL = _C.SCALE_SCALAR, _C.SCALE_PER_ROW, _C.SCALE_FULL
 _NVFP4_BLOCK = _C.NVFP4_BLOCK
 
