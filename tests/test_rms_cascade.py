@@ -4,7 +4,8 @@ side) against eager, bit for bit, at row lengths where each level of the cascade
 (level 0 into 1), 3,072 + 8 + 3 (six such flushes, a leftover vector and 3 scalars), 8,192 + 40
 (level 1 into 2), 131,072 + 11 (level 2 into 3, a leftover vector and 3 scalars).  The rows'
 magnitudes spread over 8 binades, so another order of the same squares gives another factor; the
-test checks that it would.  Every instruction-set build this CPU runs."""
+test checks that it would.  Every instruction-set build this CPU runs, and rms_gated_residual's GPU
+kernel on the emulated device (math/rms.h's cascade, a stream per lane)."""
 
 import pytest
 import torch
@@ -37,13 +38,18 @@ def other_order_differs(x: torch.Tensor, eps: float) -> bool:
 
 
 @pytest.mark.parametrize("k", ROW_LENGTHS)
-def test_rms_gated_residual_every_cascade_level(k):
+def test_rms_gated_residual_every_cascade_level(k, isa):
     x = spread_rows(16, k, k)
     assert other_order_differs(x, 1e-5), "the summation order is not observable on these rows"
     w, r, gate = (torch.randn(k, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3))
     for dtype in (torch.float32, torch.bfloat16):
         args = (x.to(dtype), w.to(dtype), r.to(dtype), gate.to(dtype))
-        assert_bitwise_equal(ops.rms_gated_residual(*args), E_residual(*args), f"k={k} {dtype}")
+        ref = E_residual(*args)
+        assert_bitwise_equal(ops.rms_gated_residual(*args), ref, f"k={k} {dtype}")
+        if isa == _C.cpu_isas()[0]:  # the GPU kernel's scalar cascade per lane (math/rms.h), once
+            from comfy_kitchen_c.testing import emulated_device
+            with emulated_device():
+                assert_bitwise_equal(ops.rms_gated_residual(*args), ref, f"emulated k={k} {dtype}")
 
 
 @requires_ck(*RMS_NORM_ACT)

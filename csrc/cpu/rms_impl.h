@@ -40,7 +40,6 @@ cpu_rms_factor(const float *v, int64_t k, float eps)
     const int64_t size = k / CKC_RMS_STREAMS; /* terms per stream */
     const int level_power = ckc_rms_level_power(size);
     const int64_t step = (int64_t)1 << level_power;
-    const int64_t mask = step - 1;
     float acc[CKC_RMS_LEVELS][CKC_RMS_STREAMS];
     int64_t i = 0;
     if (k < CKC_RMS_LANES) {
@@ -50,11 +49,9 @@ cpu_rms_factor(const float *v, int64_t k, float eps)
     while (i + step <= size) {
         rms_stream_squares(acc[0], v + i * CKC_RMS_STREAMS, step);
         i += step;
-        for (int level = 1; level < CKC_RMS_LEVELS; level++) {
+        const int top = ckc_rms_flush_top(i, level_power);
+        for (int level = 1; level <= top; level++) {
             rms_stream_flush(acc[level], acc[level - 1]);
-            if ((i & (mask << (level * level_power))) != 0) {
-                break;
-            }
         }
     }
     rms_stream_squares(acc[0], v + i * CKC_RMS_STREAMS, size - i);

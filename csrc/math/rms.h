@@ -67,6 +67,22 @@ ckc_rms_level_power(int64_t size)
     return ceil_log2 / CKC_RMS_LEVELS > 4 ? ceil_log2 / CKC_RMS_LEVELS : 4;
 }
 
+/* The top level of aten's flush after step i of a stream's cascade (i a
+ * multiple of 2^level_power): level 0 always flushes into level 1, and level l
+ * into l + 1 while i is a multiple of 2^((l + 1) * level_power), up to the last
+ * level.  Written once for the scalar cascade below and the CPU's side-by-side
+ * one (csrc/cpu/rms_impl.h). */
+CKC_HD int
+ckc_rms_flush_top(int64_t i, int level_power)
+{
+    const int64_t mask = ((int64_t)1 << level_power) - 1;
+    int top = 1;
+    while (top + 1 < CKC_RMS_LEVELS && (i & (mask << (top * level_power))) == 0) {
+        top++;
+    }
+    return top;
+}
+
 /* The cascade of one stream: terms x[(i * 4 + k) * lanes + lane]^2 for
  * i < size, where size = k_total / lanes / 4 (aten's multi_row_sum). */
 CKC_HD float
@@ -74,7 +90,6 @@ ckc_rms_stream_sum(const void *row, ckc_float_kind kind, int64_t lanes, int64_t 
 {
     const int level_power = ckc_rms_level_power(size);
     const int64_t step = (int64_t)1 << level_power;
-    const int64_t mask = step - 1;
     const int64_t first = stream; /* (i * 4 + k) * lanes + lane = i * stride + stream */
     const int64_t stride = CKC_RMS_ILP * lanes;
     float acc[CKC_RMS_LEVELS] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -83,12 +98,10 @@ ckc_rms_stream_sum(const void *row, ckc_float_kind kind, int64_t lanes, int64_t 
         for (int64_t j = 0; j < step; j++, i++) {
             acc[0] += ckc_rms_square(row, kind, first + i * stride);
         }
-        for (int level = 1; level < CKC_RMS_LEVELS; level++) {
+        const int top = ckc_rms_flush_top(i, level_power);
+        for (int level = 1; level <= top; level++) {
             acc[level] += acc[level - 1];
             acc[level - 1] = 0.0f;
-            if ((i & (mask << (level * level_power))) != 0) {
-                break;
-            }
         }
     }
     for (; i < size; i++) {
