@@ -20,7 +20,16 @@ and each value is the fastest of ``--blocks`` blocks of ``--calls`` consecutive 
 cost itself, since other load on the machine only ever adds to a block's time (on the 2-core
 development VM, block medians moved by up to 50% between runs; the fastest block by a few %).
 
-    python benchmarks/bench_host.py [--out benchmarks/results/host_cpu.md]
+With ``--emulated`` the GPU path is timed instead: every call runs on the emulated device
+(``testing.emulated_device()``) with its kernels and GEMMs admitted but not run
+(``testing.kernels_skipped()``), so a call's time is what it costs the host on a GPU: the
+wrapper, the device guard, the C launchers and the device seam.  The yardstick is then one
+``torch.empty`` plus one kernel launch through the same seam (``check_overhead_ns``: an op
+that launches one one-thread kernel), the least any GPU op can cost; issue 22 asks a
+quantizer call through the registry for at most 3 of them and an ``int8_linear`` call for 5.
+The eager column is left out there (eager runs on the CPU: no GPU path to compare).
+
+    python benchmarks/bench_host.py [--emulated] [--out benchmarks/results/host_cpu.md]
 """
 from __future__ import annotations
 
@@ -41,6 +50,7 @@ from comfy_kitchen.backends.eager import quantization as E  # noqa: E402
 
 import comfy_kitchen_c  # noqa: E402
 import comfy_kitchen_c.ops as C  # noqa: E402
+from comfy_kitchen_c import faults, testing  # noqa: E402
 from bench_cpu import OPS  # noqa: E402
 
 ROWS, K, N = 4, 256, 256
@@ -82,7 +92,48 @@ def cases() -> list[tuple[str, Callable, Callable, tuple]]:
     # (COMFY_KITCHEN_C_CPU_GEMM=ours: the one-call op, for comparison).
     x16 = torch.randn(1, 16, K, dtype=torch.bfloat16)
     out.append(("int8_linear (16 rows, bias)", C.int8_linear, E.int8_linear, (x16, weight, weight_scale, bias)))
+    # K and N not multiples of 16: on the GPU path the GEMM takes a zero-padded copy of the weight
+    # (made once per weight, comfy_kitchen_c/weight_cache.py).
+    odd_w, odd_scale = C.quantize_int8_rowwise(torch.randn(N - 6, K - 6, dtype=torch.bfloat16))
+    x_odd = torch.randn(1, ROWS, K - 6, dtype=torch.bfloat16)
+    out.append((f"int8_linear (3-D x, weight {N - 6} x {K - 6})", C.int8_linear, E.int8_linear,
+                (x_odd, odd_w, odd_scale)))
     return out
+
+
+def launch_yardstick():
+    """One torch.empty and one launch of a one-thread kernel through the emulated device's seam."""
+    emu = testing._emu()
+    mode = faults.MODES["launch"]
+    return lambda: (torch.empty((ROWS, K), dtype=torch.int8), emu.check_overhead_ns(1, mode, 0, 0, True))
+
+
+def table(args, yardstick, yard_name: str, eager: bool) -> list[str]:
+    """The markdown rows: each case's us per call, and in units of the yardstick."""
+    lines = ["| op | ours us |" + (" eager us | eager / ours |" if eager else "")
+             + f" ours / {yard_name} | registry us | registry / {yard_name} |",
+             "|---|---:|" + ("---:|---:|" if eager else "") + "---:|---:|---:|"]
+    for label, ours, eager_fn, op_args in cases():
+        public = getattr(comfy_kitchen, ours.__name__, None)
+        if not eager:
+            try:
+                ours(*op_args)
+            except comfy_kitchen_c.KitchenError:  # an op served on the CPU only (w4a8_int8_linear)
+                lines.append(f"| {label} | no GPU path | - | - | - |")
+                print(lines[-1], flush=True)
+                continue
+        timed = {"ours": (ours, op_args), "yard": yardstick}
+        if eager:
+            timed["eager"] = (eager_fn, op_args)
+        if public is not None:
+            timed["registry"] = (public, op_args)
+        us = us_per_call(timed, args.calls, args.blocks)
+        reg = (f"{us['registry']:.1f} | {us['registry'] / us['yard']:.1f}" if public is not None else "- | -")
+        cells = f" {us['eager']:.1f} | {us['eager'] / us['ours']:.2f} |" if eager else ""
+        lines.append(f"| {label} | {us['ours']:.1f} |{cells} {us['ours'] / us['yard']:.1f} | {reg} |")
+        print(lines[-1], flush=True)
+    lines.append(f"| ({yard_name}) | {us['yard']:.1f} |" + (" - | - |" if eager else "") + " 1.0 | - | - |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -90,29 +141,24 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--blocks", type=int, default=7)
     parser.add_argument("--out", type=Path, help="also write the table to this markdown file")
+    parser.add_argument("--emulated", action="store_true",
+                        help="time the GPU path on the emulated device, kernels not run (see above)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # tiny inputs: no worker wake-ups in either implementation
-
-    empty = (lambda: torch.empty((ROWS, K), dtype=torch.int8), ())
     comfy_kitchen_c.activate()
-    lines = ["| op | ours us | eager us | eager / ours | ours / one torch.empty | registry us | "
-             "registry / one torch.empty |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for label, ours, eager, op_args in cases():
-        public = getattr(comfy_kitchen, ours.__name__, None)
-        timed = {"ours": (ours, op_args), "eager": (eager, op_args), "empty": empty}
-        if public is not None:
-            timed["registry"] = (public, op_args)
-        us = us_per_call(timed, args.calls, args.blocks)
-        reg = (f"{us['registry']:.1f} | {us['registry'] / us['empty']:.1f}" if public is not None else "- | -")
-        lines.append(f"| {label} | {us['ours']:.1f} | {us['eager']:.1f} | {us['eager'] / us['ours']:.2f} | "
-                     f"{us['ours'] / us['empty']:.1f} | {reg} |")
-        print(lines[-1], flush=True)
+    if args.emulated:
+        with testing.emulated_device(), testing.kernels_skipped():
+            lines = table(args, (launch_yardstick(), ()), "one torch.empty + one launch", eager=False)
+    else:
+        lines = table(args, (lambda: torch.empty((ROWS, K), dtype=torch.int8), ()), "one torch.empty", eager=True)
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=Path(__file__).parent).stdout.strip()
+    where = ("the GPU path on the emulated device, kernels not run (`python benchmarks/bench_host.py --emulated`)"
+             if args.emulated else "CPU tensors (`python benchmarks/bench_host.py`)")
     report = "\n".join([
-        f"Host time per call on [{ROWS}, {K}] bfloat16 CPU tensors (`python benchmarks/bench_host.py`), "
+        f"Host time per call on [{ROWS}, {K}] bfloat16 tensors, {where}, "
         f"git {git}, Python {platform.python_version()}, torch {torch.__version__}, 1 torch thread, "
-        f"fastest of {args.blocks} blocks of {args.calls} calls (blocks of ours, eager and one `torch.empty` "
+        f"fastest of {args.blocks} blocks of {args.calls} calls (blocks of each column and the yardstick "
         "alternating).",
         "", *lines, ""])
     print(report)

@@ -13,7 +13,7 @@ import struct
 
 import torch
 
-from . import _C, cpu_speed, settings
+from . import _C, cpu_speed, settings, weight_cache
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
 from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability
@@ -207,6 +207,13 @@ def _plan(*args):
     return _C.int8_linear_plan(*args)
 
 
+def _padded(w: torch.Tensor, shape) -> torch.Tensor:
+    """w [n, k] zero-padded to shape, for cuBLASLt's int8 GEMM (_gemm_alignment)."""
+    padded = torch.zeros(shape, dtype=torch.int8, device=w.device)
+    padded[:w.shape[0], :w.shape[1]] = w
+    return padded
+
+
 def _broadcast_served(fn, x, residual, n: int, *args, **kwargs):
     """A linear of an x whose leading dimensions are expanded (stride 0: one row repeated, as
     torch.randn(1, 3072).expand(1 << 22, 3072)) served without copying x whole: each output row
@@ -243,8 +250,11 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     # x and out go to C in their own shapes ([..., K] and [..., N]): the C op takes them as rows.
     m = x.numel() // x.shape[-1]
     out_shape = (*x.shape[:-1], n)
-    # any shape with 1 or n values: the C op reads it as a flat array
-    w_scale = weight_scale.to(dtype=torch.float32).contiguous()
+    # any shape with 1 or n values: the C op reads it as a flat array, in float32 (converted once
+    # per scale tensor where it is not, weight_cache.py)
+    w_scale = weight_scale if weight_scale.dtype == torch.float32 and weight_scale.is_contiguous() else \
+        weight_cache.derived(weight_scale, "float32", lambda: weight_scale.to(dtype=torch.float32).contiguous(),
+                             linear_memory_limit())
     # The bias, the residual and its scale go in their own dtypes: the epilogue rounds them to
     # out_dtype, as eager's .to(out_dtype), and adds them as eager does (csrc/math/linear.h).
     if bias is not None:
@@ -271,9 +281,9 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     scratch_bytes, padded_shape = _plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(), w.data_ptr() % 16 == 0,
                                         min(linear_memory_limit(), _PLAN_LIMIT_MAX))
     if padded_shape is not None:
-        padded = torch.zeros(padded_shape, dtype=torch.int8, device=device)
-        padded[:n, :k] = w
-        w = padded
+        # once per weight (weight_cache.py: keyed by the caller's tensor), not once per call
+        w = weight_cache.derived(weight, f"padded to {padded_shape}", functools.partial(_padded, w, padded_shape),
+                                 linear_memory_limit())
     scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
     if device.type == "cuda":

@@ -70,6 +70,20 @@ def host_mapping_refused():
         emu.refuse_host_mapping(bool(settings.load().value("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING")))
 
 
+@contextlib.contextmanager
+def kernels_skipped():
+    """Within the block (the whole process), the emulated device checks, logs and admits each
+    kernel launch as usual but does not run its blocks: a call's time is then its host path
+    (the Python wrapper, the C launchers, the device seam), as ``benchmarks/bench_host.py
+    --emulated`` times it.  Results are garbage inside; copies and memsets still run."""
+    emu = _emu()
+    emu.skip_kernels(True)
+    try:
+        yield
+    finally:
+        emu.skip_kernels(False)
+
+
 def device_memory(t):
     """Marks t's storage as the emulated device's memory and returns t: inside
     ``emulated_device()``, ComfyUI's copy points (comfyui_hooks.py) then treat copies into it as

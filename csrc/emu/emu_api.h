@@ -95,6 +95,13 @@ void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t stream);
  * its own allocations, as Linux >= 6.5 refuses CUDA to pin the file-backed
  * flight record: the tests exercise the pinned completion words that way. */
 void ckc_emu_refuse_host_mapping(int refuse);
+/* Host-timing mode (benchmarks/bench_host.py --emulated): with skip on, a kernel
+ * launch, or an emulated GEMM (ckc_emu_stream_work), is checked, logged and
+ * admitted to its stream as usual, then not run, so that a call's time is its
+ * host path (wrapper, launchers, the device seam) and not the emulation of its
+ * kernels.  Results are garbage meanwhile.  Copies and memsets still run. */
+void ckc_emu_skip_kernels(int skip);
+int ckc_emu_kernels_skipped(void);
 /* 1: the device can write [p, p + bytes); 0: refused.  The first call for a
  * range registers it (forbidden during a capture: refused, not remembered). */
 int ckc_emu_map_host(const void *p, size_t bytes);

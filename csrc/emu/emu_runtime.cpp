@@ -631,6 +631,8 @@ int ckc_emu::run_kernel(const char *kernel_name, dim3 grid, dim3 block, size_t d
         return CKC_EMU_OK;
     if (admitted != CKC_EMU_OK)
         return refused(admitted, kernel_name, "%s", why);
+    if (ckc_emu_kernels_skipped())
+        return CKC_EMU_OK;
     size_t threads = (size_t)block.x * block.y * block.z;
     if (!s.stacks.reserve(threads))
         return launch_error(kernel_name, "cannot map stacks for %zu emulated threads", threads);

@@ -309,12 +309,21 @@ extern "C" int ckc_emu_memset_async(void *p, int value, size_t bytes, uintptr_t 
     return admitted == CKC_EMU_SKIP ? CKC_EMU_OK : admitted;
 }
 
+namespace {
+/* ckc_emu_skip_kernels's switch: read per launch, set between runs of a benchmark. */
+std::atomic<int> skip_kernels{0};
+} // namespace
+
+extern "C" void ckc_emu_skip_kernels(int skip) { skip_kernels.store(skip != 0, std::memory_order_relaxed); }
+
+extern "C" int ckc_emu_kernels_skipped(void) { return skip_kernels.load(std::memory_order_relaxed); }
+
 extern "C" int ckc_emu_stream_work(const char *what, uintptr_t stream, void (*run)(const void *ctx), const void *ctx,
                                    size_t bytes, char *why, size_t cap) {
     if (ckc_emu::capture_work(stream, what, run, ctx, bytes))
         return CKC_EMU_OK;
     const int admitted = ckc_emu_admit(what, stream, 2, why, cap);
-    if (admitted == CKC_EMU_OK)
+    if (admitted == CKC_EMU_OK && !ckc_emu_kernels_skipped())
         run(ctx);
     return admitted == CKC_EMU_SKIP ? CKC_EMU_OK : admitted;
 }

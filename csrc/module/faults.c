@@ -394,6 +394,18 @@ refuse_host_mapping(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+skip_kernels(PyObject *self, PyObject *args)
+{
+    int skip;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "p", &skip)) {
+        return NULL;
+    }
+    ckc_devices_emulated_skip_kernels(skip);
+    Py_RETURN_NONE;
+}
+
 /* The emulated device's answer code as the Python exception (CaptureError for
  * what a capture forbids). */
 static PyObject *
@@ -517,6 +529,9 @@ static PyMethodDef diag_functions[] = {
     {"refuse_host_mapping", refuse_host_mapping, METH_VARARGS,
      "refuse_host_mapping(refuse)\n--\n\nWhether the emulated device refuses to map the flight record's file "
      "(as Linux >= 6.5 refuses CUDA), so completions go to pinned words."},
+    {"skip_kernels", skip_kernels, METH_VARARGS,
+     "skip_kernels(skip)\n--\n\nHost-timing mode: launches are checked and admitted, their kernels not run "
+     "(results are garbage meanwhile)."},
     {"reset_device", reset_device, METH_NOARGS,
      "reset_device()\n--\n\nDisarms faults, clears the sticky error and hung streams."},
     {"capture_begin", capture_begin, METH_VARARGS,

@@ -120,6 +120,16 @@ ckc_devices_emulated_refuse_host_mapping(int refuse)
 }
 
 void
+ckc_devices_emulated_skip_kernels(int skip)
+{
+#if defined(CKC_EMULATED)
+    ckc_emu_skip_kernels(skip);
+#else
+    (void)skip;
+#endif
+}
+
+void
 ckc_devices_emulated_reset(void)
 {
 #if defined(CKC_EMULATED)
