@@ -34,10 +34,12 @@ The eager column is left out there (eager runs on the CPU: no GPU path to compar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Callable
 
@@ -108,18 +110,58 @@ def launch_yardstick():
     return lambda: (torch.empty((ROWS, K), dtype=torch.int8), emu.check_overhead_ns(1, mode, 0, 0, True))
 
 
+FLOOR = "bench_floor"
+
+
+@contextlib.contextmanager
+def dispatch_floor(name: str, result):
+    """comfy_kitchen's public function `name` served first by a backend whose op returns `result`
+    at once (what ours returned): a call then costs comfy_kitchen's own dispatch (its kwargs,
+    the backend walk, the rule, any post-processing of the result), the floor under any
+    backend's registry column."""
+    from comfy_kitchen.constraints import FunctionConstraints, ValidationResult
+    from comfy_kitchen.registry import registry
+
+    module = types.SimpleNamespace(**{name: lambda *a, **k: result})
+    rule = FunctionConstraints(params={}, default_devices=frozenset({"cpu", "cuda"}),
+                               call_rules=(lambda kwargs: ValidationResult.ok(),))
+    registry.register(FLOOR, module, {name: rule})
+    registry.enable(FLOOR)  # disabled after the previous case
+    before = list(registry._priority)
+    registry.set_priority([FLOOR, *before])
+    try:
+        yield
+    finally:
+        registry.set_priority(before)
+        registry.disable(FLOOR)
+
+
+def floor_us(public, ours, op_args, calls: int, blocks: int) -> float | None:
+    """us per call of public through dispatch_floor (None where comfy_kitchen calls no backend
+    for it: a torch.ops custom op routes through torch's dispatcher first, and still lands in
+    the registry, so it is timed too)."""
+    result = ours(*op_args)
+    with dispatch_floor(ours.__name__, result):
+        try:
+            public(*op_args)
+        except Exception:  # noqa: BLE001 - a wrapper that checks the result's type: no floor
+            return None
+        return us_per_call({"floor": (public, op_args)}, calls, blocks)["floor"]
+
+
 def table(args, yardstick, yard_name: str, eager: bool) -> list[str]:
     """The markdown rows: each case's us per call, and in units of the yardstick."""
     lines = ["| op | ours us |" + (" eager us | eager / ours |" if eager else "")
-             + f" ours / {yard_name} | registry us | registry / {yard_name} |",
-             "|---|---:|" + ("---:|---:|" if eager else "") + "---:|---:|---:|"]
+             + f" ours / {yard_name} | registry us | registry / {yard_name} |"
+             + ("" if eager else " comfy_kitchen's dispatch floor us |"),
+             "|---|---:|" + ("---:|---:|" if eager else "") + "---:|---:|---:|" + ("" if eager else "---:|")]
     for label, ours, eager_fn, op_args in cases():
         public = getattr(comfy_kitchen, ours.__name__, None)
         if not eager:
             try:
                 ours(*op_args)
             except comfy_kitchen_c.KitchenError:  # an op served on the CPU only (w4a8_int8_linear)
-                lines.append(f"| {label} | no GPU path | - | - | - |")
+                lines.append(f"| {label} | no GPU path | - | - | - | - |")
                 print(lines[-1], flush=True)
                 continue
         timed = {"ours": (ours, op_args), "yard": yardstick}
@@ -130,9 +172,14 @@ def table(args, yardstick, yard_name: str, eager: bool) -> list[str]:
         us = us_per_call(timed, args.calls, args.blocks)
         reg = (f"{us['registry']:.1f} | {us['registry'] / us['yard']:.1f}" if public is not None else "- | -")
         cells = f" {us['eager']:.1f} | {us['eager'] / us['ours']:.2f} |" if eager else ""
-        lines.append(f"| {label} | {us['ours']:.1f} |{cells} {us['ours'] / us['yard']:.1f} | {reg} |")
+        floor = ""
+        if not eager:
+            f = None if public is None else floor_us(public, ours, op_args, args.calls, args.blocks)
+            floor = " - |" if f is None else f" {f:.1f} |"
+        lines.append(f"| {label} | {us['ours']:.1f} |{cells} {us['ours'] / us['yard']:.1f} | {reg} |{floor}")
         print(lines[-1], flush=True)
-    lines.append(f"| ({yard_name}) | {us['yard']:.1f} |" + (" - | - |" if eager else "") + " 1.0 | - | - |")
+    lines.append(f"| ({yard_name}) | {us['yard']:.1f} |" + (" - | - |" if eager else "") + " 1.0 | - | - |"
+                 + ("" if eager else " - |"))
     return lines
 
 

@@ -171,3 +171,20 @@ def test_emulated_device_is_scoped():
     with pytest.raises(ckc.ArgumentError, match="op: argument 'q'"):
         _C_emu.quantize_int8_rowwise("op", x.__dlpack__(), torch.empty(2, 64, dtype=torch.int8).__dlpack__(),
                             torch.empty(4).__dlpack__(), None, 0, 0, 1)
+
+
+def test_kernels_skipped_admits_work_without_running_it():
+    """testing.kernels_skipped() (bench_host.py --emulated): the call's host path runs and its
+    kernels are admitted but not run (an in-place op leaves its input as it was); after the
+    block they run again."""
+    from comfy_kitchen_c.testing import kernels_skipped
+
+    q = torch.randn(1, 2, 4, 64).bfloat16()
+    f = torch.randn(1, 1, 4, 32, 2, 2)
+    before = q.clone()
+    with emulated_device():
+        with kernels_skipped():
+            assert ops.apply_rope1_(q, f) is q
+        assert torch.equal(q, before)
+        ops.apply_rope1_(q, f)
+    assert not torch.equal(q, before)
