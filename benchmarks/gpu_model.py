@@ -624,8 +624,24 @@ def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
 # at 4.3 TB/s a quantizer moving 3 bytes per element leaves 132 SMs x 4 x 1.98 GHz x 32 /
 # (4.3e12 / 3) = 23 thread instructions per element; 18 keeps the plain one memory-bound with
 # room, 26 lets the rotated one (9 additions and 2.5 shuffles per element for G = 256) stay
-# within 15% of it.
-INSTRUCTION_LIMITS = {"quantize_int8_rowwise": 18.0, "quantize_and_rotate_rowwise": 26.0}
+# within 15% of it.  Issue 22, item 3: every hot op is held to what its kernel reaches now (the
+# worse of sm_90 and sm_120 at the two shapes of check(), kernels of 8e0dd6a), plus about 10% for a
+# compiler's reshuffling; a real regression costs more (the planted division of the tests adds
+# 20+ per element).  The NVFP4 quantizers are above the memory-bound budget: they are held where
+# they are until their division goes (benchmarks/README.md, "NVFP4 without a division per value").
+INSTRUCTION_LIMITS = {
+    "quantize_int8_rowwise": 12.5,           # reaches 11.4
+    "int8_linear_quantize": 12.5,            # 11.4 (the same kernel)
+    "quantize_and_rotate_rowwise": 26.0,     # 24.8
+    "rotate_int8_convrot_weight": 21.0,      # 19.3
+    "dequantize_int8_simple": 6.5,           # 5.7
+    "dequantize_int8_simple_dtype": 10.5,    # 9.7
+    "dequantize_int8_convrot_weight": 20.0,  # 18.4
+    "dequantize_int8_convrot_weight_dtype": 24.5,  # 22.4
+    "quantize_nvfp4": 48.5,                  # 44.3
+    "dequantize_nvfp4": 22.0,                # 19.9
+    "quantize_and_rotate_nvfp4": 85.5,       # 78.0
+}
 # The memory-bound kernels held to the memory limits.
 HOT_OPS = ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "rotate_int8_convrot_weight",
            "dequantize_int8_simple", "dequantize_int8_simple_dtype", "dequantize_int8_convrot_weight",
