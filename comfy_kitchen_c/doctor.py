@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``python -m comfy_kitchen_c doctor``: this machine, the backend of every op, and what the GPU did last.
 
-Four parts, printed as text or (``--json``) as one JSON document:
+Six parts, printed as text or (``--json``) as one JSON document:
 
 1. The environment: OS (Windows build and the TDR note there), Python, torch and the CUDA
    version it was built with, comfy_kitchen and comfy-kitchen-c versions, the CUDA driver
@@ -20,7 +20,9 @@ Four parts, printed as text or (``--json``) as one JSON document:
    that process is this one, running or ended) and lists the folder's other records as other
    processes'.  Then the last op the GPU completed, the first it did not, faults and hangs with
    their parameters, a one-sentence verdict and the findings behind it, and the last records.
-5. The verdict: one sentence, "Nothing doctor checks is wrong here." or what is wrong (a
+5. int8_linear's GEMM (doctor_gemm.py): the cuBLASLt algorithm chosen per shape class, from
+   COMFY_KITCHEN_C_GEMM_CACHE's file and this process, and whether choosing by timing is on.
+6. The verdict: one sentence, "Nothing doctor checks is wrong here." or what is wrong (a
    refused setting, a name under our prefix that is no setting, a part of the report doctor
    could not make, the record asked for that it cannot show), each then on its own line.
 
@@ -32,7 +34,7 @@ is the history of another run, told in its own verdict).
 JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seconds::
 
     {
-      "doctor_version": 2,
+      "doctor_version": 4,
       "environment": {
         "os": {"system", "release", "version", "machine": str,
                "windows_build": int | null, "note": str | null},       # note: the Windows TDR note
@@ -90,6 +92,11 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
         "record": null | <flight.load(path), unchanged: see flight.py; records have "device_kind":
                           "cuda" | "emulated">
       },
+      "gemm": null | {"tuning": bool, "cache_file": str | null,        # doctor_gemm.report
+               "cache": [<choice>], "cache_error": str | null, "process": [<choice>]},
+               # <choice>: {"device", "m_bucket", "n", "k", "index", "candidates": int, "us": float,
+               #            "source": "heuristic" | "timing" | "cache file"}; cache entries also
+               #            "gpu": str, "driver", "library": int
       "problems": [{"what": str, "detail": str}],                       # what is wrong; exit status 1 if any
       "verdict": str,                                                  # one sentence (overall_verdict)
       "pinned_memory": {...}                                           # doctor_memory.pinned_memory (or "error")
@@ -109,12 +116,12 @@ from typing import TextIO
 
 import torch
 
-from . import _C, comfyui, doctor_comfyui, doctor_memory, settings
+from . import _C, comfyui, doctor_comfyui, doctor_gemm, doctor_memory, settings
 
 HELP = "report the environment, the backend of each op, and the newest flight record"
 
-DOCTOR_VERSION = 3  # 2: "comfyui", "recommendations", environment.settings, records' device_kind; 3: "problems",
-# "verdict", environment.unknown_settings, flight "owner", "summary", "others"
+DOCTOR_VERSION = 4  # 2: "comfyui", "recommendations", environment.settings, records' device_kind; 3: "problems",
+# "verdict", environment.unknown_settings, flight "owner", "summary", "others"; 4: "gemm"
 GIB = 1 << 30
 LAST_RECORDS = 10  # rows of the flight-record table by default
 
@@ -814,9 +821,10 @@ def report(record_path: str | None = None, pid: int | None = None) -> dict:
         env, backends, ram, flags["flags"]) if env and backends else [], problems, [])  # none without their inputs
     flight = _part("flight record", lambda: flight_report(record_path, pid), problems)
     problems += _flight_problems(flight, record_path, pid)
+    gemm = _part("GEMM algorithms", doctor_gemm.report, problems)
     return {"doctor_version": DOCTOR_VERSION, "environment": env, "comfyui_settings": derived,
             "comfyui": {"flags": flags, "memory": memory}, "recommendations": recommendations,
-            "backends": backends, "flight": flight, "problems": problems,
+            "backends": backends, "flight": flight, "gemm": gemm, "problems": problems,
             "verdict": overall_verdict(problems, flight)}
 
 
@@ -859,6 +867,7 @@ def main(args: argparse.Namespace) -> int:
     _print_part("ComfyUI", lambda d, o: print_comfyui(doc, o), doc["comfyui_settings"] or doc, out, problems)
     _print_part("Backends", print_backends, doc["backends"], out, problems)
     _print_part("Flight record", lambda d, o: print_flight(d, args.last, o), doc["flight"], out, problems)
+    _print_part("GEMM algorithms", doctor_gemm.print_gemm, doc["gemm"], out, problems)
     print(f"\n== Verdict ==\n  {overall_verdict(problems, doc['flight'])}", file=out)
     for p in problems:
         print(f"  - {p['detail']}", file=out)

@@ -132,6 +132,11 @@ SETTINGS = {s.name: s for s in (
        read_by_c=True),
     _s("CUDA_DRIVER", path, None, "a library file", "the OS's (libcuda.so.1, nvcuda.dll)",
        "the CUDA driver library the GPU kernels are launched through", read_by_c=True),
+    _s("GEMM_TUNING", boolean, True, _BOOL, "on",
+       "time int8_linear's eligible cuBLASLt algorithms at a shape's first call and keep the fastest "
+       "(docs/linear.md)", read_by_c=True),
+    _s("GEMM_CACHE", path, None, "a file", "none",
+       "file keeping int8_linear's timed GEMM choices across restarts (docs/linear.md)", read_by_c=True),
     _s("FLIGHT", boolean, True, _BOOL, "on", "write the flight record file"),
     _s("FLIGHT_DIR", path, None, "a folder", "the user's cache folder", "where flight records go"),
     _s("HANG_MS", positive_number("milliseconds", integer=True), 1500, "a positive whole number (ms)", "1500",

@@ -56,7 +56,7 @@ def test_json_report_without_a_record(tmp_path):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "comfyui", "recommendations",
-                        "backends", "flight", "problems", "verdict", "pinned_memory"}
+                        "backends", "flight", "gemm", "problems", "verdict", "pinned_memory"}
     assert doc["problems"] == [] and doc["verdict"] == "Nothing doctor checks is wrong here."
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
@@ -345,7 +345,8 @@ def test_text_analysis_of_the_newest_record(fake_flight, capsys):
     assert "Faults: none" in flight
     hangs = flight[flight.index("Hangs:"):flight.index("Last 4 records")]
     assert "seq 3 op int8_linear: see above" in hangs
-    table = flight[flight.index("Last 4 records"):flight.index("== Verdict ==")].strip().splitlines()[1:]
+    start = flight.index("Last 4 records")
+    table = flight[start:flight.index("\n== ", start)].strip().splitlines()[1:]  # up to the next part
     assert [line.split()[0] for line in table] == ["seq", "1", "2", "3", "4"]
     assert table[1].split()[3:7] == ["(pinned)", "completed", "cuda:0", "0x7f00"]  # host memory of the copy
     assert table[3].split()[6] == "3.000"  # queued 3 s after the process started

@@ -31,6 +31,23 @@ typedef struct {
     uint32_t reduction;  /* its REDUCTION_SCHEME (0: none) */
 } ckc_blas_candidate;
 
+/* Bytes of an algorithm as the GEMM seam keeps it (cuBLASLt's cublasLtMatmulAlgo_t;
+ * the emulated device's candidate index in the first four). */
+#define CKC_BLAS_ALGO_BYTES 64
+
+/* Where the algorithm of a shape class came from (gpu/blas_tune.h). */
+enum { CKC_BLAS_FROM_HEURISTIC = 0, CKC_BLAS_FROM_TIMING = 1, CKC_BLAS_FROM_FILE = 2 };
+
+/* One shape class's choice, as blas_choices() reports it. */
+typedef struct {
+    int device;
+    int64_t m_bucket, n, k; /* the class: rows up to m_bucket (a power of two), n, k */
+    int index;              /* the chosen candidate's place in the heuristic's answer when chosen */
+    int candidates;         /* how many were eligible (timed, when timing chose) */
+    float us;               /* its time per GEMM when timed (0: not timed) */
+    int source;             /* CKC_BLAS_FROM_* */
+} ckc_blas_choice;
+
 /* Counters of the GEMM plans and workspaces, for tests and gpu_check. */
 typedef struct {
     long hits;           /* GEMMs whose plan was cached */
@@ -45,6 +62,9 @@ typedef struct {
     int spares;          /* spares ready now */
     int spare_takes;     /* streams that took a spare during a capture */
     int capture_without; /* GEMMs captured with no workspace to be had */
+    long timed;          /* GEMMs run to time candidates (gpu/blas_tune.c) */
+    long tunings;        /* shape classes chosen by timing */
+    long from_file;      /* shape classes whose choice came from COMFY_KITCHEN_C_GEMM_CACHE */
 } ckc_blas_stats;
 
 #ifdef __cplusplus

@@ -14,7 +14,8 @@
  * spin-wait on each other's partial sums; workspace allowed), the plan cache
  * (the int8 GEMM's descriptors and algorithm per problem, device included)
  * and the workspaces per (device, stream), made before any CUDA-graph capture
- * can need one.  The int8 GEMM then costs the host one cublasLtMatmul per
+ * can need one.  The int8 GEMM's algorithm is chosen by timing the eligible
+ * candidates once per shape class (blas_tune.h).  The int8 GEMM then costs the host one cublasLtMatmul per
  * call.  The NVFP4 GEMM caches its algorithm only: its descriptor carries the
  * call's scale and bias pointers. */
 #if defined(CKC_WITH_CUDA)
@@ -31,6 +32,7 @@
 
 #include "blas.h"
 #include "blas_plan.h"
+#include "blas_tune.h"
 #include "cuda_driver.h"
 #include "gpu.h"
 #include "platform/library.h"
@@ -107,6 +109,8 @@ enum {
     X(cublasLtMatmulAlgoGetHeuristic, lt_status,                                                              \
       (lt_handle, lt_desc, lt_layout, lt_layout, lt_layout, lt_layout, lt_pref, int, lt_heuristic *, int *))  \
     X(cublasLtMatmulAlgoConfigGetAttribute, lt_status, (const lt_algo *, int, void *, size_t, size_t *))    \
+    X(cublasLtMatmulAlgoCheck, lt_status,                                                                     \
+      (lt_handle, lt_desc, lt_layout, lt_layout, lt_layout, lt_layout, const lt_algo *, lt_heuristic *))       \
     X(cublasLtMatmul, lt_status,                                                                              \
       (lt_handle, lt_desc, const void *, const void *, lt_layout, const void *, lt_layout, const void *,     \
        const void *, lt_layout, void *, lt_layout, const lt_algo *, void *, size_t, CUstream))
@@ -426,17 +430,14 @@ lt_candidates(const lt_heuristic *r, int count, ckc_blas_candidate *c, ckc_error
     return CKC_OK;
 }
 
-/* Asks the heuristic for pl's problem (pointers of these alignments, ws_bytes
- * of workspace) and takes the filter's choice into pl->algo. */
+/* The heuristic's answers for pl's problem (pointers of these alignments,
+ * ws_bytes of workspace): up to LT_HEURISTICS into results, *count of them. */
 static ckc_status
-lt_choose(lt_handle handle, lt_plan *pl, const uint32_t align[3], size_t ws_bytes, lt_pref pref, ckc_error *err)
+lt_heuristics(lt_handle handle, lt_plan *pl, const uint32_t align[3], size_t ws_bytes, lt_pref pref,
+              lt_heuristic *results, int *count, ckc_error *err)
 {
     const uint64_t ws = ws_bytes;
     const uint32_t reduction = LT_REDUCTION_NONE;
-    lt_heuristic results[LT_HEURISTICS];
-    ckc_blas_candidate candidates[LT_HEURISTICS];
-    int count = 0;
-    int chosen;
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_REDUCTION_SCHEME_MASK, &reduction,
                                                          sizeof reduction));
@@ -445,7 +446,19 @@ lt_choose(lt_handle handle, lt_plan *pl, const uint32_t align[3], size_t ws_byte
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MIN_ALIGNMENT_C, &align[2], sizeof align[2]));
     LT_TRY(err, lt.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MIN_ALIGNMENT_D, &align[2], sizeof align[2]));
     LT_TRY(err, lt.cublasLtMatmulAlgoGetHeuristic(handle, pl->desc, pl->a, pl->b, pl->c, pl->c, pref, LT_HEURISTICS,
-                                                   results, &count));
+                                                   results, count));
+    return CKC_OK;
+}
+
+/* Asks the heuristic and takes the filter's first choice into pl->algo. */
+static ckc_status
+lt_choose(lt_handle handle, lt_plan *pl, const uint32_t align[3], size_t ws_bytes, lt_pref pref, ckc_error *err)
+{
+    lt_heuristic results[LT_HEURISTICS];
+    ckc_blas_candidate candidates[LT_HEURISTICS];
+    int count = 0;
+    int chosen;
+    CKC_TRY(lt_heuristics(handle, pl, align, ws_bytes, pref, results, &count, err));
     CKC_TRY(lt_candidates(results, count, candidates, err));
     chosen = ckc_blas_choose(candidates, count, ws_bytes);
     if (chosen < 0) {
@@ -468,12 +481,147 @@ lt_choose_with_pref(lt_handle handle, lt_plan *pl, const uint32_t align[3], size
     return status;
 }
 
+/* ---- the int8 GEMM's algorithm: timed once per shape class (blas_tune.h) ---- */
+
+/* GEMMs timed per candidate after one warm-up run (which also weeds out a
+ * candidate that fails to launch). */
+#define LT_TIMED_RUNS 5
+
+typedef struct {
+    const ckc_cuda_api *d;
+    lt_handle handle;
+    const lt_plan *pl;
+    const lt_heuristic *results;
+    const ckc_int8_gemm_params *p;
+    void *ws;
+    size_t ws_bytes;
+    CUstream stream;
+    CUevent start, stop;
+} lt_timing;
+
+static int
+lt_run(const lt_timing *t, const lt_algo *algo)
+{
+    const int32_t alpha = 1, beta = 0;
+    return lt.cublasLtMatmul(t->handle, t->pl->desc, &alpha, t->p->b, t->pl->a, t->p->a, t->pl->b, &beta, t->p->c,
+                             t->pl->c, t->p->c, t->pl->c, algo, t->ws, t->ws_bytes, t->stream) != 0;
+}
+
+/* blas_tune.h's time_one: candidate i's time per GEMM on the caller's stream
+ * (its output is the call's own, written again by the GEMM that follows). */
+static int
+lt_time_one(void *ctx, int i, float *us)
+{
+    const lt_timing *t = (const lt_timing *)ctx;
+    const lt_algo *algo = &t->results[i].algo;
+    float ms = 0.0f;
+    if (lt_run(t, algo) || t->d->cuEventRecord(t->start, t->stream) != CKC_CU_SUCCESS) {
+        return 1;
+    }
+    for (int r = 0; r < LT_TIMED_RUNS; r++) {
+        if (lt_run(t, algo)) {
+            return 1;
+        }
+    }
+    if (t->d->cuEventRecord(t->stop, t->stream) != CKC_CU_SUCCESS ||
+        t->d->cuEventSynchronize(t->stop) != CKC_CU_SUCCESS ||
+        t->d->cuEventElapsedTime(&ms, t->start, t->stop) != CKC_CU_SUCCESS) {
+        return 1;
+    }
+    ckc_blas_count_timed(1 + LT_TIMED_RUNS);
+    *us = ms * 1000.0f / LT_TIMED_RUNS;
+    return 0;
+}
+
+/* The fastest of the eligible candidates, -1 when none could be timed (no
+ * events, or every candidate failed: the caller takes the heuristic's). */
+static int
+lt_fastest(lt_timing *t, const int *eligible, int n, float *us)
+{
+    int j = -1;
+    if (t->d->cuEventCreate(&t->start, 0) != CKC_CU_SUCCESS) {
+        return -1;
+    }
+    if (t->d->cuEventCreate(&t->stop, 0) == CKC_CU_SUCCESS) {
+        j = ckc_blas_time_candidates(eligible, n, lt_time_one, t, us);
+        (void)t->d->cuEventDestroy(t->stop);
+    }
+    (void)t->d->cuEventDestroy(t->start);
+    return j;
+}
+
+/* What a cached choice is valid for: this GPU model, driver and cuBLASLt. */
+static void
+lt_identity(const ckc_cuda_api *d, int device, ckc_blas_identity *id)
+{
+    CUdevice dev = 0;
+    memset(id, 0, sizeof *id);
+    if (d->cuDeviceGet(&dev, device) != CKC_CU_SUCCESS ||
+        d->cuDeviceGetName(id->gpu, (int)sizeof id->gpu - 1, dev) != CKC_CU_SUCCESS) {
+        snprintf(id->gpu, sizeof id->gpu, "device %d", device);
+    }
+    for (char *c = id->gpu; *c != '\0'; c++) {
+        *c = *c == '\t' || *c == '\n' ? ' ' : *c; /* the cache file's separators */
+    }
+    id->driver = d->version;
+    id->library = lt.cublasLtGetVersion();
+}
+
+/* pl->algo for a new plan: the class's known choice if cuBLASLt accepts it for
+ * this exact problem, else the fastest eligible candidate when timing is
+ * allowed and there is a choice, else the heuristic's first eligible one.
+ * Returns 0 for a choice made only because the stream is captured (the plan
+ * is then used once, not cached: the problem's first GEMM outside a capture
+ * times its class), else 1. */
+static int
+int8_pick(lt_timing *t, const ckc_blas_key *key, int device, int capturing, const int *eligible, int n, lt_plan *pl)
+{
+    const ckc_blas_key cls = ckc_blas_class_of(key);
+    unsigned char bytes[CKC_BLAS_ALGO_BYTES];
+    ckc_blas_identity id;
+    lt_heuristic checked;
+    int source;
+    float us = 0.0f;
+    int j = -1;
+    lt_identity(t->d, device, &id);
+    if (ckc_blas_known(&id, &cls, bytes, &source)) {
+        memcpy(&pl->algo, bytes, sizeof pl->algo);
+        if (lt.cublasLtMatmulAlgoCheck(t->handle, pl->desc, pl->a, pl->b, pl->c, pl->c, &pl->algo, &checked) == 0 &&
+            checked.workspace_size <= t->ws_bytes) {
+            int index = -1; /* its place in this heuristic's answer, if it is there */
+            for (int i = 0; i < n && index < 0; i++) {
+                index = memcmp(&t->results[eligible[i]].algo, &pl->algo, sizeof pl->algo) == 0 ? eligible[i] : -1;
+            }
+            ckc_blas_note_choice(index);
+            return 1;
+        }
+    }
+    if (n > 1 && ckc_blas_tuning_allowed(capturing)) {
+        j = lt_fastest(t, eligible, n, &us);
+    }
+    pl->algo = t->results[eligible[j >= 0 ? j : 0]].algo;
+    ckc_blas_note_choice(eligible[j >= 0 ? j : 0]);
+    if (j >= 0 || !capturing) {
+        memcpy(bytes, &pl->algo, sizeof bytes);
+        ckc_blas_remember(&id, &cls, bytes, eligible[j >= 0 ? j : 0], n, us,
+                          j >= 0 ? CKC_BLAS_FROM_TIMING : CKC_BLAS_FROM_HEURISTIC);
+        return 1;
+    }
+    return !(n > 1 && ckc_blas_tuning_allowed(0));
+}
+
 /* ---- the int8 GEMM: a cached plan, one cublasLtMatmul per call ---- */
 
 static ckc_status
-int8_plan_new(lt_handle handle, const ckc_int8_gemm_params *p, size_t ws_bytes, lt_plan **out, ckc_error *err)
+int8_plan_new(lt_handle handle, const ckc_int8_gemm_params *p, const ckc_exec *exec, const ckc_blas_key *key, void *ws,
+              size_t ws_bytes, lt_plan **out, int *final, ckc_error *err)
 {
     const uint32_t align[3] = {ckc_blas_alignment(p->b), ckc_blas_alignment(p->a), ckc_blas_alignment(p->c)};
+    lt_heuristic results[LT_HEURISTICS];
+    ckc_blas_candidate candidates[LT_HEURISTICS];
+    int eligible[LT_HEURISTICS];
+    int count = 0, n = 0;
+    lt_pref pref = NULL;
     lt_plan *pl = (lt_plan *)calloc(1, sizeof *pl);
     ckc_status status;
     if (pl == NULL) {
@@ -481,8 +629,35 @@ int8_plan_new(lt_handle handle, const ckc_int8_gemm_params *p, size_t ws_bytes, 
     }
     status = lt_describe_tn(pl, LT_COMPUTE_32I, LT_R_32I, LT_R_8I, LT_R_32I, p->m, p->n, p->k, p->ldb, p->lda, p->ldc,
                             err);
+    if (status == CKC_OK && lt.cublasLtMatmulPreferenceCreate(&pref) != 0) {
+        status = CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmulPreferenceCreate failed");
+    }
     if (status == CKC_OK) {
-        status = lt_choose_with_pref(handle, pl, align, ws_bytes, err);
+        status = lt_heuristics(handle, pl, align, ws_bytes, pref, results, &count, err);
+    }
+    if (pref != NULL) {
+        (void)lt.cublasLtMatmulPreferenceDestroy(pref);
+    }
+    if (status == CKC_OK) {
+        status = lt_candidates(results, count, candidates, err);
+    }
+    if (status == CKC_OK && (n = ckc_blas_eligible(candidates, count, ws_bytes, eligible)) == 0) {
+        status = CKC_FAIL(err, CKC_ERR_RUNTIME,
+                          "cublasLtMatmulAlgoGetHeuristic offered no algorithm without split-K or a reduction scheme "
+                          "(%d candidates; cuBLASLt %zu)", count, lt.cublasLtGetVersion());
+    }
+    if (status == CKC_OK) {
+        lt_timing t;
+        memset(&t, 0, sizeof t);
+        t.d = ckc_cuda_driver(err);
+        t.handle = handle;
+        t.pl = pl;
+        t.results = results;
+        t.p = p;
+        t.ws = ws;
+        t.ws_bytes = ws_bytes;
+        t.stream = (CUstream)exec->stream;
+        *final = int8_pick(&t, key, exec->device_index, lt_capturing(exec->stream), eligible, n, pl);
     }
     if (status != CKC_OK) {
         lt_plan_free(pl);
@@ -507,8 +682,9 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
     key = ckc_blas_int8_key(p, exec->device_index, ws_bytes);
     entry = ckc_blas_find(&key);
     if (entry == NULL) {
-        CKC_TRY(int8_plan_new(handle, p, ws_bytes, &pl, err));
-        entry = ckc_blas_insert(&key, pl, lt_plan_free);
+        int final = 1;
+        CKC_TRY(int8_plan_new(handle, p, exec, &key, ws, ws_bytes, &pl, &final, err));
+        entry = final ? ckc_blas_insert(&key, pl, lt_plan_free) : NULL;
     }
     if (entry != NULL) {
         pl = (lt_plan *)ckc_blas_plan(entry);

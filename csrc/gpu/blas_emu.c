@@ -11,7 +11,10 @@
  * (made outside captures: the emulated device's, or one pretended), the plan cache, and the algorithm filter run
  * on a heuristic answer made up here (by default one to skip for split-K, one
  * needing workspace, one without: the filter must take the second); the tests
- * set others (ckc_blas_emu_set_heuristic). */
+ * set others (ckc_blas_emu_set_heuristic).  Where several candidates pass the
+ * filter, blas_tune.c times them at the first GEMM of a shape class: here a
+ * candidate's "time" is what the tests set (ckc_blas_emu_set_timings; by
+ * default 1 us each, so the heuristic's order decides, as before timing). */
 #if defined(CKC_EMULATED)
 
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 
 #include "blas.h"
 #include "blas_plan.h"
+#include "blas_tune.h"
 #include "gpu.h"
 #include "math/float_bits.h"
 #include "math/mxfp8.h"
@@ -43,6 +47,12 @@ static ckc_blas_candidate emu_heuristic[CKC_BLAS_EMU_CANDIDATES] = {
     {1, 0, 1, 0},
 };
 static int emu_heuristic_count = 3;
+/* us per candidate when timed (a negative one: the candidate fails to run) */
+static float emu_timings[CKC_BLAS_EMU_CANDIDATES];
+static int emu_timing_count;
+/* The GEMMs a real timing runs per candidate (blas_cublaslt.c: a warm-up, then LT_TIMED_RUNS). */
+#define EMU_TIMED_RUNS 6
+static const ckc_blas_identity emu_identity = {"emulated device", 0, 0};
 static int emu_capturing;
 static int emu_bug; /* CKC_BLAS_EMU_BUG_*: tests only */
 
@@ -51,6 +61,13 @@ ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count)
 {
     emu_heuristic_count = count < CKC_BLAS_EMU_CANDIDATES ? count : CKC_BLAS_EMU_CANDIDATES;
     memcpy(emu_heuristic, c, (size_t)emu_heuristic_count * sizeof *c);
+}
+
+void
+ckc_blas_emu_set_timings(const float *us, int count)
+{
+    emu_timing_count = count < CKC_BLAS_EMU_CANDIDATES ? count : CKC_BLAS_EMU_CANDIDATES;
+    memcpy(emu_timings, us, (size_t)emu_timing_count * sizeof *us);
 }
 
 void
@@ -75,7 +92,71 @@ emu_alloc(size_t bytes, ckc_error *err)
     return p;
 }
 
-/* An emulated plan: the index of the candidate the filter took. */
+/* A candidate's time, as the tests set it (blas_tune.h's time_one). */
+static int
+emu_time_one(void *ctx, int i, float *us)
+{
+    (void)ctx;
+    *us = i < emu_timing_count ? emu_timings[i] : 1.0f;
+    ckc_blas_count_timed(EMU_TIMED_RUNS);
+    return *us < 0.0f;
+}
+
+/* The candidate of a known choice, if it is eligible for this problem (the
+ * emulated counterpart of cublasLtMatmulAlgoCheck); else -1. */
+static int
+emu_known(const ckc_blas_key *cls, const int *eligible, int n)
+{
+    unsigned char algo[CKC_BLAS_ALGO_BYTES];
+    int source;
+    int index;
+    if (!ckc_blas_known(&emu_identity, cls, algo, &source)) {
+        return -1;
+    }
+    memcpy(&index, algo, sizeof index);
+    for (int j = 0; j < n; j++) {
+        if (eligible[j] == index) {
+            return index;
+        }
+    }
+    return -1;
+}
+
+/* The candidate for a new plan: a known choice of its class, else the fastest
+ * when timing is allowed and there is a choice to make, else the heuristic's
+ * first eligible one (blas_tune.h).  *final = 0 for a choice made only because
+ * the stream is captured (the plan is then not cached: the first GEMM of its
+ * problem outside the capture times the class). */
+static int
+emu_pick(const ckc_blas_key *key, const int *eligible, int n, int capturing, int *final)
+{
+    const ckc_blas_key cls = ckc_blas_class_of(key);
+    unsigned char algo[CKC_BLAS_ALGO_BYTES];
+    int chosen = emu_known(&cls, eligible, n);
+    *final = 1;
+    if (chosen >= 0) {
+        return chosen;
+    }
+    memset(algo, 0, sizeof algo);
+    if (n > 1 && ckc_blas_tuning_allowed(capturing)) {
+        float us = 0.0f;
+        const int j = ckc_blas_time_candidates(eligible, n, emu_time_one, NULL, &us);
+        if (j >= 0) {
+            memcpy(algo, &eligible[j], sizeof eligible[j]);
+            ckc_blas_remember(&emu_identity, &cls, algo, eligible[j], n, us, CKC_BLAS_FROM_TIMING);
+            return eligible[j];
+        }
+    }
+    if (!capturing) {
+        memcpy(algo, &eligible[0], sizeof eligible[0]);
+        ckc_blas_remember(&emu_identity, &cls, algo, eligible[0], n, 0.0f, CKC_BLAS_FROM_HEURISTIC);
+    } else { /* the class is timed at its first GEMM outside a capture */
+        *final = !(n > 1 && ckc_blas_tuning_allowed(0));
+    }
+    return eligible[0];
+}
+
+/* An emulated plan: the index of the candidate taken. */
 static ckc_status
 emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **entry, ckc_error *err)
 {
@@ -83,6 +164,9 @@ emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **e
     size_t ws_bytes;
     ckc_blas_key key;
     int *choice;
+    int eligible[CKC_BLAS_EMU_CANDIDATES];
+    int n;
+    int final = 1;
     uint64_t capture;
     const int capturing = emu_capturing || ckc_emu_capture_status(exec->stream, &capture);
     CKC_TRY(ckc_blas_workspace(exec->device_index, exec->stream, capturing, EMU_WORKSPACE_BYTES, emu_alloc, &ws,
@@ -92,17 +176,19 @@ emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **e
     if (*entry != NULL) {
         return CKC_OK;
     }
+    n = ckc_blas_eligible(emu_heuristic, emu_heuristic_count, ws_bytes, eligible);
+    if (n == 0) {
+        ckc_blas_note_choice(-1);
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "emulated cublasLtMatmulAlgoGetHeuristic offered no algorithm without "
+                        "split-K or a reduction scheme (%d candidates)", emu_heuristic_count);
+    }
     choice = (int *)malloc(sizeof *choice);
     if (choice == NULL) {
         return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated plan: out of memory");
     }
-    *choice = ckc_blas_choose(emu_heuristic, emu_heuristic_count, ws_bytes);
-    if (*choice < 0) {
-        free(choice);
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "emulated cublasLtMatmulAlgoGetHeuristic offered no algorithm without "
-                        "split-K or a reduction scheme (%d candidates)", emu_heuristic_count);
-    }
-    *entry = ckc_blas_insert(&key, choice, free);
+    *choice = emu_pick(&key, eligible, n, capturing, &final);
+    ckc_blas_note_choice(*choice);
+    *entry = final ? ckc_blas_insert(&key, choice, free) : NULL;
     if (*entry == NULL) {
         free(choice); /* used once */
     }

@@ -24,9 +24,15 @@ struct ckc_blas_entry {
 static struct ckc_blas_entry cache[CKC_BLAS_CACHE_MAX];
 static int capacity = CKC_BLAS_CACHE_MAX;
 static int next_victim;   /* round robin over the slots */
-static ckc_blas_stats stats = {0, 0, 0, 0, 0, -1, 0, CKC_BLAS_CACHE_MAX, 0, 0, 0, 0};
+static ckc_blas_stats stats = {0, 0, 0, 0, 0, -1, 0, CKC_BLAS_CACHE_MAX, 0, 0, 0, 0, 0, 0, 0};
 
 /* ---- the algorithm filter ---- */
+
+static int
+eligible(const ckc_blas_candidate *c, size_t workspace_bytes)
+{
+    return c->ok && c->split_k <= 1 && c->reduction == 0 && c->workspace <= workspace_bytes;
+}
 
 int
 ckc_blas_choose(const ckc_blas_candidate *c, int count, size_t workspace_bytes)
@@ -34,7 +40,7 @@ ckc_blas_choose(const ckc_blas_candidate *c, int count, size_t workspace_bytes)
     int chosen = -1;
     int rejected = 0;
     for (int i = 0; i < count && chosen < 0; i++) {
-        if (c[i].ok && c[i].split_k <= 1 && c[i].reduction == 0 && c[i].workspace <= workspace_bytes) {
+        if (eligible(&c[i], workspace_bytes)) {
             chosen = i;
         } else {
             rejected++;
@@ -45,6 +51,29 @@ ckc_blas_choose(const ckc_blas_candidate *c, int count, size_t workspace_bytes)
     stats.last_choice = chosen;
     ckc_mutex_unlock(&lock);
     return chosen;
+}
+
+int
+ckc_blas_eligible(const ckc_blas_candidate *c, int count, size_t workspace_bytes, int *out)
+{
+    int n = 0;
+    for (int i = 0; i < count; i++) {
+        if (eligible(&c[i], workspace_bytes)) {
+            out[n++] = i;
+        }
+    }
+    ckc_mutex_lock(&lock);
+    stats.rejected += count - n;
+    ckc_mutex_unlock(&lock);
+    return n;
+}
+
+void
+ckc_blas_note_choice(int index)
+{
+    ckc_mutex_lock(&lock);
+    stats.last_choice = index;
+    ckc_mutex_unlock(&lock);
 }
 
 /* ---- keys ---- */

@@ -42,6 +42,13 @@ extern "C" {
  * no reduction scheme and fits workspace_bytes; -1 when none does. */
 int ckc_blas_choose(const ckc_blas_candidate *c, int count, size_t workspace_bytes);
 
+/* Every candidate the filter lets through, in the heuristic's order, into out
+ * (count entries at most); returns how many (blas_tune.h times them). */
+int ckc_blas_eligible(const ckc_blas_candidate *c, int count, size_t workspace_bytes, int *out);
+
+/* Records which candidate a GEMM took (blas_stats' last_choice). */
+void ckc_blas_note_choice(int index);
+
 /* ---- the plan cache ---- */
 
 #define CKC_BLAS_KEY_LEN 12

@@ -72,6 +72,9 @@ bind_all(void *lib, const char *name)
     BIND(lib, cuEventRecord, "cuEventRecord");
     BIND(lib, cuEventQuery, "cuEventQuery");
     BIND(lib, cuEventDestroy, "cuEventDestroy_v2");
+    BIND(lib, cuEventSynchronize, "cuEventSynchronize");
+    BIND(lib, cuEventElapsedTime, "cuEventElapsedTime");
+    BIND(lib, cuDeviceGetName, "cuDeviceGetName");
     BIND(lib, cuStreamQuery, "cuStreamQuery");
     BIND(lib, cuStreamSynchronize, "cuStreamSynchronize");
     BIND(lib, cuStreamIsCapturing, "cuStreamIsCapturing");

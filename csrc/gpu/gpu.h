@@ -16,9 +16,19 @@
 
 void ckc_blas_get_stats(ckc_blas_stats *s);
 
-/* Frees every cached plan not busy and zeroes the counters; capacity 1 ..
- * CKC_BLAS_CACHE_MAX slots from now on (0: keep).  Workspaces stay. */
+/* Frees every cached plan not busy and zeroes the counters; capacity 1 .. CKC_BLAS_CACHE_MAX slots from now on
+ * (0: keep).  Workspaces stay. */
 void ckc_blas_reset(int capacity);
+
+/* The int8 GEMM's algorithm choices per shape class (gpu/blas_tune.c, in
+ * every build): at most cap into out, returns how many there are; and the
+ * settings' override (tuning 1/0, -1 the environment's; cache_path NULL the
+ * environment's, "" none), which forgets every choice. */
+int ckc_blas_choices(ckc_blas_choice *out, int cap);
+void ckc_blas_tune_configure(int tuning, const char *cache_path);
+/* Its counters (ckc_blas_stats' timed, tunings, from_file), and their reset with the choices. */
+void ckc_blas_tune_counters(long *timed, long *tunings, long *from_file);
+void ckc_blas_tune_reset(void);
 
 #if defined(CKC_WITH_GPU)
 
@@ -79,6 +89,9 @@ int ckc_gpu_driver_problem(char *why, size_t cap);
  * and whether its streams pretend to be captured (gpu/blas_emu.c). */
 void ckc_blas_emu_set_heuristic(const ckc_blas_candidate *c, int count);
 void ckc_blas_emu_set_capturing(int capturing);
+/* The emulated time of each candidate when timed, in us (a negative one fails
+ * to run; beyond count: 1 us), gpu/blas_emu.c. */
+void ckc_blas_emu_set_timings(const float *us, int count);
 /* A bug planted in the emulated int8 GEMM (CKC_BLAS_EMU_BUG_*, contract/blas_report.h). */
 void ckc_blas_emu_plant(int bug);
 #endif

@@ -32,7 +32,9 @@ blas_stats(PyObject *self, PyObject *args)
         set_item(d, "rejected", s.rejected) < 0 || set_item(d, "last_choice", s.last_choice) < 0 ||
         set_item(d, "entries", s.entries) < 0 || set_item(d, "capacity", s.capacity) < 0 ||
         set_item(d, "workspaces", s.workspaces) < 0 || set_item(d, "spares", s.spares) < 0 ||
-        set_item(d, "spare_takes", s.spare_takes) < 0 || set_item(d, "capture_without", s.capture_without) < 0) {
+        set_item(d, "spare_takes", s.spare_takes) < 0 || set_item(d, "capture_without", s.capture_without) < 0 ||
+        set_item(d, "timed", s.timed) < 0 || set_item(d, "tunings", s.tunings) < 0 ||
+        set_item(d, "from_file", s.from_file) < 0) {
         Py_XDECREF(d);
         return NULL;
     }
@@ -56,7 +58,72 @@ blas_reset(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static const char *const source_names[] = {"heuristic", "timing", "cache file"};
+
+/* [(device, m_bucket, n, k, index, candidates, us, source)] of the int8 GEMM's shape classes. */
+static PyObject *
+blas_choices(PyObject *self, PyObject *args)
+{
+    ckc_blas_choice c[CKC_BLAS_CACHE_MAX];
+    const int got = ckc_devices_blas_choices(c, CKC_BLAS_CACHE_MAX);
+    const int n = got < CKC_BLAS_CACHE_MAX ? got : CKC_BLAS_CACHE_MAX;
+    PyObject *list = PyList_New(n);
+    (void)self;
+    (void)args;
+    for (int i = 0; list != NULL && i < n; i++) {
+        const int s = c[i].source >= 0 && c[i].source <= 2 ? c[i].source : 0;
+        PyObject *t = Py_BuildValue("{s:i,s:L,s:L,s:L,s:i,s:i,s:d,s:s}", "device", c[i].device, "m_bucket",
+                                    (long long)c[i].m_bucket, "n", (long long)c[i].n, "k", (long long)c[i].k, "index",
+                                    c[i].index, "candidates", c[i].candidates, "us", (double)c[i].us, "source",
+                                    source_names[s]);
+        if (t == NULL) {
+            Py_CLEAR(list);
+        } else {
+            PyList_SetItem(list, i, t); /* steals t */
+        }
+    }
+    return list;
+}
+
+static PyObject *
+blas_tuning(PyObject *self, PyObject *args)
+{
+    int tuning = -1;
+    const char *path = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|iz:blas_tuning", &tuning, &path)) {
+        return NULL;
+    }
+    if (tuning < -1 || tuning > 1) {
+        PyErr_Format(PyExc_ValueError, "blas_tuning: argument 'tuning': expected -1, 0 or 1, got %d", tuning);
+        return NULL;
+    }
+    ckc_devices_blas_tune_configure(tuning, path);
+    Py_RETURN_NONE;
+}
+
 #if defined(CKC_EMULATED)
+/* us: one float argument per candidate of the emulated heuristic. */
+static PyObject *
+blas_fake_timings(PyObject *self, PyObject *args)
+{
+    float us[CKC_BLAS_EMU_CANDIDATES];
+    const Py_ssize_t n = PyTuple_Size(args);
+    (void)self;
+    if (n > CKC_BLAS_EMU_CANDIDATES) {
+        PyErr_Format(PyExc_ValueError, "blas_fake_timings: at most %d candidates", CKC_BLAS_EMU_CANDIDATES);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n && !PyErr_Occurred(); i++) {
+        us[i] = (float)PyFloat_AsDouble(PyTuple_GetItem(args, i)); /* borrowed */
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    ckc_devices_emulated_timings(us, (int)n);
+    Py_RETURN_NONE;
+}
+
 /* candidates: a sequence of (ok, workspace bytes, split_k, reduction scheme). */
 static PyObject *
 blas_fake_heuristic(PyObject *self, PyObject *seq)
@@ -130,7 +197,17 @@ static PyMethodDef blas_functions[] = {
     {"blas_reset", blas_reset, METH_VARARGS,
      "blas_reset(capacity=0)\n--\n\nFrees the cached GEMM plans not in use and zeroes the counters; "
      "capacity 1..256 resizes the cache (0: keep)."},
+    {"blas_choices", blas_choices, METH_NOARGS,
+     "blas_choices()\n--\n\nThe int8 GEMM's algorithm per shape class (gpu/blas_tune.h): device, m_bucket, n, k, "
+     "index (in the heuristic's answer), candidates, us (when timed), source (heuristic, timing, cache file)."},
+    {"blas_tuning", blas_tuning, METH_VARARGS,
+     "blas_tuning(tuning=-1, cache_path=None)\n--\n\nOverrides COMFY_KITCHEN_C_GEMM_TUNING (1 on, 0 off, -1 the "
+     "environment's) and COMFY_KITCHEN_C_GEMM_CACHE (a path, '' none, None the environment's); forgets every "
+     "choice."},
 #if defined(CKC_EMULATED)
+    {"blas_fake_timings", blas_fake_timings, METH_VARARGS,
+     "blas_fake_timings(*us)\n--\n\nThe emulated time of each candidate of the heuristic when timed (us; "
+     "negative: it fails to run; beyond the list: 1 us)."},
     {"blas_fake_heuristic", blas_fake_heuristic, METH_O,
      "blas_fake_heuristic(candidates)\n--\n\nThe emulated heuristic's answer: (ok, workspace bytes, split_k, "
      "reduction scheme) per candidate, best first."},

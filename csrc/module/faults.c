@@ -382,28 +382,30 @@ inject(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* A switch of the emulated device, set from one truth value. */
+static PyObject *
+set_switch(PyObject *args, void (*set)(int))
+{
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on)) {
+        return NULL;
+    }
+    set(on);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 refuse_host_mapping(PyObject *self, PyObject *args)
 {
-    int refuse;
     (void)self;
-    if (!PyArg_ParseTuple(args, "p", &refuse)) {
-        return NULL;
-    }
-    ckc_devices_emulated_refuse_host_mapping(refuse);
-    Py_RETURN_NONE;
+    return set_switch(args, ckc_devices_emulated_refuse_host_mapping);
 }
 
 static PyObject *
 skip_kernels(PyObject *self, PyObject *args)
 {
-    int skip;
     (void)self;
-    if (!PyArg_ParseTuple(args, "p", &skip)) {
-        return NULL;
-    }
-    ckc_devices_emulated_skip_kernels(skip);
-    Py_RETURN_NONE;
+    return set_switch(args, ckc_devices_emulated_skip_kernels);
 }
 
 /* The emulated device's answer code as the Python exception (CaptureError for

@@ -141,12 +141,37 @@ void
 ckc_devices_blas_stats(ckc_blas_stats *s)
 {
     ckc_blas_get_stats(s);
+    ckc_blas_tune_counters(&s->timed, &s->tunings, &s->from_file);
 }
 
 void
 ckc_devices_blas_reset(int capacity)
 {
     ckc_blas_reset(capacity);
+    ckc_blas_tune_reset();
+}
+
+int
+ckc_devices_blas_choices(ckc_blas_choice *out, int cap)
+{
+    return ckc_blas_choices(out, cap);
+}
+
+void
+ckc_devices_blas_tune_configure(int tuning, const char *cache_path)
+{
+    ckc_blas_tune_configure(tuning, cache_path);
+}
+
+void
+ckc_devices_emulated_timings(const float *us, int count)
+{
+#if defined(CKC_EMULATED)
+    ckc_blas_emu_set_timings(us, count);
+#else
+    (void)us;
+    (void)count;
+#endif
 }
 
 void

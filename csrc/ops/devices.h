@@ -47,6 +47,8 @@ int ckc_devices_cuda_driver_problem(char *why, size_t cap);
  * CKC_BLAS_CACHE_MAX slots from now on; 0: keep). */
 void ckc_devices_blas_stats(ckc_blas_stats *s);
 void ckc_devices_blas_reset(int capacity);
+int ckc_devices_blas_choices(ckc_blas_choice *out, int cap);
+void ckc_devices_blas_tune_configure(int tuning, const char *cache_path);
 
 /* The emulated device's fault controls and its GEMM heuristic's answer (no
  * effect in other builds). */
@@ -57,6 +59,7 @@ void ckc_devices_emulated_reset(void);
 void ckc_devices_emulated_heuristic(const ckc_blas_candidate *c, int count);
 void ckc_devices_emulated_capturing(int capturing);
 void ckc_devices_emulated_blas_plant(int bug);
+void ckc_devices_emulated_timings(const float *us, int count);
 
 /* The emulated device's CUDA-graph capture and replay (csrc/emu/emu_api.h,
  * CUDA's rules): 0 when done, CKC_DEVICES_CAPTURE_REFUSED for what a capture
