@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import glob
+import importlib.util
 import os
 import platform
 import re
@@ -192,14 +193,30 @@ def step_memcheck(ctx: Context, timeout: float) -> Outcome:
                            expect="passed")
 
 
+def read_gemm_cache(path: str) -> list[dict]:
+    """comfy_kitchen_c/doctor_gemm.py's read_cache, its file loaded alone: importing the package
+    would load _C into this process, which only runs the steps."""
+    spec = importlib.util.spec_from_file_location("ckc_doctor_gemm", ROOT / "comfy_kitchen_c" / "doctor_gemm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        return module.read_cache(path)
+    except OSError:
+        return []
+
+
 def run_worker(kind: str, ctx: Context, timeout: float) -> tuple[str, int | None, str, list[dict]]:
-    """A worker that writes JSON lines and stops itself at timeout less WORKER_GRACE_S."""
+    """A worker that writes JSON lines and stops itself at timeout less WORKER_GRACE_S.  The
+    int8 GEMM's algorithms it chooses by timing go to a GEMM cache file of this run (its
+    entries end up in ctx.data["gemm"], for the report's table)."""
     budget = max(timeout - WORKER_GRACE_S, 10)
     fd, path = tempfile.mkstemp(prefix=f"gpu_check_{kind}_", suffix=".jsonl")
     os.close(fd)
+    gemm = ctx.data.setdefault("gemm_cache", tempfile.mkstemp(prefix="gpu_check_gemm_", suffix=".tsv")[1])
     try:
         cmd = worker_command(kind, path, ctx.args, f"{budget:.0f}")
-        rc, output = run_command(cmd, budget + WORKER_GRACE_S)
+        rc, output = run_command(cmd, budget + WORKER_GRACE_S, {"COMFY_KITCHEN_C_GEMM_CACHE": gemm})
+        ctx.data["gemm"] = read_gemm_cache(gemm)
         return render(cmd), rc, output, read_records(path)
     finally:
         os.unlink(path)
@@ -402,7 +419,7 @@ def main(argv=None) -> int:
     results = run_steps(ctx, STEPS, lambda line: print(line, flush=True))
     command = shlex.join(["python", "benchmarks/gpu_check.py", *argv])
     text = report.render(gpu_info(torch, command, ctx.data.get("device", {})), results, ctx.data.get("rows", []),
-                         ctx.data.get("backends", {}))
+                         ctx.data.get("backends", {}), ctx.data.get("gemm", []))
     path = RESULTS_DIR / f"{ctx.data['slug']}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

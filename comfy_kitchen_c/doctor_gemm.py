@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from . import settings
-
 FILE_TAG = "ckc-gemm-1"  # csrc/gpu/blas_tune.c's first field
 KEY_FIELDS = 12          # CKC_BLAS_KEY_LEN: kind, device, M bucket, N, K, lda, ldb, ldc, 3 alignments, workspace
 
@@ -43,6 +41,8 @@ def read_cache(path: str) -> list[dict]:
 
 def report() -> dict:
     """{tuning, cache_file, cache (choices read from it, or its error), process (this process's)}."""
+    from . import settings  # here, not at the top: gpu_check loads this file alone (read_cache)
+
     loaded = settings.load()
     path = loaded.value("COMFY_KITCHEN_C_GEMM_CACHE")
     doc = {"tuning": bool(loaded.value("COMFY_KITCHEN_C_GEMM_TUNING")), "cache_file": path, "cache": [],

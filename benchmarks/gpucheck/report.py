@@ -144,7 +144,15 @@ def backends_list(backends: dict) -> str:
     return "".join(lines) or "- not measured\n"
 
 
-def render(header: dict[str, str], results: list[StepResult], rows: list[Row], backends: dict) -> str:
+def gemm_table(choices: list[dict]) -> str:
+    """The int8 GEMM's algorithm per shape class, as the bench worker's timing chose it."""
+    rows = [[str(c["m_bucket"]), str(c["n"]), str(c["k"]), str(c["index"]), str(c["candidates"]), f"{c['us']:.1f}"]
+            for c in sorted(choices, key=lambda c: (c["n"], c["k"], c["m_bucket"]))]
+    return table(["M up to", "N", "K", "chosen (heuristic's rank)", "eligible timed", "us per GEMM"], rows, "rrrrrr")
+
+
+def render(header: dict[str, str], results: list[StepResult], rows: list[Row], backends: dict,
+           gemm: list[dict] | None = None) -> str:
     """The whole report; header: its first lines (GPU, commit, command, ...)."""
     parts = [f"## GPU check: {header.get('GPU', 'unknown GPU').split(',')[0]}\n\n",
              *(f"- {k}: {v}\n" for k, v in header.items()),
@@ -158,6 +166,9 @@ def render(header: dict[str, str], results: list[StepResult], rows: list[Row], b
                   "\n### GPU time per kernel (us per call, torch.profiler)\n\n", KERNELS_NOTE, kernels]
         if full:
             parts += ["\n<details><summary>Full kernel names</summary>\n\n", *full, "</details>\n"]
+        if gemm:
+            parts += ["\n### int8 GEMM algorithms chosen by timing (rank 0: cuBLASLt's first answer)\n\n",
+                      gemm_table(gemm)]
         notes = notes_list(rows)
         if notes:
             parts += ["\n### Why cells are empty\n\n", notes]
