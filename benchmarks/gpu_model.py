@@ -348,7 +348,7 @@ def op_bytes(op: str, m: int, k: int, esize: int, n: int | None) -> float:
     if op == "quantize_int8_tensorwise":
         return 2 * mk * esize + mk  # x read twice (absmax, then codes)
     if op == "int8_gemv":
-        return n * k + k + 2 * n
+        return n * k + m * k + 2 * m * n  # the weight once, the rows' codes, the outputs
     raise KeyError(op)
 
 
@@ -404,11 +404,11 @@ def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks:
     kind, esize = DTYPES["float32" if op in FLOAT32_OUT else dtype]
     base = op[:-len("_dtype")] if op.endswith("_dtype") else op
     if base == "int8_linear":
-        if m != 1 or n is None:
+        if m > GEMV_ROWS or n is None:
             raise KeyError("int8_linear: the GEMM (cuBLASLt) is not modelled; int8_linear_quantize and "
                            "int8_linear_epilogue are its modelled parts")
         quant = plan_for("int8_linear_quantize", m, k, dtype, group, n, ks, arch)
-        gemv = plan_gemv(k, n)
+        gemv = plan_gemv(m, k, n)
         for launch in quant.launches:
             launch.bytes = quant.bytes / len(quant.launches)
         for launch in gemv.launches:
@@ -450,11 +450,17 @@ def plan_epilogue(m: int, n: int, ks: dict, arch: str) -> Plan:
     return plan
 
 
-def plan_gemv(k: int, n: int) -> Plan:
-    """kernels/linear.cu's GEMV for one row: one warp per output, 16 codes per lane per step."""
+# Rows up to this take the GEMV: csrc/contract/linear_plan.h's CKC_LINEAR_GEMV_ROWS, read from there.
+GEMV_ROWS = int(re.search(r"#define CKC_LINEAR_GEMV_ROWS (\d+)",
+                          (ROOT / "csrc" / "contract" / "linear_plan.h").read_text()).group(1))
+
+
+def plan_gemv(m: int, k: int, n: int) -> Plan:
+    """kernels/linear.cu's GEMV for up to GEMV_ROWS rows: one warp per output column, 16 weight
+    codes per lane per step, dp4a against each row's 16 codes (the weight read once for all)."""
     blocks = -(-n // 8)
-    plan = Plan("int8_gemv", op_bytes("int8_gemv", 1, k, 2, n))
-    plan.launches.append(Launch("int8_gemv_kernel", (), 256, blocks, k / 32, 2, 0, load_bytes=None))
+    plan = Plan("int8_gemv", op_bytes("int8_gemv", m, k, 2, n))
+    plan.launches.append(Launch("int8_gemv_kernel", (), 256, blocks, k / 32, 1 + m, 0, load_bytes=None))
     return plan
 
 

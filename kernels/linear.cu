@@ -5,12 +5,14 @@
  * one-warp reduction kernel before it), the int8 GEMM of the BLAS seam
  * (cuBLASLt IMMA, int32 out; a cached plan per shape) and one epilogue kernel
  * (csrc/math/linear.h: bias and residual fused), 8 outputs per thread and
- * step.  A single row (text encoders) takes a dp4a GEMV with the epilogue
- * fused instead of the GEMM.  Device code only: the launcher is
+ * step.  Up to CKC_LINEAR_GEMV_ROWS rows (text encoders, single-image steps) take a
+ * dp4a GEMV with the epilogue fused instead of the GEMM: the weight, the bytes
+ * that matter there, is read once for all the rows.  Device code only: the launcher is
  * csrc/gpu/launch_linear.c. */
 #include "done_mark.cuh"
 #include "elements.cuh"
 
+#include "contract/linear_plan.h"
 #include "gpu/kernel_args.h"
 #include "gpu/kernel_list.h"
 #include "math/linear.h"
@@ -22,35 +24,71 @@ struct __align__(16) lin_bytes16 {
     uint32_t w[4];
 };
 
-/* out[j] = epilogue(q . w[j, :]): one warp per output, 16 codes per lane per step
- * (four dp4a), a scalar tail; `vec`: the codes and w's rows are 16-byte aligned. */
+/* out[r, j] = epilogue(q[r, :] . w[j, :]) for the chunk's p.rows <= CKC_LINEAR_GEMV_ROWS
+ * rows: one warp per output column j, 16 codes of w per lane per step (four
+ * dp4a per row, each 16 weight bytes loaded once for every row), a scalar tail;
+ * `vec`: the codes' rows and w's rows are 16-byte aligned.  The sums are exact
+ * int32 in any order (the GEMM's, bit for bit). */
 __device__ __forceinline__ void
 int8_gemv_body(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
 {
     const int lane = (int)threadIdx.x % 32;
     const int64_t j = (int64_t)blockIdx.x * CKC_GEMV_WARPS + threadIdx.x / 32;
+    const int rows = (int)p.rows;
     /* The whole warp skips (j is the same for its lanes), and reaches the mark with its block. */
     if (j < p.n) {
         const int8_t *w = p.w + j * p.ldw;
         const int64_t k16 = vec ? p.k / 16 * 16 : 0;
-        int32_t acc = 0;
+        int32_t acc[CKC_LINEAR_GEMV_ROWS];
+        for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+            acc[r] = 0;
+        }
+        /* Every load of a step is issued before the first dp4a uses one (in-order
+         * issue would otherwise wait a memory round trip per row). */
         for (int64_t i = (int64_t)lane * 16; i < k16; i += 32 * 16) {
-            const lin_bytes16 a = *(const lin_bytes16 *)(p.q + i);
             const lin_bytes16 b = *(const lin_bytes16 *)(w + i);
-            for (int e = 0; e < 4; e++) {
-                acc = __dp4a((int)a.w[e], (int)b.w[e], acc);
+            lin_bytes16 a[CKC_LINEAR_GEMV_ROWS] = {};
+            CKC_UNROLL
+            for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+                if (r < rows) { /* the same for every lane: no divergence */
+                    a[r] = *(const lin_bytes16 *)(p.q + r * p.ldq + i);
+                }
+            }
+            CKC_UNROLL
+            for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+                if (r < rows) {
+                    for (int e = 0; e < 4; e++) {
+                        acc[r] = __dp4a((int)a[r].w[e], (int)b.w[e], acc[r]);
+                    }
+                }
             }
         }
         for (int64_t i = k16 + lane; i < p.k; i += 32) {
-            acc += (int32_t)p.q[i] * (int32_t)w[i];
+            const int32_t wi = (int32_t)w[i];
+            int32_t a[CKC_LINEAR_GEMV_ROWS] = {};
+            CKC_UNROLL
+            for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+                if (r < rows) {
+                    a[r] = (int32_t)p.q[r * p.ldq + i];
+                }
+            }
+            CKC_UNROLL
+            for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+                acc[r] += a[r] * wi; /* rows past the chunk's add 0 and are never stored */
+            }
         }
-        for (int o = 16; o > 0; o /= 2) {
-            acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        }
-        if (lane == 0) {
-            ckc_store_value(p.out, p.out_kind, j,
-                            ckc_linear_output(acc, p.x_scale[0], p.w_scale[p.w_per_channel ? j : 0], p.terms,
-                                              p.out_kind, 0, j, p.n));
+        CKC_UNROLL
+        for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+            if (r < rows) {
+                for (int o = 16; o > 0; o /= 2) {
+                    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+                }
+                if (lane == r) { /* every lane holds every sum: lane r stores row r */
+                    ckc_store_value(p.out, p.out_kind, r * p.n + j,
+                                    ckc_linear_output(acc[r], p.x_scale[r], p.w_scale[p.w_per_channel ? j : 0],
+                                                      p.terms, p.out_kind, r, j, p.n));
+                }
+            }
         }
     }
     ckc_done_mark_arrive(done);

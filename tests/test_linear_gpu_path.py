@@ -246,3 +246,31 @@ def test_a_bug_planted_in_the_emulated_gemm_fails_the_comparison(blas):
     gemm(64)
     with pytest.raises(ValueError, match="blas_plant: argument 'bug'"):
         blas.blas_plant(2)
+
+
+# ---- the few-row GEMV (kernels/linear.cu: up to CKC_LINEAR_GEMV_ROWS rows, no GEMM) ----
+
+@pytest.mark.parametrize("m", [2, 3, 5, 8])
+@pytest.mark.parametrize("k,n", [(64, 48), (250, 9), (1040, 40)])
+def test_few_rows_take_the_gemv_bit_for_bit(blas, m, k, n):
+    """Up to 8 rows: the GEMV (each weight row read once for every row), no GEMM and no padded
+    weight copy, whatever K's alignment (a scalar tail past the 16-code steps); the CPU path's
+    bits, with the residual form's rows where they belong."""
+    from comfy_kitchen_c import weight_cache
+
+    x, w, ws, bias, out_dtype = linear_case(m, k, n, seed=m)
+    g = torch.Generator().manual_seed(k + n)
+    residual = torch.randn(m, n, generator=g).to(torch.bfloat16)
+    rscale = torch.rand(n, generator=g)
+    before = dict(weight_cache.stats)
+    with emulated_device():
+        got = ops.int8_linear(x, w, ws, bias, out_dtype, residual=residual, residual_scale=rscale)
+    want = ops.int8_linear(x, w, ws, bias, out_dtype, residual=residual, residual_scale=rscale)
+    assert_bitwise_equal(got, want, f"gemv {m}x{k}x{n}")
+    assert blas.blas_stats()["misses"] == 0  # no GEMM plan was asked for
+    assert weight_cache.stats["made"] == before["made"]  # the weight read as it is
+
+
+def test_nine_rows_take_the_gemm(blas):
+    gemm(9)
+    assert blas.blas_stats()["misses"] == 1

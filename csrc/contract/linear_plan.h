@@ -18,7 +18,8 @@
  * the GEMM runs on a row count rounded up to CKC_GEMM_ROWS (as comfy_kitchen
  * pads M for cuBLASLt's int8 GEMM), so there the buffers hold a multiple of
  * CKC_GEMM_ROWS rows, at least one such block; the rows past a chunk's are never
- * read back.  The GPU's single-row path (GEMV) needs no accumulator.  The CPU
+ * read back.  The GPU's few-row path (GEMV, up to CKC_LINEAR_GEMV_ROWS rows)
+ * needs no accumulator.  The CPU
  * passes alignments of 1. */
 #ifndef CKC_CONTRACT_LINEAR_PLAN_H
 #define CKC_CONTRACT_LINEAR_PLAN_H
@@ -33,8 +34,11 @@
  * alignment and each region's round-up. */
 #define CKC_LINEAR_SCRATCH_REGIONS 5
 #define CKC_LINEAR_SCRATCH_SLACK ((CKC_LINEAR_SCRATCH_REGIONS + 1) * CKC_LINEAR_SCRATCH_ALIGN)
-/* Rows up to this take the GPU's GEMV (no accumulator) instead of the GEMM. */
-#define CKC_LINEAR_GEMV_ROWS 1
+/* Rows up to this take the GPU's GEMV (no accumulator, the weight read as it is,
+ * never a padded copy) instead of the GEMM: bound by reading the weight, which
+ * the GEMV reads once for all of them (kernels/linear.cu: one int32 sum per row
+ * in each lane's registers). */
+#define CKC_LINEAR_GEMV_ROWS 8
 
 typedef struct {
     int64_t k_pad;

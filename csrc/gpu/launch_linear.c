@@ -93,13 +93,20 @@ row_factors(const ckc_int8_linear_params *p, const ckc_quantize_int8_rowwise_par
     return ckc_gpu_launch(&rms_factor[0], &c, args, err);
 }
 
-/* The one-row GEMV with the epilogue fused.  The codes' base is checked too,
- * not assumed from the scratch carving. */
+/* The few-row GEMV with the epilogue fused, for the chunk of `rows` rows at r0
+ * (its outputs and residual rows from there, its codes and scales the
+ * scratch's).  The codes' base and stride are checked too, not assumed from
+ * the scratch carving. */
 static ckc_status
-linear_gemv(const ckc_int8_linear_params *p, ckc_done_mark done, const ckc_exec *exec, ckc_error *err)
+linear_gemv(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, ckc_done_mark done, const ckc_exec *exec,
+            ckc_error *err)
 {
+    const ckc_linear_epilogue_params e = ckc_linear_epilogue_for(p, r0, rows);
     ckc_int8_linear_params params = *p;
-    bool vec = (uintptr_t)p->w % 16 == 0 && p->ldw % 16 == 0 && (uintptr_t)p->q % 16 == 0;
+    bool vec = (uintptr_t)p->w % 16 == 0 && p->ldw % 16 == 0 && (uintptr_t)p->q % 16 == 0 && p->ldq % 16 == 0;
+    params.rows = rows;
+    params.out = e.out;
+    params.terms = e.terms;
     const ckc_launch_cfg c =
         ckc_launch_1d((p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS, CKC_GEMV_WARPS * 32, 0, exec->stream);
     void *args[] = {&params, &vec, &done};
@@ -120,7 +127,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
     }
     CKC_TRY(ckc_gpu_int8_quantize_rows(&q, &lay, exec->stream, err));
     if (p->acc == NULL) {
-        return linear_gemv(p, last ? ckc_exec_take_done_mark(exec) : none, exec, err);
+        return linear_gemv(p, r0, rows, last ? ckc_exec_take_done_mark(exec) : none, exec, err);
     }
     /* The padded problem: codes [rows, ldq] (zeros past k; rows up to a multiple
      * of CKC_GEMM_ROWS, whatever the buffer holds there, never read back) times the
