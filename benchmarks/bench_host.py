@@ -97,8 +97,8 @@ def cases() -> list[tuple[str, Callable, Callable, tuple]]:
     # K and N not multiples of 16: on the GPU path the GEMM takes a zero-padded copy of the weight
     # (made once per weight, comfy_kitchen_c/weight_cache.py).
     odd_w, odd_scale = C.quantize_int8_rowwise(torch.randn(N - 6, K - 6, dtype=torch.bfloat16))
-    x_odd = torch.randn(1, ROWS, K - 6, dtype=torch.bfloat16)
-    out.append((f"int8_linear (3-D x, weight {N - 6} x {K - 6})", C.int8_linear, E.int8_linear,
+    x_odd = torch.randn(1, 16, K - 6, dtype=torch.bfloat16)  # 16 rows: the GEMM (up to 8 take the GEMV)
+    out.append((f"int8_linear (16 rows, weight {N - 6} x {K - 6})", C.int8_linear, E.int8_linear,
                 (x_odd, odd_w, odd_scale)))
     return out
 

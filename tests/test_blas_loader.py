@@ -32,7 +32,7 @@ def test_loader_finds_cublaslt_and_binds_every_function(tmp_path):
     subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-DCKC_WITH_CUDA=1", "-DCKC_WITH_GPU=1",
                     f"-I{ROOT / 'csrc'}", str(SOURCE),
                     *(str(ROOT / "csrc" / f) for f in ("contract/status.c", "platform/threads_posix.c",
-                                                       "platform/library_posix.c", "gpu/blas_plan.c",
+                                                       "platform/library_posix.c", "gpu/blas_plan.c", "gpu/blas_tune.c",
                                                        "gpu/cuda_driver.c")),
                     "-o", str(exe), "-ldl", "-lpthread"],
                    check=True, capture_output=True, text=True)

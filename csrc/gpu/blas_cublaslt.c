@@ -581,16 +581,21 @@ int8_pick(lt_timing *t, const ckc_blas_key *key, int device, int capturing, cons
     ckc_blas_identity id;
     lt_heuristic checked;
     int source;
+    int chosen_at;
     float us = 0.0f;
     int j = -1;
     lt_identity(t->d, device, &id);
-    if (ckc_blas_known(&id, &cls, bytes, &source)) {
+    if (ckc_blas_known(&id, &cls, bytes, &source, &chosen_at)) {
         memcpy(&pl->algo, bytes, sizeof pl->algo);
         if (lt.cublasLtMatmulAlgoCheck(t->handle, pl->desc, pl->a, pl->b, pl->c, pl->c, &pl->algo, &checked) == 0 &&
             checked.workspace_size <= t->ws_bytes) {
-            int index = -1; /* its place in this heuristic's answer, if it is there */
-            for (int i = 0; i < n && index < 0; i++) {
-                index = memcmp(&t->results[eligible[i]].algo, &pl->algo, sizeof pl->algo) == 0 ? eligible[i] : -1;
+            /* its place in this heuristic's answer if it is there, else in the one it came from */
+            int index = chosen_at;
+            for (int i = 0; i < n; i++) {
+                if (memcmp(&t->results[eligible[i]].algo, &pl->algo, sizeof pl->algo) == 0) {
+                    index = eligible[i];
+                    break;
+                }
             }
             ckc_blas_note_choice(index);
             return 1;

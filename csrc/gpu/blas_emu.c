@@ -109,8 +109,9 @@ emu_known(const ckc_blas_key *cls, const int *eligible, int n)
 {
     unsigned char algo[CKC_BLAS_ALGO_BYTES];
     int source;
+    int chosen_at;
     int index;
-    if (!ckc_blas_known(&emu_identity, cls, algo, &source)) {
+    if (!ckc_blas_known(&emu_identity, cls, algo, &source, &chosen_at)) {
         return -1;
     }
     memcpy(&index, algo, sizeof index);

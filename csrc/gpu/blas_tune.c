@@ -255,7 +255,7 @@ append_to_file(const choice *c)
 
 int
 ckc_blas_known(const ckc_blas_identity *id, const ckc_blas_key *cls, unsigned char algo[CKC_BLAS_ALGO_BYTES],
-               int *source)
+               int *source, int *index)
 {
     const choice *c;
     int found = 0;
@@ -266,6 +266,7 @@ ckc_blas_known(const ckc_blas_identity *id, const ckc_blas_key *cls, unsigned ch
     if (c != NULL) {
         memcpy(algo, c->algo, CKC_BLAS_ALGO_BYTES);
         *source = c->source;
+        *index = c->index;
         found = 1;
         from_file += c->source == CKC_BLAS_FROM_FILE;
     }

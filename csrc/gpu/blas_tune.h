@@ -2,7 +2,7 @@
 /* The int8 GEMM's algorithm chosen by timing, once per shape class (issue 22,
  * item 1).  cuBLASLt's heuristic ranks its algorithms by a model of the GPU;
  * its first answer is often not the fastest (the H200 run at 8a578f0 reached
- * about 470 of ~1,979 int8 TOPS), so at the first GEMM of a shape class
+ * a few hundred of ~1,979 dense int8 TOPS), so at the first GEMM of a shape class
  * outside a CUDA-graph capture every eligible candidate (blas_plan.h's filter:
  * no split-K, no reduction scheme, workspace that fits) is run on the
  * caller's stream and timed, and the fastest is kept for the process.
@@ -53,9 +53,10 @@ int ckc_blas_tuning_allowed(int capturing);
 
 /* The known choice of cls for id (made by timing in this process, or read
  * from the cache file, which is read at the first call): 1 with its algorithm
- * bytes and source, else 0. */
+ * bytes, source and index (its place in the heuristic's answer it was chosen
+ * from), else 0. */
 int ckc_blas_known(const ckc_blas_identity *id, const ckc_blas_key *cls, unsigned char algo[CKC_BLAS_ALGO_BYTES],
-                   int *source);
+                   int *source, int *index);
 
 /* Times each of the count eligible candidates (indices into the heuristic's
  * answer) with time_one, which runs candidate i and returns 0 with its time
@@ -68,8 +69,9 @@ int ckc_blas_time_candidates(const int *eligible, int count, int (*time_one)(voi
 /* Keeps the choice of cls (and appends it to the cache file when one is set
  * and source is CKC_BLAS_FROM_TIMING).  index: the candidate's place in the
  * heuristic's answer; candidates: how many were eligible. */
-void ckc_blas_remember(const ckc_blas_identity *id, const ckc_blas_key *cls, const unsigned char algo[CKC_BLAS_ALGO_BYTES],
-                       int index, int candidates, float us, int source);
+void ckc_blas_remember(const ckc_blas_identity *id, const ckc_blas_key *cls,
+                       const unsigned char algo[CKC_BLAS_ALGO_BYTES], int index, int candidates, float us,
+                       int source);
 
 /* Counts GEMMs run for timing (for blas_stats). */
 void ckc_blas_count_timed(long runs);
