@@ -652,16 +652,7 @@ int8_plan_new(lt_handle handle, const ckc_int8_gemm_params *p, const ckc_exec *e
                           "(%d candidates; cuBLASLt %zu)", count, lt.cublasLtGetVersion());
     }
     if (status == CKC_OK) {
-        lt_timing t;
-        memset(&t, 0, sizeof t);
-        t.d = ckc_cuda_driver(err);
-        t.handle = handle;
-        t.pl = pl;
-        t.results = results;
-        t.p = p;
-        t.ws = ws;
-        t.ws_bytes = ws_bytes;
-        t.stream = (CUstream)exec->stream;
+        lt_timing t = {ckc_cuda_driver(err), handle, pl, results, p, ws, ws_bytes, (CUstream)exec->stream, NULL, NULL};
         *final = int8_pick(&t, key, exec->device_index, lt_capturing(exec->stream), eligible, n, pl);
     }
     if (status != CKC_OK) {
