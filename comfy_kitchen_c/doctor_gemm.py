@@ -21,7 +21,8 @@ def _entry(line: str) -> dict | None:
         key = [int(v) for v in f[4].split(",")]
         if len(key) != KEY_FIELDS:
             return None
-        return {"gpu": f[1], "driver": int(f[2]), "library": int(f[3]), "device": key[1], "m_bucket": key[2],
+        return {"gpu": f[1], "driver": int(f[2]), "library": int(f[3]), "key": tuple(key), "device": key[1],
+                "m_bucket": key[2],
                 "n": key[3], "k": key[4], "index": int(f[5]), "candidates": int(f[6]), "us": float(f[7]),
                 "source": "timing"}
     except ValueError:
@@ -35,7 +36,7 @@ def read_cache(path: str) -> list[dict]:
         for line in f:
             e = _entry(line)
             if e is not None:
-                kept[(e["gpu"], e["driver"], e["library"], e["device"], e["m_bucket"], e["n"], e["k"])] = e
+                kept[(e["gpu"], e["driver"], e["library"], e["key"])] = e
     return list(kept.values())
 
 

@@ -83,6 +83,20 @@ def test_a_candidate_that_fails_to_run_is_passed_over(blas):
     assert (blas.blas_stats()["last_choice"], choices()) == (1, [(64, 48, 64, 1, 4, "heuristic")])
 
 
+def test_a_heuristic_choice_does_not_stop_timing(blas):
+    """Where no candidate could be timed, the heuristic's choice serves the plan; another M of the
+    class is timed again, and a timed choice is never replaced by a heuristic one."""
+    blas.blas_fake_timings(1.0, -1.0, -1.0, -1.0, -1.0)
+    gemm(100)
+    assert choices() == [(128, 48, 64, 1, 4, "heuristic")]
+    blas.blas_fake_timings(1.0, 5.0, 0.5, 5.0, 5.0)
+    gemm(70)  # the same class, a new plan: timed now
+    assert (blas.blas_stats()["last_choice"], choices()) == (2, [(128, 48, 64, 2, 4, "timing")])
+    blas.blas_fake_timings(1.0, -1.0, -1.0, -1.0, -1.0)
+    gemm(120, n=48)  # 128 rows: the first plan, cached; and a timed class keeps its choice
+    assert choices() == [(128, 48, 64, 2, 4, "timing")]
+
+
 def test_tuning_off_takes_the_heuristic(blas):
     blas.blas_tuning(0, "")
     blas.blas_fake_timings(1.0, 9.0, 9.0, 0.5, 9.0)
@@ -119,10 +133,13 @@ def test_the_cache_file_survives_a_restart(blas, tmp_path):
     assert (s["last_choice"], s["timed"], s["tunings"], s["from_file"]) == (2, 0, 0, 1)
     assert choices() == [(64, 48, 64, 2, 4, "cache file")]
     # Another GPU's line (or a damaged one) is not ours: the class is timed again
-    cache.write_text(lines[0].replace("emulated device", "NVIDIA H200") + "\nckc-gemm-1\tgarbage\n")
+    cache.write_text(lines[0].replace("emulated device", "NVIDIA H200") + "\nckc-gemm-1\tgarbage")
     blas.blas_reset()
     gemm(64)
     assert (blas.blas_stats()["last_choice"], blas.blas_stats()["tunings"]) == (1, 1)
+    # the unfinished last line (a process killed while writing) was ended before the new entry
+    now = cache.read_text().splitlines()
+    assert len(now) == 3 and now[1] == "ckc-gemm-1\tgarbage" and now[2].startswith("ckc-gemm-1\temulated device\t")
 
 
 def test_doctor_lists_the_choices(tmp_path):

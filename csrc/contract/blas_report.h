@@ -64,7 +64,7 @@ typedef struct {
     int capture_without; /* GEMMs captured with no workspace to be had */
     long timed;          /* GEMMs run to time candidates (gpu/blas_tune.c) */
     long tunings;        /* shape classes chosen by timing */
-    long from_file;      /* shape classes whose choice came from COMFY_KITCHEN_C_GEMM_CACHE */
+    long from_file;      /* plans whose algorithm came from COMFY_KITCHEN_C_GEMM_CACHE's file */
 } ckc_blas_stats;
 
 #ifdef __cplusplus

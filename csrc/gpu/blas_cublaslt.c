@@ -36,6 +36,7 @@
 #include "cuda_driver.h"
 #include "gpu.h"
 #include "platform/library.h"
+#include "platform/mapped_file.h"
 #include "platform/threads.h"
 
 /* ---- cuBLASLt declarations (cublasLt.h, cublas_api.h, library_types.h) ---- */
@@ -486,6 +487,12 @@ lt_choose_with_pref(lt_handle handle, lt_plan *pl, const uint32_t align[3], size
 /* GEMMs timed per candidate after one warm-up run (which also weeds out a
  * candidate that fails to launch). */
 #define LT_TIMED_RUNS 5
+/* How long a timing waits for its GEMMs (and the work queued before them on
+ * the stream) before it gives up timing: the wait polls, as checked.c's fences
+ * do, so a hung stream never blocks the op here; the hang is then found where
+ * the checks look for it.  Far above any GEMM's time (a 16k-cubed int8 GEMM
+ * takes about 10 ms on a consumer GPU). */
+#define LT_TIMING_WAIT_NS ((uint64_t)1000 * 1000 * 1000)
 
 typedef struct {
     const ckc_cuda_api *d;
@@ -497,6 +504,7 @@ typedef struct {
     size_t ws_bytes;
     CUstream stream;
     CUevent start, stop;
+    int abandoned; /* a wait timed out: no more candidates are timed */
 } lt_timing;
 
 static int
@@ -509,13 +517,32 @@ lt_run(const lt_timing *t, const lt_algo *algo)
 
 /* blas_tune.h's time_one: candidate i's time per GEMM on the caller's stream
  * (its output is the call's own, written again by the GEMM that follows). */
+/* Waits for the stop event by polling, at most LT_TIMING_WAIT_NS: 0 when it
+ * completed, else nonzero (a timeout also abandons the timing). */
+static int
+lt_wait(lt_timing *t)
+{
+    const uint64_t deadline = ckc_monotonic_ns() + LT_TIMING_WAIT_NS;
+    for (;;) {
+        const CUresult e = t->d->cuEventQuery(t->stop);
+        if (e != CKC_CU_ERROR_NOT_READY) {
+            return e != CKC_CU_SUCCESS;
+        }
+        if (ckc_monotonic_ns() > deadline) {
+            t->abandoned = 1;
+            return 1;
+        }
+        ckc_sleep_us(50);
+    }
+}
+
 static int
 lt_time_one(void *ctx, int i, float *us)
 {
-    const lt_timing *t = (const lt_timing *)ctx;
+    lt_timing *t = (lt_timing *)ctx;
     const lt_algo *algo = &t->results[i].algo;
     float ms = 0.0f;
-    if (lt_run(t, algo) || t->d->cuEventRecord(t->start, t->stream) != CKC_CU_SUCCESS) {
+    if (t->abandoned || lt_run(t, algo) || t->d->cuEventRecord(t->start, t->stream) != CKC_CU_SUCCESS) {
         return 1;
     }
     for (int r = 0; r < LT_TIMED_RUNS; r++) {
@@ -523,8 +550,7 @@ lt_time_one(void *ctx, int i, float *us)
             return 1;
         }
     }
-    if (t->d->cuEventRecord(t->stop, t->stream) != CKC_CU_SUCCESS ||
-        t->d->cuEventSynchronize(t->stop) != CKC_CU_SUCCESS ||
+    if (t->d->cuEventRecord(t->stop, t->stream) != CKC_CU_SUCCESS || lt_wait(t) ||
         t->d->cuEventElapsedTime(&ms, t->start, t->stop) != CKC_CU_SUCCESS) {
         return 1;
     }
@@ -585,7 +611,10 @@ int8_pick(lt_timing *t, const ckc_blas_key *key, int device, int capturing, cons
     float us = 0.0f;
     int j = -1;
     lt_identity(t->d, device, &id);
-    if (ckc_blas_known(&id, &cls, bytes, &source, &chosen_at)) {
+    /* A choice the heuristic made (tuning off, one candidate, or none timed) is
+     * not one to keep where this problem can be timed. */
+    if (ckc_blas_known(&id, &cls, bytes, &source, &chosen_at) &&
+        !(source == CKC_BLAS_FROM_HEURISTIC && n > 1 && ckc_blas_tuning_allowed(capturing))) {
         memcpy(&pl->algo, bytes, sizeof pl->algo);
         if (lt.cublasLtMatmulAlgoCheck(t->handle, pl->desc, pl->a, pl->b, pl->c, pl->c, &pl->algo, &checked) == 0 &&
             checked.workspace_size <= t->ws_bytes) {
@@ -647,12 +676,14 @@ int8_plan_new(lt_handle handle, const ckc_int8_gemm_params *p, const ckc_exec *e
         status = lt_candidates(results, count, candidates, err);
     }
     if (status == CKC_OK && (n = ckc_blas_eligible(candidates, count, ws_bytes, eligible)) == 0) {
+        ckc_blas_note_choice(-1);
         status = CKC_FAIL(err, CKC_ERR_RUNTIME,
                           "cublasLtMatmulAlgoGetHeuristic offered no algorithm without split-K or a reduction scheme "
                           "(%d candidates; cuBLASLt %zu)", count, lt.cublasLtGetVersion());
     }
     if (status == CKC_OK) {
-        lt_timing t = {ckc_cuda_driver(err), handle, pl, results, p, ws, ws_bytes, (CUstream)exec->stream, NULL, NULL};
+        lt_timing t = {ckc_cuda_driver(err), handle, pl, results, p, ws, ws_bytes, (CUstream)exec->stream, NULL, NULL,
+                       0};
         *final = int8_pick(&t, key, exec->device_index, lt_capturing(exec->stream), eligible, n, pl);
     }
     if (status != CKC_OK) {

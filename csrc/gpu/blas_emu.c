@@ -103,15 +103,17 @@ emu_time_one(void *ctx, int i, float *us)
 }
 
 /* The candidate of a known choice, if it is eligible for this problem (the
- * emulated counterpart of cublasLtMatmulAlgoCheck); else -1. */
+ * emulated counterpart of cublasLtMatmulAlgoCheck) and not a heuristic's choice
+ * where this problem can be timed; else -1. */
 static int
-emu_known(const ckc_blas_key *cls, const int *eligible, int n)
+emu_known(const ckc_blas_key *cls, const int *eligible, int n, int capturing)
 {
     unsigned char algo[CKC_BLAS_ALGO_BYTES];
     int source;
     int chosen_at;
     int index;
-    if (!ckc_blas_known(&emu_identity, cls, algo, &source, &chosen_at)) {
+    if (!ckc_blas_known(&emu_identity, cls, algo, &source, &chosen_at) ||
+        (source == CKC_BLAS_FROM_HEURISTIC && n > 1 && ckc_blas_tuning_allowed(capturing))) {
         return -1;
     }
     memcpy(&index, algo, sizeof index);
@@ -133,7 +135,7 @@ emu_pick(const ckc_blas_key *key, const int *eligible, int n, int capturing, int
 {
     const ckc_blas_key cls = ckc_blas_class_of(key);
     unsigned char algo[CKC_BLAS_ALGO_BYTES];
-    int chosen = emu_known(&cls, eligible, n);
+    int chosen = emu_known(&cls, eligible, n, capturing);
     *final = 1;
     if (chosen >= 0) {
         return chosen;

@@ -36,6 +36,17 @@ static char path[1024];
 
 /* ---- settings ---- */
 
+/* The cache file's path; one too long for the buffer means no cache (never a
+ * cut-short path, which would name another file). */
+static void
+set_path(const char *p)
+{
+    const int n = snprintf(path, sizeof path, "%s", p != NULL ? p : "");
+    if (n < 0 || (size_t)n >= sizeof path) {
+        path[0] = '\0';
+    }
+}
+
 static void
 read_settings(void)
 {
@@ -45,8 +56,7 @@ read_settings(void)
                                  strcmp(v, "no") == 0));
     }
     if (!path_read) {
-        const char *v = getenv("COMFY_KITCHEN_C_GEMM_CACHE");
-        snprintf(path, sizeof path, "%s", v != NULL ? v : "");
+        set_path(getenv("COMFY_KITCHEN_C_GEMM_CACHE"));
         path_read = 1;
     }
 }
@@ -68,7 +78,7 @@ ckc_blas_tune_configure(int tuning_on, const char *cache_path)
     ckc_mutex_lock(&lock);
     tuning = tuning_on < 0 ? -2 : tuning_on != 0;
     if (cache_path != NULL) {
-        snprintf(path, sizeof path, "%s", cache_path);
+        set_path(cache_path);
         path_read = 1;
     } else {
         path_read = 0;
@@ -236,9 +246,16 @@ static void
 append_to_file(const choice *c)
 {
     FILE *f;
-    if (path[0] == '\0' || (f = fopen(path, "a")) == NULL) {
+    if (path[0] == '\0' || (f = fopen(path, "a+b")) == NULL) {
         return; /* an unwritable cache costs a timing at the next start, nothing else */
     }
+    /* A last line left unfinished (a process killed while writing) is ended
+     * first, so that it spoils only itself. */
+    if (fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n') {
+        (void)fseek(f, 0, SEEK_END); /* C: a positioning call between a read and a write */
+        fputc('\n', f);
+    }
+    (void)fseek(f, 0, SEEK_END);
     fprintf(f, "%s\t%s\t%d\t%zu\t", FILE_TAG, c->id.gpu, c->id.driver, c->id.library);
     for (int i = 0; i < CKC_BLAS_KEY_LEN; i++) {
         fprintf(f, "%s%lld", i ? "," : "", (long long)c->cls.v[i]);
@@ -278,20 +295,30 @@ void
 ckc_blas_remember(const ckc_blas_identity *id, const ckc_blas_key *cls, const unsigned char algo[CKC_BLAS_ALGO_BYTES],
                   int index, int candidates, float us, int source)
 {
+    choice made;
     choice *c;
     ckc_mutex_lock(&lock);
     read_settings();
+    c = find(id, cls);
+    if (c != NULL && c->source != CKC_BLAS_FROM_HEURISTIC && source == CKC_BLAS_FROM_HEURISTIC) {
+        ckc_mutex_unlock(&lock); /* a heuristic's choice never replaces a timed one */
+        return;
+    }
+    memset(&made, 0, sizeof made);
+    made.id = *id;
+    made.cls = *cls;
+    memcpy(made.algo, algo, CKC_BLAS_ALGO_BYTES);
+    made.index = index;
+    made.candidates = candidates;
+    made.us = us;
+    made.source = source;
     c = put(id, cls);
     if (c != NULL) {
-        memcpy(c->algo, algo, CKC_BLAS_ALGO_BYTES);
-        c->index = index;
-        c->candidates = candidates;
-        c->us = us;
-        c->source = source;
-        if (source == CKC_BLAS_FROM_TIMING) {
-            tunings++;
-            append_to_file(c);
-        }
+        *c = made;
+    }
+    if (source == CKC_BLAS_FROM_TIMING) {
+        tunings++;
+        append_to_file(&made); /* also when the table is full: the file keeps it */
     }
     ckc_mutex_unlock(&lock);
 }

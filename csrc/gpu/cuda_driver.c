@@ -73,7 +73,7 @@ bind_all(void *lib, const char *name)
     BIND(lib, cuEventQuery, "cuEventQuery");
     BIND(lib, cuEventDestroy, "cuEventDestroy_v2");
     BIND(lib, cuEventSynchronize, "cuEventSynchronize");
-    BIND(lib, cuEventElapsedTime, "cuEventElapsedTime");
+    BIND(lib, cuEventElapsedTime, "cuEventElapsedTime_v2");
     BIND(lib, cuDeviceGetName, "cuDeviceGetName");
     BIND(lib, cuStreamQuery, "cuStreamQuery");
     BIND(lib, cuStreamSynchronize, "cuStreamSynchronize");

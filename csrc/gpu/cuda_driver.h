@@ -98,7 +98,7 @@ typedef struct {
     CKC_CUDA_CALL(CUresult, cuEventQuery, (CUevent event));
     CKC_CUDA_CALL(CUresult, cuEventDestroy, (CUevent event)); /* _v2 */
     CKC_CUDA_CALL(CUresult, cuEventSynchronize, (CUevent event));
-    CKC_CUDA_CALL(CUresult, cuEventElapsedTime, (float *ms, CUevent start, CUevent end));
+    CKC_CUDA_CALL(CUresult, cuEventElapsedTime, (float *ms, CUevent start, CUevent end)); /* _v2 */
     CKC_CUDA_CALL(CUresult, cuDeviceGetName, (char *name, int len, CUdevice device));
     CKC_CUDA_CALL(CUresult, cuStreamQuery, (CUstream stream));
     CKC_CUDA_CALL(CUresult, cuStreamSynchronize, (CUstream stream));
