@@ -256,7 +256,7 @@ append_to_file(const choice *c)
         fputc('\n', f);
     }
     (void)fseek(f, 0, SEEK_END);
-    fprintf(f, "%s\t%s\t%d\t%zu\t", FILE_TAG, c->id.gpu, c->id.driver, c->id.library);
+    fprintf(f, "%s\t%s\t%d\t%llu\t", FILE_TAG, c->id.gpu, c->id.driver, (unsigned long long)c->id.library);
     for (int i = 0; i < CKC_BLAS_KEY_LEN; i++) {
         fprintf(f, "%s%lld", i ? "," : "", (long long)c->cls.v[i]);
     }
