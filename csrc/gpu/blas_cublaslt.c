@@ -502,9 +502,10 @@ typedef struct {
     const ckc_int8_gemm_params *p;
     void *ws;
     size_t ws_bytes;
+    int count; /* of results */
     CUstream stream;
-    CUevent start, stop;
-    int abandoned; /* a wait timed out: no more candidates are timed */
+    CUevent start, stop; /* made at the first timing */
+    int abandoned; /* a wait timed out, or no events: no more candidates are timed */
 } lt_timing;
 
 static int
@@ -542,6 +543,10 @@ lt_time_one(void *ctx, int i, float *us)
     lt_timing *t = (lt_timing *)ctx;
     const lt_algo *algo = &t->results[i].algo;
     float ms = 0.0f;
+    if (t->start == NULL && !t->abandoned &&
+        (t->d->cuEventCreate(&t->start, 0) != CKC_CU_SUCCESS || t->d->cuEventCreate(&t->stop, 0) != CKC_CU_SUCCESS)) {
+        t->abandoned = 1;
+    }
     if (t->abandoned || lt_run(t, algo) || t->d->cuEventRecord(t->start, t->stream) != CKC_CU_SUCCESS) {
         return 1;
     }
@@ -557,23 +562,6 @@ lt_time_one(void *ctx, int i, float *us)
     ckc_blas_count_timed(1 + LT_TIMED_RUNS);
     *us = ms * 1000.0f / LT_TIMED_RUNS;
     return 0;
-}
-
-/* The fastest of the eligible candidates, -1 when none could be timed (no
- * events, or every candidate failed: the caller takes the heuristic's). */
-static int
-lt_fastest(lt_timing *t, const int *eligible, int n, float *us)
-{
-    int j = -1;
-    if (t->d->cuEventCreate(&t->start, 0) != CKC_CU_SUCCESS) {
-        return -1;
-    }
-    if (t->d->cuEventCreate(&t->stop, 0) == CKC_CU_SUCCESS) {
-        j = ckc_blas_time_candidates(eligible, n, lt_time_one, t, us);
-        (void)t->d->cuEventDestroy(t->stop);
-    }
-    (void)t->d->cuEventDestroy(t->start);
-    return j;
 }
 
 /* What a cached choice is valid for: this GPU model, driver and cuBLASLt. */
@@ -593,55 +581,32 @@ lt_identity(const ckc_cuda_api *d, int device, ckc_blas_identity *id)
     id->library = lt.cublasLtGetVersion();
 }
 
-/* pl->algo for a new plan: the class's known choice if cuBLASLt accepts it for
- * this exact problem, else the fastest eligible candidate when timing is
- * allowed and there is a choice, else the heuristic's first eligible one.
- * Returns 0 for a choice made only because the stream is captured (the plan
- * is then used once, not cached: the problem's first GEMM outside a capture
- * times its class), else 1. */
-static int
-int8_pick(lt_timing *t, const ckc_blas_key *key, int device, int capturing, const int *eligible, int n, lt_plan *pl)
+/* ckc_blas_backend's algo_of: candidate i of the heuristic's answer. */
+static void
+lt_algo_of(void *ctx, int i, unsigned char algo[CKC_BLAS_ALGO_BYTES])
 {
-    const ckc_blas_key cls = ckc_blas_class_of(key);
-    unsigned char bytes[CKC_BLAS_ALGO_BYTES];
-    ckc_blas_identity id;
+    memcpy(algo, &((const lt_timing *)ctx)->results[i].algo, sizeof(lt_algo));
+}
+
+/* ckc_blas_backend's accepts: cuBLASLt checks a known algorithm for this exact
+ * problem (and the stream's workspace). */
+static int
+lt_accepts(void *ctx, const unsigned char algo[CKC_BLAS_ALGO_BYTES], int chosen_at)
+{
+    const lt_timing *t = (const lt_timing *)ctx;
+    lt_algo a;
     lt_heuristic checked;
-    int source;
-    int chosen_at;
-    float us = 0.0f;
-    int j = -1;
-    lt_identity(t->d, device, &id);
-    /* A choice the heuristic made (tuning off, one candidate, or none timed) is
-     * not one to keep where this problem can be timed. */
-    if (ckc_blas_known(&id, &cls, bytes, &source, &chosen_at) &&
-        !(source == CKC_BLAS_FROM_HEURISTIC && n > 1 && ckc_blas_tuning_allowed(capturing))) {
-        memcpy(&pl->algo, bytes, sizeof pl->algo);
-        if (lt.cublasLtMatmulAlgoCheck(t->handle, pl->desc, pl->a, pl->b, pl->c, pl->c, &pl->algo, &checked) == 0 &&
-            checked.workspace_size <= t->ws_bytes) {
-            /* its place in this heuristic's answer if it is there, else in the one it came from */
-            int index = chosen_at;
-            for (int i = 0; i < n; i++) {
-                if (memcmp(&t->results[eligible[i]].algo, &pl->algo, sizeof pl->algo) == 0) {
-                    index = eligible[i];
-                    break;
-                }
-            }
-            ckc_blas_note_choice(index);
-            return 1;
+    memcpy(&a, algo, sizeof a);
+    if (lt.cublasLtMatmulAlgoCheck(t->handle, t->pl->desc, t->pl->a, t->pl->b, t->pl->c, t->pl->c, &a, &checked) != 0 ||
+        checked.workspace_size > t->ws_bytes) {
+        return -1;
+    }
+    for (int i = 0; i < t->count; i++) {
+        if (memcmp(&t->results[i].algo, &a, sizeof a) == 0) {
+            return i;
         }
     }
-    if (n > 1 && ckc_blas_tuning_allowed(capturing)) {
-        j = lt_fastest(t, eligible, n, &us);
-    }
-    pl->algo = t->results[eligible[j >= 0 ? j : 0]].algo;
-    ckc_blas_note_choice(eligible[j >= 0 ? j : 0]);
-    if (j >= 0 || !capturing) {
-        memcpy(bytes, &pl->algo, sizeof bytes);
-        ckc_blas_remember(&id, &cls, bytes, eligible[j >= 0 ? j : 0], n, us,
-                          j >= 0 ? CKC_BLAS_FROM_TIMING : CKC_BLAS_FROM_HEURISTIC);
-        return 1;
-    }
-    return !(n > 1 && ckc_blas_tuning_allowed(0));
+    return chosen_at;
 }
 
 /* ---- the int8 GEMM: a cached plan, one cublasLtMatmul per call ---- */
@@ -682,9 +647,20 @@ int8_plan_new(lt_handle handle, const ckc_int8_gemm_params *p, const ckc_exec *e
                           "(%d candidates; cuBLASLt %zu)", count, lt.cublasLtGetVersion());
     }
     if (status == CKC_OK) {
-        lt_timing t = {ckc_cuda_driver(err), handle, pl, results, p, ws, ws_bytes, (CUstream)exec->stream, NULL, NULL,
-                       0};
-        *final = int8_pick(&t, key, exec->device_index, lt_capturing(exec->stream), eligible, n, pl);
+        lt_timing t = {ckc_cuda_driver(err), handle, pl, results, p, ws, ws_bytes, count, (CUstream)exec->stream,
+                       NULL, NULL, 0};
+        const ckc_blas_backend backend = {lt_algo_of, lt_accepts, lt_time_one, &t};
+        unsigned char algo[CKC_BLAS_ALGO_BYTES];
+        ckc_blas_identity id;
+        lt_identity(t.d, exec->device_index, &id);
+        (void)ckc_blas_pick(&id, key, eligible, n, lt_capturing(exec->stream), &backend, algo, final);
+        memcpy(&pl->algo, algo, sizeof pl->algo);
+        if (t.start != NULL) {
+            (void)t.d->cuEventDestroy(t.start);
+        }
+        if (t.stop != NULL) {
+            (void)t.d->cuEventDestroy(t.stop);
+        }
     }
     if (status != CKC_OK) {
         lt_plan_free(pl);

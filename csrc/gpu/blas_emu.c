@@ -102,61 +102,36 @@ emu_time_one(void *ctx, int i, float *us)
     return *us < 0.0f;
 }
 
-/* The candidate of a known choice, if it is eligible for this problem (the
- * emulated counterpart of cublasLtMatmulAlgoCheck) and not a heuristic's choice
- * where this problem can be timed; else -1. */
-static int
-emu_known(const ckc_blas_key *cls, const int *eligible, int n, int capturing)
+/* The eligible candidates of the plan being made (ckc_blas_backend's ctx). */
+typedef struct {
+    const int *eligible;
+    int n;
+} emu_pick_ctx;
+
+/* An emulated algorithm: the candidate's index in the first bytes. */
+static void
+emu_algo_of(void *ctx, int i, unsigned char algo[CKC_BLAS_ALGO_BYTES])
 {
-    unsigned char algo[CKC_BLAS_ALGO_BYTES];
-    int source;
-    int chosen_at;
+    (void)ctx;
+    memset(algo, 0, CKC_BLAS_ALGO_BYTES);
+    memcpy(algo, &i, sizeof i);
+}
+
+/* The emulated counterpart of cublasLtMatmulAlgoCheck: a known candidate
+ * serves if it is eligible for this problem. */
+static int
+emu_accepts(void *ctx, const unsigned char algo[CKC_BLAS_ALGO_BYTES], int chosen_at)
+{
+    const emu_pick_ctx *c = (const emu_pick_ctx *)ctx;
     int index;
-    if (!ckc_blas_known(&emu_identity, cls, algo, &source, &chosen_at) ||
-        (source == CKC_BLAS_FROM_HEURISTIC && n > 1 && ckc_blas_tuning_allowed(capturing))) {
-        return -1;
-    }
+    (void)chosen_at;
     memcpy(&index, algo, sizeof index);
-    for (int j = 0; j < n; j++) {
-        if (eligible[j] == index) {
+    for (int j = 0; j < c->n; j++) {
+        if (c->eligible[j] == index) {
             return index;
         }
     }
     return -1;
-}
-
-/* The candidate for a new plan: a known choice of its class, else the fastest
- * when timing is allowed and there is a choice to make, else the heuristic's
- * first eligible one (blas_tune.h).  *final = 0 for a choice made only because
- * the stream is captured (the plan is then not cached: the first GEMM of its
- * problem outside the capture times the class). */
-static int
-emu_pick(const ckc_blas_key *key, const int *eligible, int n, int capturing, int *final)
-{
-    const ckc_blas_key cls = ckc_blas_class_of(key);
-    unsigned char algo[CKC_BLAS_ALGO_BYTES];
-    int chosen = emu_known(&cls, eligible, n, capturing);
-    *final = 1;
-    if (chosen >= 0) {
-        return chosen;
-    }
-    memset(algo, 0, sizeof algo);
-    if (n > 1 && ckc_blas_tuning_allowed(capturing)) {
-        float us = 0.0f;
-        const int j = ckc_blas_time_candidates(eligible, n, emu_time_one, NULL, &us);
-        if (j >= 0) {
-            memcpy(algo, &eligible[j], sizeof eligible[j]);
-            ckc_blas_remember(&emu_identity, &cls, algo, eligible[j], n, us, CKC_BLAS_FROM_TIMING);
-            return eligible[j];
-        }
-    }
-    if (!capturing) {
-        memcpy(algo, &eligible[0], sizeof eligible[0]);
-        ckc_blas_remember(&emu_identity, &cls, algo, eligible[0], n, 0.0f, CKC_BLAS_FROM_HEURISTIC);
-    } else { /* the class is timed at its first GEMM outside a capture */
-        *final = !(n > 1 && ckc_blas_tuning_allowed(0));
-    }
-    return eligible[0];
 }
 
 /* An emulated plan: the index of the candidate taken. */
@@ -189,8 +164,12 @@ emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **e
     if (choice == NULL) {
         return CKC_FAIL(err, CKC_ERR_MEMORY, "emulated plan: out of memory");
     }
-    *choice = emu_pick(&key, eligible, n, capturing, &final);
-    ckc_blas_note_choice(*choice);
+    {
+        emu_pick_ctx ctx = {eligible, n};
+        const ckc_blas_backend backend = {emu_algo_of, emu_accepts, emu_time_one, &ctx};
+        unsigned char algo[CKC_BLAS_ALGO_BYTES];
+        *choice = ckc_blas_pick(&emu_identity, &key, eligible, n, capturing, &backend, algo, &final);
+    }
     *entry = final ? ckc_blas_insert(&key, choice, free) : NULL;
     if (*entry == NULL) {
         free(choice); /* used once */

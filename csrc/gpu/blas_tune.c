@@ -338,6 +338,34 @@ ckc_blas_time_candidates(const int *eligible, int count, int (*time_one)(void *c
     return best;
 }
 
+int
+ckc_blas_pick(const ckc_blas_identity *id, const ckc_blas_key *plan_key, const int *eligible, int n, int capturing,
+              const ckc_blas_backend *b, unsigned char algo[CKC_BLAS_ALGO_BYTES], int *final)
+{
+    const ckc_blas_key cls = ckc_blas_class_of(plan_key);
+    const int may_time = n > 1 && ckc_blas_tuning_allowed(capturing);
+    int source, chosen_at, index, j = -1;
+    float us = 0.0f;
+    *final = 1;
+    if (ckc_blas_known(id, &cls, algo, &source, &chosen_at) && !(source == CKC_BLAS_FROM_HEURISTIC && may_time) &&
+        (index = b->accepts(b->ctx, algo, chosen_at)) >= 0) {
+        ckc_blas_note_choice(index);
+        return index;
+    }
+    if (may_time) {
+        j = ckc_blas_time_candidates(eligible, n, b->time_one, b->ctx, &us);
+    }
+    index = eligible[j >= 0 ? j : 0];
+    b->algo_of(b->ctx, index, algo);
+    if (j >= 0 || !capturing) {
+        ckc_blas_remember(id, &cls, algo, index, n, us, j >= 0 ? CKC_BLAS_FROM_TIMING : CKC_BLAS_FROM_HEURISTIC);
+    } else {
+        *final = !(n > 1 && ckc_blas_tuning_allowed(0));
+    }
+    ckc_blas_note_choice(index);
+    return index;
+}
+
 void
 ckc_blas_count_timed(long runs)
 {

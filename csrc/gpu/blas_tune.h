@@ -18,9 +18,10 @@
  * nothing is timed: a known choice is used, else the heuristic's first
  * eligible answer.
  *
- * No device runtime here: the backends (blas_cublaslt.c, blas_emu.c) pass a
- * function that times one candidate, so the emulated device runs this logic
- * with timings the tests make up. */
+ * No device runtime here: the backends (blas_cublaslt.c, blas_emu.c) lend
+ * ckc_blas_pick, the one policy, a candidate's algorithm bytes, a check of a
+ * known algorithm and the timing of one candidate, so the emulated device runs
+ * the very logic cuBLASLt's backend runs, with timings the tests make up. */
 #ifndef CKC_GPU_BLAS_TUNE_H
 #define CKC_GPU_BLAS_TUNE_H
 
@@ -72,6 +73,31 @@ int ckc_blas_time_candidates(const int *eligible, int count, int (*time_one)(voi
 void ckc_blas_remember(const ckc_blas_identity *id, const ckc_blas_key *cls,
                        const unsigned char algo[CKC_BLAS_ALGO_BYTES], int index, int candidates, float us,
                        int source);
+
+/* What a backend lends ckc_blas_pick, each with ctx. */
+typedef struct {
+    /* Candidate i's algorithm bytes (i: its place in the heuristic's answer). */
+    void (*algo_of)(void *ctx, int i, unsigned char algo[CKC_BLAS_ALGO_BYTES]);
+    /* Whether a known algorithm serves this exact problem: its place in this
+     * heuristic's answer, else chosen_at (its place in the answer it came from)
+     * when it serves all the same, else -1 (the class is chosen again). */
+    int (*accepts)(void *ctx, const unsigned char algo[CKC_BLAS_ALGO_BYTES], int chosen_at);
+    /* ckc_blas_time_candidates' time_one. */
+    int (*time_one)(void *ctx, int i, float *us);
+    void *ctx;
+} ckc_blas_backend;
+
+/* The algorithm of a new plan, the one policy of both backends, into algo:
+ * the class's known choice where the backend accepts it (not a heuristic's
+ * choice where this problem can be timed), else the fastest of the eligible
+ * candidates where timing is allowed and there is a choice, else the
+ * heuristic's first eligible one; remembered (not inside a capture, where
+ * nothing is timed).  Returns its place in the heuristic's answer (also
+ * noted as blas_stats' last_choice); *final = 0 for a choice made only because
+ * the stream is captured: its plan is used once, not cached, so that the
+ * problem's first GEMM outside the capture times the class. */
+int ckc_blas_pick(const ckc_blas_identity *id, const ckc_blas_key *plan_key, const int *eligible, int n, int capturing,
+                  const ckc_blas_backend *backend, unsigned char algo[CKC_BLAS_ALGO_BYTES], int *final);
 
 /* Counts GEMMs run for timing (for blas_stats). */
 void ckc_blas_count_timed(long runs);
