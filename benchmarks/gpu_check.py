@@ -212,7 +212,11 @@ def run_worker(kind: str, ctx: Context, timeout: float) -> tuple[str, int | None
     budget = max(timeout - WORKER_GRACE_S, 10)
     fd, path = tempfile.mkstemp(prefix=f"gpu_check_{kind}_", suffix=".jsonl")
     os.close(fd)
-    gemm = ctx.data.setdefault("gemm_cache", tempfile.mkstemp(prefix="gpu_check_gemm_", suffix=".tsv")[1])
+    gemm = ctx.data.get("gemm_cache")
+    if gemm is None:  # one file for the run's workers
+        fd, gemm = tempfile.mkstemp(prefix="gpu_check_gemm_", suffix=".tsv")
+        os.close(fd)
+        ctx.data["gemm_cache"] = gemm
     try:
         cmd = worker_command(kind, path, ctx.args, f"{budget:.0f}")
         rc, output = run_command(cmd, budget + WORKER_GRACE_S, {"COMFY_KITCHEN_C_GEMM_CACHE": gemm})

@@ -44,7 +44,7 @@ def report() -> dict:
     """{tuning, cache_file, cache (choices read from it, or its error), process (this process's)}."""
     from . import settings  # here, not at the top: gpu_check loads this file alone (read_cache)
 
-    loaded = settings.load()
+    loaded = settings.current()  # as doctor's other parts read them: loaded once per process
     path = loaded.value("COMFY_KITCHEN_C_GEMM_CACHE")
     doc = {"tuning": bool(loaded.value("COMFY_KITCHEN_C_GEMM_TUNING")), "cache_file": path, "cache": [],
            "cache_error": None, "process": []}
