@@ -28,6 +28,7 @@ COMFY_KITCHEN_C_EMU_RACES=1 builds _C_emu with its shared-memory race detector;
 COMFY_KITCHEN_C_EMULATED=1 / 0 builds the emulated device whatever the build / for none;
 COMFY_KITCHEN_C_FATBIN_CACHE=<folder> keeps compiled fatbins there by content, for other builds
 of the same kernels (CI: the wheels reuse the editable install's)."""
+import concurrent.futures
 import functools
 import hashlib
 import os
@@ -239,16 +240,30 @@ def build_fatbins(folder: str, include_dirs: list[str], headers_mtime: float, fo
     """Every kernels/*.cu compiled to a fatbin in folder (stale ones only), and the C file
     that holds them as data (folder/fatbins.c, csrc/gpu/fatbins.h); and whether it changed.
     Device code is the same for every host OS: tools/windows/build.py calls this too."""
-    fatbins, changed = [], False
+    fatbins, stale = [], []
     for source in gpu_kernel_sources():
         fatbin = os.path.join(folder, Path(source).stem + ".fatbin")
         if force or is_stale(fatbin, source, headers_mtime):
-            compile_fatbin(source, fatbin, nvcc_command(source, fatbin, include_dirs, ccbin))
-            changed = True
+            stale.append((source, fatbin, nvcc_command(source, fatbin, include_dirs, ccbin)))
         fatbins.append(fatbin)
+    # One nvcc per file, as many at once as there are cores: the sm_90 build on the H200
+    # machine (16 cores) took 152 s one file after another, past gpu_check's budget.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs()) as pool:
+        for done in [pool.submit(compile_fatbin, *job) for job in stale]:
+            done.result()  # the first nvcc failure stops the build with its error
+    changed = bool(stale)
     generated = os.path.join(folder, "fatbins.c")
     changed = write_fatbins_c(generated, fatbins, nvcc_version(), cuda_archs()) or changed
     return generated, changed
+
+
+def build_jobs() -> int:
+    """nvcc processes at once: COMFY_KITCHEN_C_BUILD_JOBS, else the cores this process may use."""
+    wanted = os.environ.get("COMFY_KITCHEN_C_BUILD_JOBS")
+    if wanted:
+        return max(1, int(wanted))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
 
 
 def gpu_kernel_sources():

@@ -273,14 +273,14 @@ def step_faults(ctx: Context, timeout: float) -> Outcome:
 
 
 STEPS = [
-    Step("a", "build", "build for the local GPU only, warnings as errors", step_build, 100, 150),
-    Step("b", "tests", "CUDA tests: every op bit for bit against the CPU path", step_tests, 45, 90),
+    Step("a", "build", "build for the local GPU only, warnings as errors", step_build, 120, 150),
+    Step("b", "tests", "CUDA tests: every op bit for bit against the CPU path", step_tests, 65, 90),
     Step("c", "memcheck", "compute-sanitizer memcheck on the small-shape tests", step_memcheck, 0, 90),
     Step("d", "bench", "GPU and host time per call: ours, comfy_kitchen cuda and triton, device copy; model",
-         step_bench, 135, 150, takes_rest=True),
-    Step("e", "profile", "per-kernel GPU times from torch.profiler, every implementation", step_profile, 40, 50,
+         step_bench, 90, 150, takes_rest=True),
+    Step("e", "profile", "per-kernel GPU times from torch.profiler, every implementation", step_profile, 35, 50,
          optional=True),
-    Step("f", "faults", "bench_faults.py: the fault checks' host cost per op on this GPU", step_faults, 30, 30),
+    Step("f", "faults", "bench_faults.py: the fault checks' host cost per op on this GPU", step_faults, 25, 30),
 ]
 
 
@@ -320,7 +320,14 @@ def package_version(name: str) -> str:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
+        pass
+    # carry_comfy_kitchen.py unpacks the package without pip's metadata and leaves its version
+    # beside it: the import path finds the package, the file says which.
+    spec = importlib.util.find_spec(name.replace("-", "_"))
+    if spec is None or not spec.submodule_search_locations:
         return "not installed"
+    version = Path(list(spec.submodule_search_locations)[0]) / "VERSION"
+    return f"{version.read_text().strip() if version.is_file() else 'unknown version'} (carried, no pip metadata)"
 
 
 def gpu_info(torch, command: str, device: dict) -> dict[str, str]:

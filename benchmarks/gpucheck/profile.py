@@ -78,17 +78,32 @@ def short_kernel_name(name: str) -> str:
     return short
 
 
-def profile_group(calls: list[tuple[str, str, object]]) -> tuple[dict, str | None]:
-    """calls: (op, impl, call(i)); one profiler session over all of them."""
+def warm_up(calls: list[tuple[str, str, object]], sync) -> tuple[list, dict]:
+    """The calls whose warm-up ran, and {(op, impl): why} for those whose warm-up raised
+    (triton's quantize_nvfp4 does not compile for sm_90, for one): one implementation that
+    cannot run leaves the others of its group profiled."""
+    kept, failed = [], {}
+    for op, impl, call in calls:
+        try:
+            for i in range(WARMUP_CALLS):
+                call(i)
+            sync()
+            kept.append((op, impl, call))
+        except Exception as exc:
+            failed[(op, impl)] = one_line(exc)
+    return kept, failed
+
+
+def profile_group(calls: list[tuple[str, str, object]]) -> tuple[dict, str | None, dict]:
+    """calls: (op, impl, call(i)); one profiler session over those whose warm-up ran.
+    Returns the kernels per (op, impl), why the session failed (None if it did not), and
+    why each dropped call was dropped."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     gpu = workload.DEVICE == "cuda"
     sync = torch.cuda.synchronize if gpu else (lambda: None)
-    for _, _, call in calls:
-        for i in range(WARMUP_CALLS):
-            call(i)
-    sync()
+    calls, dropped = warm_up(calls, sync)
     try:
         with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
             for op, impl, call in calls:
@@ -96,9 +111,9 @@ def profile_group(calls: list[tuple[str, str, object]]) -> tuple[dict, str | Non
                     for i in range(PROFILE_CALLS):
                         call(i)
                     sync()
-        return attribute(prof.events(), PROFILE_CALLS), None
+        return attribute(prof.events(), PROFILE_CALLS), None, dropped
     except Exception as exc:
-        return {}, one_line(exc)
+        return {}, one_line(exc), dropped
 
 
 def implementations(op: str, our_args: tuple, their_args: tuple, ours, backends: dict, nbytes: int):
@@ -166,10 +181,12 @@ def worker(path: str, budget_s: float) -> int:
                 print(f"time budget of {budget_s:.0f} s used up", file=sys.stderr)
                 return 0
             calls, notes = group_items(shape, ops, ours, backends)
-            kernels, failure = profile_group(calls)
+            kernels, failure, dropped = profile_group(calls)
             m, k, n = shape
             for op, impl, _ in calls:
-                if failure:
+                if (op, impl) in dropped:
+                    notes.append(Kernels(op, m, k, n, impl, [], dropped[(op, impl)]))
+                elif failure:
                     notes.append(Kernels(op, m, k, n, impl, [], failure))
                 elif (op, impl) in kernels:
                     write_record(out, "kernels", Kernels(op, m, k, n, impl, kernels[(op, impl)]))
