@@ -377,11 +377,20 @@ def plan_v1(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
             plan.launches.append(Launch("int8_dequant_rotated_kernel", (kind,), 256, m, -(-k // 256), 1, esize,
                                         True, load_bytes=16))
         else:
-            chunked = any(kk.name == "int8_dequant_kernel" and "paramsb" in kk.mangled for kk in ks.values())
+            # gpu_check's per-row scale: the warp walk where the build has it (after 1cdf9a7), else 16
+            # values per thread where the kernel took a `bool chunks` (its C++ name says so, before the
+            # driver API's plain names), else one
+            walk = find_kernel(ks, arch, "int8_dequant_walk_kernel", (kind, 1)) is not None
+            chunked = walk or any(kk.name == "int8_dequant_kernel" and "paramsb" in kk.mangled
+                                  for kk in ks.values())
             per = 16 if chunked else 1
             blocks = min(-(-m * k // (per * 256)), 65536)
-            plan.launches.append(Launch("int8_dequant_kernel", (kind,), 256, blocks, m * k / (blocks * 256), 1,
-                                        esize, load_bytes=16 if chunked else 0))
+            if walk:
+                plan.launches.append(Launch("int8_dequant_walk_kernel", (kind, 1), 256, blocks,
+                                            m * k / (blocks * 256), 1, esize, load_bytes=0))
+            else:
+                plan.launches.append(Launch("int8_dequant_kernel", (kind,), 256, blocks, m * k / (blocks * 256), 1,
+                                            esize, load_bytes=16 if chunked else 0))
     elif op in ("quantize_nvfp4", "quantize_and_rotate_nvfp4"):
         blocks16 = -(-m // 128) * 128 * (-(-k // 64) * 4)
         plan.launches.append(Launch("nvfp4_quant_kernel", (kind,), 128, -(-blocks16 // 128), 16, esize, 0.5625,
@@ -587,8 +596,10 @@ def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
     quant = op in ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "quantize_int8_convrot_weight",
                    "int8_linear_quantize")
     g = group if op in ROTATED else 0
-    if (quant or op in ("rotate_int8_convrot_weight", "dequantize_int8_simple", "dequantize_int8_convrot_weight")) \
-            and g in TILE_GROUPS:
+    # plain dequantization (G = 0) took the tile kernel up to 1cdf9a7; since, int8_dequant_walk_kernel
+    tile_dequant = op.startswith("dequantize") and (g > 0 or find_kernel(ks, arch, "ckc_tile_dequant_kernel",
+                                                                         (kind, 0)) is not None)
+    if (quant or op == "rotate_int8_convrot_weight" or tile_dequant) and g in TILE_GROUPS:
         geom = tile_geometry(k, m, 1024)
         if geom is not None:
             t, r, segments = geom
@@ -640,8 +651,13 @@ INSTRUCTION_LIMITS = {
     "int8_linear_quantize": 12.5,            # 11.4 (the same kernel)
     "quantize_and_rotate_rowwise": 26.0,     # 24.8
     "rotate_int8_convrot_weight": 21.0,      # 19.3
-    "dequantize_int8_simple": 6.5,           # 5.7
-    "dequantize_int8_simple_dtype": 10.5,    # 9.7
+    # The plain dequantizer's warp walk (after 1cdf9a7) spends more instructions than the tile kernel
+    # it replaced (5.7 and 9.7: a row's index math shared by 32 values, four 16-byte stores 64 or 128
+    # bytes apart per thread) to store coalesced: that kernel moved 18% (float32) and 50% (bfloat16) of
+    # the copy's bandwidth on the H200.  At 15.3 per element the bfloat16 walk issues in 31 us what
+    # takes 41 us to move at 4096 x 14336: still memory-bound.
+    "dequantize_int8_simple": 13.5,          # 12.3 (sm_90)
+    "dequantize_int8_simple_dtype": 17.0,    # 15.3 (sm_90)
     "dequantize_int8_convrot_weight": 20.0,  # 18.4
     "dequantize_int8_convrot_weight_dtype": 24.5,  # 22.4
     "quantize_nvfp4": 48.5,                  # 44.3

@@ -84,6 +84,23 @@ def kernels_skipped():
         emu.skip_kernels(False)
 
 
+@contextlib.contextmanager
+def riding_mark_limit(nbytes: int):
+    """Within the block (the whole process, real GPU and emulated device alike), ops whose
+    tensors hold more than ``nbytes`` get a separate completion mark instead of one riding on
+    their last kernel (csrc/diag/marks.h); 0: every mark separate, 2**64 - 1: every mark may
+    ride.  ``benchmarks/gpu_check.py`` times both against the flight record off."""
+    from . import _C
+
+    modules = [_C] + ([_emu()] if has_emulated_device() else [])
+    before = [m.riding_mark_limit(nbytes) for m in modules]
+    try:
+        yield
+    finally:
+        for m, b in zip(modules, before):
+            m.riding_mark_limit(b)
+
+
 def device_memory(t):
     """Marks t's storage as the emulated device's memory and returns t: inside
     ``emulated_device()``, ComfyUI's copy points (comfyui_hooks.py) then treat copies into it as

@@ -8,6 +8,7 @@
 #include "done_mark.cuh"
 #include "elements.cuh"
 #include "row_tile.cuh"
+#include "tile.cuh" /* ckc_tile_pack: the dequantizer's 16-bit stores */
 
 #include "gpu/kernel_args.h"
 #include "gpu/kernel_list.h"
@@ -192,12 +193,169 @@ ckc_dequant_source(const ckc_dequantize_int8_convrot_weight_dtype_params &p, int
     return src < 0 ? -1 : src * p.cols + (i - r * p.cols);
 }
 
-/* Without rotation: a grid-stride loop over 64-bit indices.  With `chunks`
- * (the launcher checked 16-byte alignment of every tensor and, for a per-row
- * scale or an index, rows of whole chunks), a thread takes 16 elements at a
- * time: one 16-byte load of codes, one scale (or a chunk of them), 16-byte
- * stores, and one division per chunk to find its row; otherwise one element at
- * a time.  A row whose index is out of range is NaN. */
+/* The plain dequantizer's warp walk, for a per-row or single scale without an
+ * index (everything int8 weights and activations use): the warp takes 512
+ * consecutive output elements at a time, lane l the quads of four at 4 l + 128 i,
+ * i = 0..3, so each warp load of codes reads 128 contiguous bytes and each store
+ * writes 512 (float32) or 256 (16-bit).  A thread holding 16 consecutive elements
+ * instead made each warp store touch 32 lines 64 or 128 bytes apart: on the H200
+ * at 1cdf9a7, dequantize_int8_simple to float32 (then the tile kernel's 32 values
+ * per thread) moved 18% of the device copy's bandwidth, 0.21x comfy_kitchen cuda.
+ *
+ * A quad is found by its offset; for a per-row scale also by (row, column), the
+ * launcher keeping rows of whole chunks of 16 and at least 128 values, so a step
+ * of 128 crosses at most one row end, and a pass's stride split into rows and
+ * columns once: no division in the loop.  Every quad is whole (one aligned 32-bit
+ * load of codes): rows of whole chunks, or (one scale) a whole number of quads.
+ * A lane issues its four code loads and scale loads before its first
+ * store (a store to `out` could alias them for the compiler). */
+
+/* Four codes (one word, little-endian) as floats: the biased byte b + 128 placed
+ * under the exponent of 2^23 is the float 2^23 + b + 128 exactly, and subtracting
+ * 2^23 + 128 leaves b (as int8_tile.cu's dequantizer): a PRMT and an FADD per
+ * value instead of an I2F on the conversion pipe. */
+__device__ __forceinline__ void
+ckc_quad_floats(uint32_t w, float v[4])
+{
+    const uint32_t biased = w ^ 0x80808080u;
+    CKC_UNROLL
+    for (int e = 0; e < 4; e++) {
+#if defined(__CUDA_ARCH__)
+        const uint32_t bits = __byte_perm(biased, 0x4B000000u, 0x7540 + e);
+#else
+        const uint32_t bits = 0x4B000000u | (biased >> (8 * e) & 0xFFu);
+#endif
+        v[e] = ckc_f32_from_bits(bits) - 8388736.0f;
+    }
+}
+
+/* Values v[4 i .. 4 i + 3] rounded to the output type at out[start ..]: one 16-byte
+ * (float32) or 8-byte store.  `exact`: some value of the pass is a NaN, so the
+ * software encoders write 16-bit values (ckc_tile_pack: their canonical NaN). */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ void
+ckc_quad_store(void *out, int64_t start, const float *v, bool exact)
+{
+    if constexpr (KIND == CKC_F32) {
+        (void)exact;
+        ckc_bytes16 b;
+        CKC_UNROLL
+        for (int e = 0; e < 4; e++) {
+            b.w[e] = ckc_f32_bits(v[e]);
+        }
+        *(ckc_bytes16 *)((float *)out + start) = b;
+    } else {
+        ckc_bytes8 b;
+        b.w[0] = ckc_tile_pack<KIND>(v[0], v[1], exact);
+        b.w[1] = ckc_tile_pack<KIND>(v[2], v[3], exact);
+        *(ckc_bytes8 *)((uint16_t *)out + start) = b;
+    }
+}
+
+/* One pass of a lane: the quads at off + 128 i, i = 0..3, the first in row `row`
+ * at column `col` (PER_ROW).  TAIL: the grid's last pass, where quads may lie past
+ * the tensor's n values; every other pass loads and stores without a check.  A
+ * NaN (the only value whose 16-bit bits the hardware rounds differently) needs a
+ * NaN or infinite scale (q is finite; inf * 0 is a NaN): such a scale sends the
+ * pass to the software encoders, bit-identical for every other value. */
+template <ckc_float_kind KIND, bool PER_ROW, bool TAIL>
+__device__ __forceinline__ void
+ckc_dequant_walk_pass(const ckc_dequantize_int8_convrot_weight_dtype_params &p, int64_t n, int64_t off, int64_t row,
+                      int32_t col, uint32_t zero)
+{
+    uint32_t codes[4];
+    float scale[4];
+    float v[16];
+    bool live[4];
+    bool finite = true;
+    CKC_UNROLL
+    for (int i = 0; i < 4; i++) {
+        live[i] = !TAIL || off + 128 * i < n;
+        if (PER_ROW && i > 0) {
+            col += 128;
+            if (col >= p.cols) {
+                col -= (int32_t)p.cols;
+                row += 1;
+            }
+        }
+        codes[i] = live[i] ? *(const uint32_t *)(p.q + off + 128 * i) : 0u;
+        scale[i] = p.scale[PER_ROW && live[i] ? row : 0];
+    }
+    /* no value is used before the last load is issued (ptxas would otherwise start
+     * on the first quad between the loads: the tile kernels' ckc_tile_together) */
+    {
+        uint32_t scale_bits[4];
+        CKC_UNROLL
+        for (int i = 0; i < 4; i++) {
+            scale_bits[i] = ckc_f32_bits(scale[i]);
+        }
+        ckc_tile_together(codes, scale_bits, 4, zero);
+    }
+    CKC_UNROLL
+    for (int i = 0; i < 4; i++) {
+        finite = finite && (ckc_f32_bits(scale[i]) & 0x7FFFFFFFu) < 0x7F800000u;
+        ckc_quad_floats(codes[i], v + 4 * i);
+        CKC_UNROLL
+        for (int e = 0; e < 4; e++) {
+            v[4 * i + e] *= scale[i];
+        }
+    }
+    CKC_UNROLL
+    for (int i = 0; i < 4; i++) {
+        if (live[i]) {
+            ckc_quad_store<KIND>(p.out, off + 128 * i, v + 4 * i, KIND != CKC_F32 && !finite);
+        }
+    }
+}
+
+/* PER_ROW: the scale's row of each quad is tracked as (row, column) beside its
+ * offset (a column and a column plus a step fit 32 bits: the launcher keeps rows
+ * to at most 2^30 values); without, the walk is one flat
+ * row and needs only the offset. */
+template <ckc_float_kind KIND, bool PER_ROW>
+__device__ __forceinline__ void
+int8_dequant_walk(const ckc_dequantize_int8_convrot_weight_dtype_params &p, uint32_t zero, ckc_done_mark done)
+{
+    const int64_t n = p.rows * p.cols;
+    const int64_t threads = (int64_t)gridDim.x * CKC_ROW_THREADS;
+    const int64_t first = (int64_t)blockIdx.x * CKC_ROW_THREADS + threadIdx.x;
+    const int64_t stride = threads / 32 * 512;
+    const int64_t stride_rows = PER_ROW ? stride / p.cols : 0;
+    const int32_t stride_cols = PER_ROW ? (int32_t)(stride - stride_rows * p.cols) : 0;
+    int64_t off = first / 32 * 512 + first % 32 * 4;
+    int64_t row = PER_ROW ? off / p.cols : 0;
+    int32_t col = PER_ROW ? (int32_t)(off - row * p.cols) : 0;
+    for (; off < n; off += stride) {
+        if (off + 3 * 128 < n) {
+            ckc_dequant_walk_pass<KIND, PER_ROW, false>(p, n, off, row, col, zero);
+        } else {
+            ckc_dequant_walk_pass<KIND, PER_ROW, true>(p, n, off, row, col, zero);
+        }
+        if (PER_ROW) {
+            row += stride_rows;
+            col += stride_cols;
+            if (col >= p.cols) {
+                col -= (int32_t)p.cols;
+                row += 1;
+            }
+        }
+    }
+    ckc_done_mark_arrive(done);
+}
+
+#define CKC_DEQUANT_WALK_INSTANCE(k, per_row)                                                                   \
+    CKC_KERNEL_INSTANCE(CKC_KNAME2(int8_dequant_walk_kernel, k, per_row), CKC_ONE_ROW_BOUNDS,                    \
+                        (ckc_dequantize_int8_convrot_weight_dtype_params p, uint32_t zero, ckc_done_mark done),        \
+                        (int8_dequant_walk<(ckc_float_kind)k, per_row != 0>(p, zero, done)))
+CKC_DEQUANT_WALK_KERNELS(CKC_DEQUANT_WALK_INSTANCE)
+
+/* Without rotation, the general kernel (the warp walk above takes a per-row or
+ * single scale without an index): a grid-stride loop over 64-bit indices.
+ * With `chunks` (the launcher checked 16-byte alignment of every tensor and,
+ * for a per-row scale or an index, rows of whole chunks), a thread takes 16
+ * elements at a time: one 16-byte load of codes, one scale (or a chunk of
+ * them), 16-byte stores, and one division per chunk to find its row; otherwise
+ * one element at a time.  A row whose index is out of range is NaN. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
 int8_dequant_body(ckc_dequantize_int8_convrot_weight_dtype_params p, bool chunks, ckc_done_mark done)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The row-tile kernels of the int8 family (layout: kernels/tile.cuh): row-wise
  * quantization (plain, activated, rotated; nearest or stochastic rounding), the
- * plain rotation, and dequantization with a per-row or single scale, one
+ * plain rotation, and rotated dequantization with a per-row or single scale, one
  * instance per element type, group size (0, 64, 256, 1024) and mode, so that
  * every stage unrolls to straight-line code.  Rows of up to 32768 values are read
  * once and kept in registers; longer ones are read twice (absmax pass, then code

@@ -90,6 +90,23 @@ def test_dequantization(eager, group, code):
         assert_bitwise_equal(gpu, eager.dequantize_int8_simple_dtype(q, scale, code), "vs eager")
 
 
+# The plain dequantizer's warp walk (kernels/int8.cu: lane l takes the quads at 4 l + 128 i of
+# each 512 elements): rows shorter than a step (16, 48: a step crosses several row ends),
+# between one and three steps (144, 272: at most one per step), a step's multiple (1024), odd
+# rows (2043: per-row scales take the element path; one scale the flat walk when the values
+# are whole quads (4 rows), else the 16-per-thread chunks, which end on a partial one (3 rows)).
+WALK_SHAPES = [(3, 16), (11, 48), (5, 144), (33, 272), (9, 1024), (4, 2043), (3, 2043)]
+
+
+@pytest.mark.parametrize("rows,cols", WALK_SHAPES)
+def test_the_plain_dequantizers_warp_walk(rows, cols):
+    q, s = ops.quantize_int8_rowwise(CASES["outliers"](rows, cols, torch.bfloat16))
+    for scale in (s, s[0, 0].clone(), s.expand(q.shape).contiguous()):
+        for code in (0, 1, 2):
+            assert_same(*on_both(ops.dequantize_int8_simple_dtype, q, scale, code), f"{rows}x{cols} code={code}")
+    assert_same(*on_both(ops.dequantize_int8_simple, q, s), f"{rows}x{cols} float32")
+
+
 # NVFP4 shapes: aligned, rows not a multiple of 16, pad_16x (33, 65), and odd tile counts.
 # Wide rows: 12288 (768 scale columns, the row layout's widest blocks), 14400 and 4112 padded
 # (900 and 260 scale columns: no whole warps of rows fit a block, the 1-D layout).

@@ -210,8 +210,9 @@ def embedding_table(vocab=300, dim=64, scale="row", dtype=torch.float32, seed=0)
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("scale", ["row", "full", "scalar", "one"])
 @pytest.mark.parametrize("code", [0, 1, 2])
-def test_embedding_is_bit_for_bit(device, scale, code):
-    q, s = embedding_table(scale=scale, dtype=torch.bfloat16 if scale == "row" else torch.float32)
+@pytest.mark.parametrize("dim", [64, 256])  # the GPU's element path, and its warp walk (rows of >= 128)
+def test_embedding_is_bit_for_bit(device, scale, code, dim):
+    q, s = embedding_table(dim=dim, scale=scale, dtype=torch.bfloat16 if scale == "row" else torch.float32)
     g = torch.Generator().manual_seed(code)
     for indices in (torch.randint(0, 300, (7,), generator=g), torch.randint(0, 300, (2, 3), generator=g).int(),
                     torch.tensor(299)):
@@ -240,6 +241,9 @@ def test_embedding_index_out_of_range():
     for group in (0, 16):
         out = on("emulated", ops.dequantize_int8_embedding, q, s, torch.tensor([0, -1, 2]), group, 0)
         assert bool(out[1].isnan().all()) and not bool(out[[0, 2]].isnan().any()), f"G={group}"
+    q, s = embedding_table(dim=256)  # the warp walk's rows
+    out = on("emulated", ops.dequantize_int8_embedding, q, s, torch.tensor([0, 300, 2, -5]), 0, 0)
+    assert bool(out[[1, 3]].isnan().all()) and not bool(out[[0, 2]].isnan().any()), "the walk"
 
 
 def test_embedding_of_no_indices():

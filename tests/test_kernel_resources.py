@@ -31,7 +31,7 @@ NVCC = gpu_model.find_nvcc()
 # the tile kernels (kernels/int8_tile.cu, tile.cuh) launch up to CKC_TILE_MAX_THREADS = 1024
 # (CKC_TILE_WIDE_THREADS = 512 for the stochastic and activated instances: tile_threads).
 BLOCK_THREADS = {
-    "int8_rowwise_kernel": 256, "hadamard_rows_kernel": 256, "int8_dequant_kernel": 256,
+    "int8_rowwise_kernel": 256, "hadamard_rows_kernel": 256, "int8_dequant_kernel": 256, "int8_dequant_walk_kernel": 256,
     "int8_dequant_rotated_kernel": 256, "tensor_absmax_kernel": 256, "tensor_quantize_kernel": 256,
     "tensor_scale_kernel": 1, "nvfp4_quant_kernel": 128, "nvfp4_dequant_kernel": 128,
     "ckc_tile_rows_kernel": 1024, "ckc_tile_dequant_kernel": 1024, "nvfp4_quant_rows_kernel": 1024,

@@ -250,8 +250,10 @@ def test_a_bug_planted_in_the_emulated_gemm_fails_the_comparison(blas):
 
 # ---- the few-row GEMV (kernels/linear.cu: up to CKC_LINEAR_GEMV_ROWS rows, no GEMM) ----
 
-@pytest.mark.parametrize("m", [2, 3, 5, 8])
-@pytest.mark.parametrize("k,n", [(64, 48), (250, 9), (1040, 40)])
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8])
+# K: under one step of the warp (64), scalar tails (250, 1040), and the steps a lane issues
+# CKC_GEMV_DEPTH at a time: once, then one alone, then a tail (2568); twice exactly (4096).
+@pytest.mark.parametrize("k,n", [(64, 48), (250, 9), (1040, 40), (2568, 12), (4096, 5)])
 def test_few_rows_take_the_gemv_bit_for_bit(blas, m, k, n):
     """Up to 8 rows: the GEMV (each weight row read once for every row), no GEMM and no padded
     weight copy, whatever K's alignment (a scalar tail past the 16-code steps); the CPU path's

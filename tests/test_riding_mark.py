@@ -120,6 +120,33 @@ def test_int8_linear_in_chunks_marks_once_with_its_last_kernel():
     assert " more, " in r["params"]  # several chunks: the mark rode on the last of many kernels
 
 
+def test_the_riding_limit_is_32_mib_by_default():
+    assert _C_emu.riding_mark_limit() == 32 << 20
+
+
+@pytest.mark.parametrize("words", list(WORDS))
+def test_an_op_past_the_riding_limit_takes_a_separate_mark(words):
+    """An op whose tensors hold more than the limit gets the separate mark (its riding kernel
+    would pay a release fence in every block: marks.h), one at or under it still rides; both
+    records complete.  The limit is set low here so that small tensors stand for big ones."""
+    from comfy_kitchen_c.testing import riding_mark_limit
+
+    x = torch.randn(8, 256)                    # 8 KiB of input, 2 KiB of codes, 32 bytes of scales
+    small = torch.randn(1, 256)                # 1 KiB + 256 + 4 bytes
+    with WORDS[words](), emulated_device(), ckc.checking("launch"), riding_mark_limit(2048):
+        riding, separate = counts()
+        q, s = ops.quantize_int8_rowwise(x)
+        assert counts() == (riding, separate + 1)
+        assert last_record()["state"] == "completed"
+        expected, _ = ops.quantize_int8_rowwise(small)
+        assert counts() == (riding + 1, separate + 1)
+        assert last_record()["state"] == "completed"
+    with emulated_device(), riding_mark_limit(0):  # none rides: the results do not change
+        q0, s0 = ops.quantize_int8_rowwise(x)
+    assert torch.equal(q0, q) and torch.equal(s0, s)
+    assert _C_emu.riding_mark_limit() == 32 << 20  # restored
+
+
 def test_a_copy_still_takes_a_separate_mark():
     """The counters tell the two apart: a staged copy has no kernel to carry its mark."""
     with emulated_device():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .profile import short_kernel_name
-from .records import BACKENDS, COPY, FLIGHT_OFF, IMPLS, OURS, Row
+from .records import BACKENDS, COPY, FLIGHT_OFF, FLIGHT_RIDING, IMPLS, OURS, Row
 from .targets import TARGETS, checks, summarize
 
 
@@ -67,13 +67,15 @@ GPU_TIME_NOTE = ("GPU microseconds per call with the host running ahead: calls q
                  "(median over rounds; `*`: no round had the host ahead, so that time may be the host's). "
                  "graph: ours from a replayed CUDA graph of the same calls. copy: a device-to-device copy "
                  "of the bytes our op moves. of copy BW: copy / ours. vs best: the faster of cuda and "
-                 "triton / ours. model: gpu_model's prediction for ours, and its error. flight off: ours "
+                 "triton / ours. model: gpu_model's prediction for ours, and its error. all riding: ours "
+                 "with every completion mark riding on its op's kernel (before the riding limit of "
+                 "csrc/diag/marks.h, ours gives ops over 32 MiB a separate mark). flight off: ours "
                  "with the flight record off (M = 4096).\n\n")
 
 
 def gpu_table(rows: list[Row]) -> str:
     header = ["op", "shape", "MB", "ours", "graph", *BACKENDS, "copy", "of copy BW", "vs best", "model",
-              "model err", "flight off", "targets"]
+              "model err", "all riding", "flight off", "targets"]
     body = []
     for r in rows:
         ours = r.gpu_us.get(OURS)
@@ -85,8 +87,9 @@ def gpu_table(rows: list[Row]) -> str:
                      *(fmt_us(r.gpu_us.get(b), r.ahead.get(b, True)) for b in BACKENDS),
                      fmt_us(r.gpu_us.get(COPY), r.ahead.get(COPY, True)), fmt_fraction(r.ratio(COPY)),
                      fmt_ratio(best[1] / ours if best and ours else None), fmt_us(r.model_us),
-                     "-" if err is None else f"{err:+.0%}", fmt_us(r.gpu_us.get(FLIGHT_OFF)), marks or "-"])
-    return table(header, body, "llr" + "r" * 11 + "l")
+                     "-" if err is None else f"{err:+.0%}", fmt_us(r.gpu_us.get(FLIGHT_RIDING)),
+                     fmt_us(r.gpu_us.get(FLIGHT_OFF)), marks or "-"])
+    return table(header, body, "llr" + "r" * 12 + "l")
 
 
 HOST_TIME_NOTE = ("Host microseconds per call: the calling thread's time to queue one call (host clock, the "

@@ -42,6 +42,20 @@ format_tensors(const ckc_op_args *a, char *buf, size_t cap)
     }
 }
 
+/* The bytes the op's tensors hold: the measure of its size for the riding limit
+ * (marks.h). */
+static uint64_t
+op_bytes(const ckc_op_args *a)
+{
+    uint64_t bytes = 0;
+    for (int k = 0; k < a->sig->n_tensors; k++) {
+        if (a->present[k]) {
+            bytes += (uint64_t)a->t[k].numel * (uint64_t)ckc_dtype_size(a->t[k].dtype);
+        }
+    }
+    return bytes;
+}
+
 /* "group=256 compute_scale=0" */
 static size_t
 format_ints(const ckc_op_args *a, char *buf, size_t cap)
@@ -412,7 +426,7 @@ ckc_op_check_before(const char *op, const ckc_op_args *a, int mode, ckc_op_check
         c->params_used = format_ints(a, r->params, sizeof r->params);
     }
     c->record = r;
-    exec->done = ckc_offer_mark(r, c->seq, device, &c->pinned);
+    exec->done = ckc_offer_mark(r, c->seq, device, op_bytes(a), &c->pinned);
     exec->done_taken = 0;
     ckc_gpu_begin_op(op);
     return CKC_OK;

@@ -15,6 +15,22 @@
 /* How this module's marks were written (ckc_mark_counts). */
 static volatile uint64_t riding_marks;
 static volatile uint64_t separate_marks;
+/* The most bytes an op may move and still be offered a riding mark (marks.h). */
+static volatile uint64_t riding_limit = CKC_RIDING_MARK_MAX_BYTES;
+
+uint64_t
+ckc_mark_riding_limit(void)
+{
+    return ckc_atomic_load64(&riding_limit);
+}
+
+uint64_t
+ckc_mark_set_riding_limit(uint64_t bytes)
+{
+    const uint64_t before = ckc_atomic_load64(&riding_limit);
+    ckc_atomic_store64(&riding_limit, bytes);
+    return before;
+}
 
 /* Whether the device can write host memory [p, p + bytes): asking the runtime
  * (it registers the range on the first call), or, while a stream is captured
@@ -76,7 +92,7 @@ arrival_counters(int device, int capturing)
 }
 
 ckc_done_mark
-ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device, int *pinned)
+ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device, uint64_t op_bytes, int *pinned)
 {
     const ckc_done_mark none = {NULL, 0, NULL, NULL};
     ckc_gpu_device_guard guard;
@@ -86,7 +102,7 @@ ckc_offer_mark(ckc_flight_record *r, uint64_t seq, int device, int *pinned)
     uint64_t *device_word = NULL;
     uint32_t *arrivals = NULL;
     *pinned = 0;
-    if (r == NULL || ckc_gpu_device_enter(device, &guard, &err) != CKC_OK) {
+    if (r == NULL || op_bytes > ckc_mark_riding_limit() || ckc_gpu_device_enter(device, &guard, &err) != CKC_OK) {
         return none;
     }
     word = mark_word(r, pinned, &err);

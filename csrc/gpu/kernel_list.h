@@ -35,6 +35,9 @@
     X(2, 1, 0) X(2, 2, 0) X(2, 4, 0) X(2, 1, 1) X(2, 1, 2) X(2, 1, 4) X(2, 1, 7)
 /* hadamard_rows_kernel<KIND, CHUNKS> */
 #define CKC_HADAMARD_ROWS_KERNELS(X) X(0, 1) X(0, 2) X(0, 4) X(1, 1) X(1, 2) X(1, 4) X(2, 1) X(2, 2) X(2, 4)
+/* int8_dequant_walk_kernel<KIND, PER_ROW>: the plain dequantizer's warp walk, by
+ * output kind, for a per-row (1) or a single (0) scale. */
+#define CKC_DEQUANT_WALK_KERNELS(X) X(0, 0) X(0, 1) X(1, 0) X(1, 1) X(2, 0) X(2, 1)
 /* By element kind alone: int8_dequant_kernel, int8_dequant_rotated_kernel,
  * tensor_absmax_kernel, tensor_quantize_kernel, and the four NVFP4 kernels. */
 #define CKC_KIND_KERNELS(X) X(0) X(1) X(2)
@@ -51,10 +54,10 @@
 #define CKC_TILE_ROWS_KERNELS(X)                                                                                \
     CKC_TILE_ROWS_KERNELS_KIND(X, 0) CKC_TILE_ROWS_KERNELS_KIND(X, 1) CKC_TILE_ROWS_KERNELS_KIND(X, 2)             \
     CKC_TILE_ROWS_SWIGLU(X, 1) CKC_TILE_ROWS_SWIGLU(X, 2)
-/* ckc_tile_dequant_kernel<KIND, G> */
+/* ckc_tile_dequant_kernel<KIND, G>: rotated only (G > 0); plain rows take
+ * int8_dequant_kernel's warp-coalesced walk. */
 #define CKC_TILE_DEQUANT_KERNELS(X)                                                                             \
-    X(0, 0) X(0, 64) X(0, 256) X(0, 1024) X(1, 0) X(1, 64) X(1, 256) X(1, 1024) X(2, 0) X(2, 64) X(2, 256)        \
-    X(2, 1024)
+    X(0, 64) X(0, 256) X(0, 1024) X(1, 64) X(1, 256) X(1, 1024) X(2, 64) X(2, 256) X(2, 1024)
 
 /* ---- kernels/linear.cu ---- */
 

@@ -38,6 +38,11 @@ CKC_KIND_KERNELS(ROTATED_DECL)
 CKC_KIND_KERNELS(ABSMAX_DECL)
 CKC_KIND_KERNELS(TQUANT_DECL)
 CKC_EMU_THUNK_DECL(tensor_scale_kernel)
+#define WALK_SYM(k, r) CKC_KNAME2(int8_dequant_walk_kernel, k, r)
+#define WALK_DECL(k, r) CKC_EMU_THUNK_DECL(WALK_SYM(k, r))
+#define WALK_ENTRY(k, r) CKC_KERNEL_ENTRY(int8_dequant_walk_kernel, "int8_dequant_walk", "int8", WALK_SYM(k, r), k, r, 0, 0)
+CKC_DEQUANT_WALK_KERNELS(WALK_DECL)
+static ckc_kernel k_dequant_walk[] = {CKC_DEQUANT_WALK_KERNELS(WALK_ENTRY)};
 static ckc_kernel k_dequant[] = {CKC_KIND_KERNELS(DEQUANT_ENTRY)};
 static ckc_kernel k_dequant_rotated[] = {CKC_KIND_KERNELS(ROTATED_ENTRY)};
 static ckc_kernel k_tensor_absmax[] = {CKC_KIND_KERNELS(ABSMAX_ENTRY)};
@@ -165,23 +170,35 @@ dequant_rotated(const ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_do
     return CKC_LAUNCH_INSTANCE(k_dequant_rotated, p->out_kind, 0, 0, 0, &c, args, err);
 }
 
-/* Without rotation: a grid-stride loop, 16 elements per thread where every
- * tensor is 16-byte aligned and (for a per-row scale or an index) rows are
- * whole chunks, else one. */
+/* Without rotation, grid-stride loops, 16 values per thread and pass where every tensor
+ * is 16-byte aligned: the warp walk (int8_dequant_walk_kernel, coalesced) for a per-row
+ * scale on rows of whole chunks of 128 to 2^30 values, or a single scale on a whole
+ * number of quads of four; else int8_dequant_kernel, 16 consecutive values per thread
+ * (a full scale, an index: rows of whole chunks) or one. */
 static ckc_status
 dequant_plain(const ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_done_mark done, uintptr_t stream,
               ckc_error *err)
 {
     ckc_dequantize_int8_convrot_weight_dtype_params params = *p;
-    bool chunks = (uintptr_t)p->q % 16 == 0 && (uintptr_t)p->out % 16 == 0 &&
-                  (p->scale_mode != CKC_SCALE_FULL || (uintptr_t)p->scale % 16 == 0) &&
-                  ((p->scale_mode != CKC_SCALE_PER_ROW && p->index == NULL) || p->cols % CKC_CHUNK == 0);
-    const int64_t per_thread = chunks ? CKC_CHUNK : 1;
+    const bool aligned = (uintptr_t)p->q % 16 == 0 && (uintptr_t)p->out % 16 == 0;
+    const bool per_row = p->scale_mode == CKC_SCALE_PER_ROW;
+    const bool walk = aligned && p->index == NULL && p->scale_mode != CKC_SCALE_FULL &&
+                      (per_row ? p->cols % CKC_CHUNK == 0 && p->cols >= 128 && p->cols <= ((int64_t)1 << 30)
+                               : p->rows * p->cols % 4 == 0);
+    bool chunks = aligned && (p->scale_mode != CKC_SCALE_FULL || (uintptr_t)p->scale % 16 == 0) &&
+                  ((!per_row && p->index == NULL) || p->cols % CKC_CHUNK == 0);
+    const int64_t per_thread = walk || chunks ? CKC_CHUNK : 1;
     const int64_t threads = (p->rows * p->cols + per_thread - 1) / per_thread;
     const int64_t blocks = (threads + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     const ckc_launch_cfg c = ckc_launch_1d(blocks < 65536 ? blocks : 65536, CKC_ROW_THREADS, 0, stream);
-    void *args[] = {&params, &chunks, &done};
-    return CKC_LAUNCH_INSTANCE(k_dequant, p->out_kind, 0, 0, 0, &c, args, err);
+    if (walk) {
+        uint32_t zero = 0; /* ckc_tile_together's */
+        void *args[] = {&params, &zero, &done};
+        return CKC_LAUNCH_INSTANCE(k_dequant_walk, p->out_kind, per_row, 0, 0, &c, args, err);
+    } else {
+        void *args[] = {&params, &chunks, &done};
+        return CKC_LAUNCH_INSTANCE(k_dequant, p->out_kind, 0, 0, 0, &c, args, err);
+    }
 }
 
 static ckc_status

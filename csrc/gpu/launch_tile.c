@@ -99,7 +99,9 @@ ckc_tile_hadamard_rows(const ckc_rotate_int8_convrot_weight_params *p, uintptr_t
     return 1;
 }
 
-/* Dequantization: out = round(q * scale) (* 1/sqrt(G), rotated), per-row or single scale. */
+/* Rotated dequantization: out = round(q * scale * 1/sqrt(G), rotated), per-row or single
+ * scale.  Plain rows (G = 0) are not taken: a tile thread's 32 consecutive values make every
+ * warp store touch 32 lines (launch_int8.c's dequant_plain walks them warp-coalesced). */
 int
 ckc_tile_dequant(const ckc_dequantize_int8_convrot_weight_dtype_params *p, uintptr_t stream, ckc_done_mark done,
                  ckc_status *status,
@@ -111,7 +113,7 @@ ckc_tile_dequant(const ckc_dequantize_int8_convrot_weight_dtype_params *p, uintp
      * each output row to its q row (ckc_dequant_source_row). */
     if (g.segments == 0 || p->rows == 0 || p->scale_mode == CKC_SCALE_FULL || p->index != NULL ||
         !ckc_aligned16(p->q, p->cols) || !ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind)) ||
-        !tile_group(p->group, 1)) {
+        !tile_group(p->group, 0)) {
         return 0;
     }
     {

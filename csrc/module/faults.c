@@ -367,6 +367,20 @@ mark_counts(PyObject *self, PyObject *args)
                          (unsigned long long)separate);
 }
 
+/* riding_mark_limit([bytes]): the limit in force; with bytes, sets it (marks.h). */
+static PyObject *
+riding_mark_limit(PyObject *self, PyObject *args)
+{
+    unsigned long long bytes = 0;
+    int set;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|K", &bytes)) {
+        return NULL;
+    }
+    set = PyTuple_Size(args) > 0;
+    return PyLong_FromUnsignedLongLong(set ? ckc_mark_set_riding_limit(bytes) : ckc_mark_riding_limit());
+}
+
 #if defined(CKC_EMULATED)
 static PyObject *
 inject(PyObject *self, PyObject *args)
@@ -526,6 +540,10 @@ static PyMethodDef diag_functions[] = {
     {"mark_counts", mark_counts, METH_NOARGS,
      "mark_counts()\n--\n\nThis module's completion marks so far: {'riding': written by an op's own last "
      "kernel, 'separate': queued as work of their own}."},
+    {"riding_mark_limit", riding_mark_limit, METH_VARARGS,
+     "riding_mark_limit([bytes])\n--\n\nThe most bytes an op's tensors may hold for its completion mark to ride "
+     "on its last kernel (larger ops get a separate mark); with bytes, sets it and returns the previous limit "
+     "(tests and benchmarks)."},
 #if defined(CKC_EMULATED)
     {"inject", inject, METH_VARARGS, "inject(kind, op, nth)\n--\n\nArms a fault on the emulated device."},
     {"refuse_host_mapping", refuse_host_mapping, METH_VARARGS,
