@@ -164,7 +164,7 @@ IMPORT_TIME = tuple(name for name, s in SETTINGS.items()
 # Read by setup.py when building (docs/settings.md's table, "(build)"): known names, never
 # reported as misspellings when they are left set in the environment.
 BUILD_TIME = tuple(PREFIX + n for n in ("WERROR", "NO_CUDA", "CUDA_ARCHS", "FATBIN_CACHE", "SANITIZE",
-                                        "EMU_RACES", "EMULATED"))
+                                        "EMU_RACES", "EMULATED", "BUILD_JOBS"))
 KNOWN = tuple(SETTINGS) + BUILD_TIME
 
 
