@@ -24,7 +24,7 @@ OPS = ("quantize_int8_rowwise", "quantize_int8_tensorwise", "quantize_and_rotate
        "dequantize_int8_simple_dtype", "dequantize_int8_convrot_weight", "dequantize_int8_convrot_weight_dtype",
        "quantize_nvfp4", "dequantize_nvfp4")
 LINEAR_OPS = ("int8_linear", "scaled_mm_nvfp4")
-LINEAR_M = (4096, 1024, 256, 1)
+LINEAR_M = (4096, 1024, 256, 8, 1)  # 8 and 1: the GEMV (up to CKC_LINEAR_GEMV_ROWS rows)
 LINEAR_KN = ((3072, 3072), (5120, 14336), (14336, 5120))  # a DiT's attention, MLP up and MLP down
 FP4_GEMM_MIN_CC = (10, 0)
 DEVICE = "cuda"           # the tests measure on "cpu" with a fake clock
