@@ -63,6 +63,9 @@ class Gpu:
     # warp instructions per clock per SM: issue (all), and each pipe
     pipes: tuple = ()
     launch_us: float = 2.0
+    # a riding completion mark's cost per wave of its kernel's grid (kernels/done_mark.cuh: every
+    # block's release fence holds it until its stores land)
+    mark_us_per_wave: float = 0.75
     sources: tuple = ()
 
 
@@ -87,6 +90,10 @@ GPUS = {
             "lanes = 1 (whitepaper: 32 LD/ST units per SM)",
             "launch floor 2 us per kernel: assumed (the GPU-side cost of one small kernel queued behind "
             "others), to be calibrated by gpu_check.py's GPU times per call",
+            "riding completion mark 0.75 us per wave of the grid: fitted on the H200 run at 1cdf9a7 (flight "
+            "record on minus off at M = 4096 over the last kernel's waves: 0.53-1.18 us for the 24 row and "
+            "tile rows whose kernels are not store-bound; 0.12-0.39 us where they are); a separate mark: "
+            "one launch floor",
         )),
     "rtx5070ti": Gpu(
         name="NVIDIA GeForce RTX 5070 Ti", arch="120", sms=70, clock_ghz=2.452, dram_gb_s=896.0,
@@ -104,6 +111,7 @@ GPUS = {
             "pipes: as the H200's, except INT32 at 128 lanes (every Blackwell CUDA core runs FP32 or INT32: "
             "NVIDIA RTX Blackwell GPU architecture whitepaper)",
             "launch floor 2 us: assumed, as for the H200",
+            "riding completion mark 0.75 us per wave: the H200's, not measured here",
         )),
 }
 GPU_ALIASES = {"5070ti": "rtx5070ti", "rtx_5070_ti": "rtx5070ti"}
@@ -532,9 +540,38 @@ def predict_launch(launch: Launch, kern: Kernel, gpu: Gpu, bytes_: float) -> dic
     return {"seconds": gpu.launch_us * 1e-6 + terms[bound], "bound": bound, "terms": terms, "metrics": met}
 
 
+def riding_limit(commit: str | None) -> float:
+    """The bytes above which an op's completion mark is a separate kernel (csrc/diag/marks.h's
+    CKC_RIDING_MARK_MAX_BYTES); infinite before the limit (up to 1cdf9a7 every mark rode)."""
+    found = re.search(r"#define CKC_RIDING_MARK_MAX_BYTES \(\(uint64_t\)(\d+) << (\d+)\)",
+                      marks_header(commit))
+    return float("inf") if found is None else float(int(found.group(1)) << int(found.group(2)))
+
+
+@functools.lru_cache(maxsize=None)
+def marks_header(commit: str | None) -> str:
+    if commit is None:
+        path = ROOT / "csrc" / "diag" / "marks.h"
+        return path.read_text() if path.is_file() else ""
+    shown = subprocess.run(["git", "show", f"{commit}:csrc/diag/marks.h"], cwd=ROOT, capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else ""
+
+
+def mark_seconds(plan_bytes: float, last: tuple, g: Gpu, commit: str | None) -> tuple[float, str]:
+    """The op's completion mark (flight record on): riding on its last kernel, priced per wave of
+    that kernel's grid, or a separate one-thread kernel (one launch floor) above the riding limit."""
+    launch, _, pred = last
+    if plan_bytes > riding_limit(commit):
+        return g.launch_us * 1e-6, "separate"
+    per_sm = max(pred["metrics"]["blocks_per_sm"], 1)
+    waves = -(-launch.blocks // (per_sm * g.sms))
+    return waves * g.mark_us_per_wave * 1e-6, "riding"
+
+
 def predict(op: str, m: int, k: int, dtype: str = "bfloat16", gpu: str = "h200", n: int | None = None,
-            group: int = 256, commit: str | None = None) -> dict | None:
-    """The prediction of one op at one shape: seconds, the bound of each launch, its metrics."""
+            group: int = 256, commit: str | None = None, marks: bool = True) -> dict | None:
+    """The prediction of one op at one shape: seconds, the bound of each launch, its metrics.
+    marks: with the flight record's completion mark (on by default, as ops run)."""
     g = GPUS[GPU_ALIASES.get(gpu, gpu)]
     ks = kernels(commit)
     plan = plan_for(op, m, k, dtype, group, n, ks, g.arch)
@@ -547,7 +584,9 @@ def predict(op: str, m: int, k: int, dtype: str = "bfloat16", gpu: str = "h200",
             return None
         launches.append((launch, kern, predict_launch(launch, kern, g, plan.bytes if launch.bytes is None
                                                       else launch.bytes)))
-    return {"seconds": sum(p["seconds"] for _, _, p in launches), "bytes": plan.bytes, "launches": launches}
+    seconds = sum(p["seconds"] for _, _, p in launches)
+    mark, how = mark_seconds(plan.bytes, launches[-1], g, commit) if marks else (0.0, "off")
+    return {"seconds": seconds + mark, "bytes": plan.bytes, "launches": launches, "mark": (how, mark)}
 
 
 def predict_ms(op: str, m: int, k: int, dtype: str = "bfloat16", gpu: str = "h200", n: int | None = None,
@@ -861,11 +900,11 @@ def stochastic_args(launch: Launch, ks: dict, arch: str) -> tuple:
     return launch.args
 
 
-def read_measured(path: Path) -> list[tuple[str, int, int, float]]:
-    """(op, M, K, ours ms) rows of a gpu_check.py report's benchmark table: the 8a578f0 report's
+def read_measured(path: Path) -> list[tuple[str, int, int, float, bool]]:
+    """(op, M, K, ours ms, flight record on) rows of a gpu_check.py report's benchmark table: the 8a578f0 report's
     (op | M | K | ... | ours ms), or today's (op | MxK | MB | ours us | ... | flight off us | ...),
-    where ours is taken with the flight record off where measured (M = 4096): the completion
-    marks are not in the model (its README section says what they cost)."""
+    where ours is taken with the flight record off where measured (M = 4096), so that the
+    model's kernels and its price of the completion marks are checked apart."""
     rows = []
     header = None
     for line in path.read_text().splitlines():
@@ -878,16 +917,16 @@ def read_measured(path: Path) -> list[tuple[str, int, int, float]]:
             continue
         if len(cells) >= 5 and not cells[0].isdigit() and cells[1].isdigit() and cells[2].isdigit():
             try:
-                rows.append((cells[0], int(cells[1]), int(cells[2]), float(cells[4])))
+                rows.append((cells[0], int(cells[1]), int(cells[2]), float(cells[4]), True))
             except ValueError:
                 pass
         elif header and re.fullmatch(r"\d+x\d+", cells[1] if len(cells) > 1 else ""):
             m, k = (int(v) for v in cells[1].split("x"))
             value = {name: cells[i].rstrip("*") for i, name in enumerate(header) if i < len(cells)}
-            us = value.get("flight off", "-")
-            us = us if us not in ("-", "") else value["ours"]
+            off = value.get("flight off", "-") not in ("-", "")
+            us = value["flight off"] if off else value["ours"]
             try:
-                rows.append((cells[0], m, k, float(us) / 1e3))
+                rows.append((cells[0], m, k, float(us) / 1e3, not off))
             except ValueError:
                 pass
     return rows
@@ -898,11 +937,11 @@ MEASURED_OPS = {}
 
 def calibration_rows(measured: Path, commit: str | None) -> list[list[str]]:
     rows = []
-    for op, m, k, ms in read_measured(measured):
+    for op, m, k, ms, flight in read_measured(measured):
         model_op = MEASURED_OPS.get(op, op)
         group = 16 if model_op == "quantize_and_rotate_nvfp4" else 256
         try:
-            p = predict(model_op, m, k, group=group, commit=commit)
+            p = predict(model_op, m, k, group=group, commit=commit, marks=flight)
         except KeyError:
             p = None
         pred = None if p is None else p["seconds"] * 1e3
@@ -922,7 +961,7 @@ def comparison_rows() -> list[list[str]]:
     """Per op and shape: the H200 measurement of 8a578f0, the model's predictions for 8a578f0,
     for the kernels before the redesign and for the working tree (H200), and for the RTX 5070 Ti
     before and now (us per call)."""
-    measured = {(MEASURED_OPS.get(op, op), m, k): ms for op, m, k, ms in read_measured(MEASURED)}
+    measured = {(MEASURED_OPS.get(op, op), m, k): ms for op, m, k, ms, _ in read_measured(MEASURED)}
     rows = []
     for op in TABLE_OPS:
         for m in TABLE_M:
