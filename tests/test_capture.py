@@ -261,6 +261,23 @@ def test_every_replay_is_numbered_and_its_ops_marked(refused):
             number = replay["number"]
 
 
+def test_a_replay_marks_ops_past_the_riding_limit_with_separate_marks():
+    """Ops over the riding limit (csrc/diag/marks.h) are captured with a separate mark kernel
+    instead: the replays still number and complete every op."""
+    from comfy_kitchen_c import _C_emu
+    from comfy_kitchen_c.testing import riding_mark_limit
+
+    with emulated_device(), riding_mark_limit(0):
+        riding_before = _C_emu.mark_counts()["riding"]
+        graph = captured_block()
+        assert _C_emu.mark_counts()["riding"] == riding_before  # none rode
+        for _ in range(2):
+            graph.replay()
+            replay = latest_replay()
+            assert replay["ops"] == 3 and replay["first_incomplete"] is None, replay
+            assert replay["last_completed"]["op"] == C
+
+
 class _nothing:
     def __enter__(self):
         return self
