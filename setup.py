@@ -249,8 +249,13 @@ def build_fatbins(folder: str, include_dirs: list[str], headers_mtime: float, fo
     # One nvcc per file, as many at once as there are cores: the sm_90 build on the H200
     # machine (16 cores) took 152 s one file after another, past gpu_check's budget.
     with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs()) as pool:
-        for done in [pool.submit(compile_fatbin, *job) for job in stale]:
-            done.result()  # the first nvcc failure stops the build with its error
+        jobs = [pool.submit(compile_fatbin, *job) for job in stale]
+        try:
+            for done in jobs:
+                done.result()
+        except BaseException:  # the first nvcc failure stops the build: no queued file starts
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     changed = bool(stale)
     generated = os.path.join(folder, "fatbins.c")
     changed = write_fatbins_c(generated, fatbins, nvcc_version(), cuda_archs()) or changed

@@ -8,7 +8,7 @@
 #include "done_mark.cuh"
 #include "elements.cuh"
 #include "row_tile.cuh"
-#include "tile.cuh" /* ckc_tile_pack: the dequantizer's 16-bit stores */
+#include "tile.cuh" /* the dequantizer's codes to floats and 16-bit stores */
 
 #include "gpu/kernel_args.h"
 #include "gpu/kernel_list.h"
@@ -210,22 +210,17 @@ ckc_dequant_source(const ckc_dequantize_int8_convrot_weight_dtype_params &p, int
  * A lane issues its four code loads and scale loads before its first
  * store (a store to `out` could alias them for the compiler). */
 
-/* Four codes (one word, little-endian) as floats: the biased byte b + 128 placed
- * under the exponent of 2^23 is the float 2^23 + b + 128 exactly, and subtracting
- * 2^23 + 128 leaves b (as int8_tile.cu's dequantizer): a PRMT and an FADD per
- * value instead of an I2F on the conversion pipe. */
+/* (row, col) moved by add_rows rows and add_cols <= cols columns, in rows of
+ * `cols` values: at most one row end crossed (add_cols is 128, at most the
+ * launcher's least row, or a pass's stride less its whole rows). */
 __device__ __forceinline__ void
-ckc_quad_floats(uint32_t w, float v[4])
+ckc_walk_step(int64_t *row, int32_t *col, int64_t cols, int64_t add_rows, int32_t add_cols)
 {
-    const uint32_t biased = w ^ 0x80808080u;
-    CKC_UNROLL
-    for (int e = 0; e < 4; e++) {
-#if defined(__CUDA_ARCH__)
-        const uint32_t bits = __byte_perm(biased, 0x4B000000u, 0x7540 + e);
-#else
-        const uint32_t bits = 0x4B000000u | (biased >> (8 * e) & 0xFFu);
-#endif
-        v[e] = ckc_f32_from_bits(bits) - 8388736.0f;
+    *row += add_rows;
+    *col += add_cols;
+    if (*col >= cols) {
+        *col -= (int32_t)cols;
+        *row += 1;
     }
 }
 
@@ -272,11 +267,7 @@ ckc_dequant_walk_pass(const ckc_dequantize_int8_convrot_weight_dtype_params &p, 
     for (int i = 0; i < 4; i++) {
         live[i] = !TAIL || off + 128 * i < n;
         if (PER_ROW && i > 0) {
-            col += 128;
-            if (col >= p.cols) {
-                col -= (int32_t)p.cols;
-                row += 1;
-            }
+            ckc_walk_step(&row, &col, p.cols, 0, 128);
         }
         codes[i] = live[i] ? *(const uint32_t *)(p.q + off + 128 * i) : 0u;
         scale[i] = p.scale[PER_ROW && live[i] ? row : 0];
@@ -294,7 +285,7 @@ ckc_dequant_walk_pass(const ckc_dequantize_int8_convrot_weight_dtype_params &p, 
     CKC_UNROLL
     for (int i = 0; i < 4; i++) {
         finite = finite && (ckc_f32_bits(scale[i]) & 0x7FFFFFFFu) < 0x7F800000u;
-        ckc_quad_floats(codes[i], v + 4 * i);
+        ckc_tile_word_floats(codes[i], v + 4 * i);
         CKC_UNROLL
         for (int e = 0; e < 4; e++) {
             v[4 * i + e] *= scale[i];
@@ -332,12 +323,7 @@ int8_dequant_walk(const ckc_dequantize_int8_convrot_weight_dtype_params &p, uint
             ckc_dequant_walk_pass<KIND, PER_ROW, true>(p, n, off, row, col, zero);
         }
         if (PER_ROW) {
-            row += stride_rows;
-            col += stride_cols;
-            if (col >= p.cols) {
-                col -= (int32_t)p.cols;
-                row += 1;
-            }
+            ckc_walk_step(&row, &col, p.cols, stride_rows, stride_cols);
         }
     }
     ckc_done_mark_arrive(done);

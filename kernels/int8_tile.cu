@@ -277,21 +277,13 @@ CKC_TILE_ROWS_KERNELS(CKC_TILE_ROWS_INSTANCE)
 
 /* ---- dequantization: out = round(q * scale) (* 1/sqrt(G), rotated), per-row or single scale ---- */
 
-/* 32 codes (two 16-byte loads) as floats: the biased byte b + 128 placed under
- * the exponent of 2^23 is the float 2^23 + b + 128, exactly; subtracting
- * 2^23 + 128 leaves b. */
+/* 32 codes (two 16-byte loads) as floats (ckc_tile_word_floats, word by word). */
 __device__ __forceinline__ void
 ckc_tile_codes_to_floats(const uint32_t w[CKC_TILE / 4], float v[CKC_TILE])
 {
     CKC_UNROLL
-    for (int i = 0; i < CKC_TILE; i++) {
-        const uint32_t biased = w[i / 4] ^ 0x80808080u;
-#if defined(__CUDA_ARCH__)
-        const uint32_t bits = __byte_perm(biased, 0x4B000000u, 0x7540 + i % 4);
-#else
-        const uint32_t bits = 0x4B000000u | (biased >> (8 * (i % 4)) & 0xFFu);
-#endif
-        v[i] = ckc_f32_from_bits(bits) - 8388736.0f;
+    for (int q = 0; q < CKC_TILE / 4; q++) {
+        ckc_tile_word_floats(w[q], v + 4 * q);
     }
 }
 

@@ -77,6 +77,25 @@ ckc_tile_together(uint32_t *a, const uint32_t *b, int n, uint32_t zero)
     }
 }
 
+/* Four int8 codes (one word, little-endian) as floats: the biased byte b + 128
+ * placed under the exponent of 2^23 is the float 2^23 + b + 128, exactly, and
+ * subtracting 2^23 + 128 leaves b: a PRMT and an FADD per value instead of an
+ * I2F on the conversion pipe.  The int8 dequantizers' (int8_tile.cu, int8.cu). */
+__device__ __forceinline__ void
+ckc_tile_word_floats(uint32_t w, float v[4])
+{
+    const uint32_t biased = w ^ 0x80808080u;
+    CKC_UNROLL
+    for (int e = 0; e < 4; e++) {
+#if defined(__CUDA_ARCH__)
+        const uint32_t bits = __byte_perm(biased, 0x4B000000u, 0x7540 + e);
+#else
+        const uint32_t bits = 0x4B000000u | (biased >> (8 * e) & 0xFFu);
+#endif
+        v[e] = ckc_f32_from_bits(bits) - 8388736.0f;
+    }
+}
+
 /* The values of the raw words as floats. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 # Implementations measured per row: ours, comfy_kitchen's cuda and triton backends, a device
 # copy of the same bytes, and ours with the flight record off (M >= FLIGHT_MIN_M only).
 OURS, COPY, FLIGHT_OFF = "ours", "copy", "ours_flight_off"
-FLIGHT_RIDING = "ours_all_marks_riding"  # every completion mark on its op's kernel (the policy before 21ce783)
+FLIGHT_RIDING = "ours_all_marks_riding"  # every completion mark on its op's kernel (the policy before c7606bf)
 BACKENDS = ("cuda", "triton")
 IMPLS = (OURS, *BACKENDS, COPY)
 

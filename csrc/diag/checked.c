@@ -426,7 +426,7 @@ ckc_op_check_before(const char *op, const ckc_op_args *a, int mode, ckc_op_check
         c->params_used = format_ints(a, r->params, sizeof r->params);
     }
     c->record = r;
-    exec->done = ckc_offer_mark(r, c->seq, device, op_bytes(a), &c->pinned);
+    exec->done = ckc_offer_mark(r, c->seq, device, r != NULL ? op_bytes(a) : 0, &c->pinned);
     exec->done_taken = 0;
     ckc_gpu_begin_op(op);
     return CKC_OK;
