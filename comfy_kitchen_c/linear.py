@@ -30,6 +30,12 @@ _KIND = {getattr(torch, name): _C.DTYPES[name] for name in ("float32", "float16"
 # positive integer) means the same, no chunking.
 _PLAN_LIMIT_MAX = 2**62
 
+# w4a8_linear's decoded weight rows (GPU): at most this many bytes of the int8 grid at a time, each
+# part multiplied right after it is decoded, so a call never holds the whole decoded weight (what
+# the 4-bit format exists to avoid) and the part stays in the L2 cache of GPUs with >= 16 MB of it
+# between its decode and its GEMM.  8 MiB: 2,720 rows of K = 3072, 576 of K = 14336.
+W4A8_DECODE_BYTES = 8 << 20
+
 # Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
 # the first use (a refused value was reported at import and its default, 256, is used).
 _linear_memory_limit: int | None = None
@@ -241,8 +247,11 @@ def _broadcast_served(fn, x, residual, n: int, *args, **kwargs):
 
 def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: int, k: int, n: int,
             act_weight=None, modulation=None, eps: float = 0.0, norm_kind: int = -1, residual=None,
-            residual_scale=None):
-    """The C op on checked arguments: x [..., k * width] of the row's evaluation type."""
+            residual_scale=None, codes=None):
+    """The C op on checked arguments: x [..., k * width] of the row's evaluation type.
+    codes (GPU only): weight is then a W4A8 / W6A8 weight's codes and codes its
+    (s_rel, codebook, (group_size, bits, packed, s_e4m3)), w4a8.py's; the C op w4a8_linear
+    decodes them a part at a time within W4A8_DECODE_BYTES of the scratch."""
     if weight_scale is None:
         raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
     out_dtype = check.result_dtype(op, "out_dtype", out_dtype)
@@ -267,6 +276,7 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
         residual_scale = residual_scale.reshape(-1).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
+    decode = W4A8_DECODE_BYTES if codes is not None else 0
     vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
     if not gpu and _library_gemm(m, k, n):
         out = torch.empty(out_shape, dtype=out_dtype, device=device)
@@ -279,7 +289,7 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
     # (csrc/contract/linear_plan.h), the very layout the op carves the scratch with.
     scratch_bytes, padded_shape = _plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(), w.data_ptr() % 16 == 0,
-                                        min(linear_memory_limit(), _PLAN_LIMIT_MAX))
+                                        min(linear_memory_limit(), _PLAN_LIMIT_MAX), decode)
     if padded_shape is not None:
         # once per weight (weight_cache.py: keyed by the caller's tensor), not once per call
         w = weight_cache.derived(weight, f"padded to {padded_shape}", functools.partial(_padded, w, padded_shape),
@@ -288,8 +298,13 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
-    _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale),
-         (act, group, k_align, n_align, _float_bits(eps), norm_kind))
+    ints = (act, group, k_align, n_align, _float_bits(eps), norm_kind)
+    if codes is None:
+        _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale), ints)
+    else:
+        s_rel, codebook, form = codes
+        _run("w4a8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale, s_rel,
+                                         codebook), ints + (*form, decode))
     return out
 
 

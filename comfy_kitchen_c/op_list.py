@@ -112,9 +112,11 @@ OPS: tuple[Op, ...] = (
     Op("prepare_int4_weight_for_int8_linear", W4A4, ("prepare_int4_weight_for_int8_linear",)),
     Op("dequantize_w4a8_int8_weight", W4A8, ("dequantize_w4a8_int8_weight", "rotate_int8_convrot_weight"),
        note="4-bit codebook or uniform, 6-bit; e4m3 or float32 group scales, correction"),
-    Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR,
-       note="CPU; CUDA calls fall through"),
-    Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight",) + _LINEAR, note="CPU, the MMA records decoded directly"),
+    Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight", "w4a8_linear") + _LINEAR,
+       note="on CUDA the codes decoded a part of the rows at a time into the GEMM's scratch, never the whole "
+            "weight; the correction form on the CPU only"),
+    Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight", "w4a8_linear") + _LINEAR,
+       note="the MMA records decoded directly"),
     Op("gemv_awq_w4a16", AWQ, ("gemv_awq_w4a16",),
        note="x of at most 16 rows (`awq.MAX_ROWS`: larger batches fall through to eager's GEMM, faster there); "
             "within the bound of docs/parity.md"),

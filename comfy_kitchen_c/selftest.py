@@ -655,30 +655,24 @@ def _w4a8_packed_args(d: Inputs) -> tuple:
             16, 256, torch.bfloat16)
 
 
-def _w4a8_runs(op: str, cpu_only: bool) -> Callable[[Inputs], bool]:
+def _w4a8_runs(op: str) -> Callable[[Inputs], bool]:
     """Where eager has the W4A8 module with the contract ours serves (0.2.40's: quantize takes
     bits=, the MMA-packed records exist); 0.2.31's older W4A8 is where "c" registers none of
     these (backend._CONTRACT_MODULES), so there is nothing of ours to check against it."""
     from . import backend
 
-    return lambda d: (_eager_w4a8() is not None and backend._contract_present(op)
-                      and (d.device.type == "cpu" or not cpu_only))
+    return lambda d: _eager_w4a8() is not None and backend._contract_present(op)
 
 
-W4A8_CPU_ONLY = ("on CUDA tensors the W4A8 linears fall through to the next backend (comfy_kitchen_c/w4a8.py); "
-                 "or " + NEWER_EAGER)
-
-
-def _w4a8_case(op: str, variant: str, args, rule, cpu_only: bool) -> Case:
-    return Case(op, variant, args, rule, _w4a8_reference(op), runs=_w4a8_runs(op, cpu_only),
-                not_run=W4A8_CPU_ONLY if cpu_only else NEWER_EAGER)
+def _w4a8_case(op: str, variant: str, args, rule) -> Case:
+    return Case(op, variant, args, rule, _w4a8_reference(op), runs=_w4a8_runs(op), not_run=NEWER_EAGER)
 
 
 CASES += [
-    _w4a8_case("dequantize_w4a8_int8_weight", "4-bit", lambda d: _w4a8_dequant_args(d, 4), rotated_dequant, False),
-    _w4a8_case("dequantize_w4a8_int8_weight", "6-bit", lambda d: _w4a8_dequant_args(d, 6), rotated_dequant, False),
-    _w4a8_case("w4a8_int8_linear", "", _w4a8_linear_args, linear, True),
-    _w4a8_case("w4a8_packed_linear", "", _w4a8_packed_args, linear, True),
+    _w4a8_case("dequantize_w4a8_int8_weight", "4-bit", lambda d: _w4a8_dequant_args(d, 4), rotated_dequant),
+    _w4a8_case("dequantize_w4a8_int8_weight", "6-bit", lambda d: _w4a8_dequant_args(d, 6), rotated_dequant),
+    _w4a8_case("w4a8_int8_linear", "", _w4a8_linear_args, linear),  # eager's default quantizer: no correction
+    _w4a8_case("w4a8_packed_linear", "", _w4a8_packed_args, linear),
 ]
 
 

@@ -9,10 +9,13 @@ comfy_kitchen_c's int8_linear on the decoded int8 weight, as eager runs its int8
 the parity of each op is that of the int8 op it reuses (docs/parity.md).
 
 On the CPU the linears decode the int8 weight once per call (N x K bytes, a quarter of eager's
-own int32 code tensor) and hand it to int8_linear.  On CUDA a decoded copy per call is what
-the W4A8 format exists to avoid, and no kernel decodes the codes inside the GEMM yet: CUDA
-calls of the linears (and their calls on the emulated device, which runs the CUDA path) are
-refused by their checks and fall through to the next backend (the reason logged).  Re-exported by ``comfy_kitchen_c.ops``.
+own int32 code tensor) and hand it to int8_linear.  On CUDA (and on the emulated device, which
+runs the CUDA path) a decoded copy of the weight per call is what the format exists to avoid:
+the C op w4a8_linear decodes a part of the weight's rows at a time into int8_linear's scratch
+(linear.W4A8_DECODE_BYTES) and multiplies each part at once, int8_linear's quantizer, GEMM and
+epilogue around it, so the bits are int8_linear's on the decoded weight.  The correction form
+(eager's float F.linear on the dequantized weight) is not served on CUDA: it falls through to
+the next backend, the reason logged.  Re-exported by ``comfy_kitchen_c.ops``.
 """
 from __future__ import annotations
 
@@ -79,10 +82,17 @@ def _check_storage(op: str, qdata, s_rel, s_channel, codebook, correction, group
     return n, k, bits
 
 
+def _srel(s_rel):
+    """s_rel as the C ops take it (e4m3 scales as their bytes), and whether it is e4m3."""
+    if s_rel is None:
+        return None, False
+    e4m3 = s_rel.dtype == torch.float8_e4m3fn
+    return (s_rel.contiguous().view(torch.uint8) if e4m3 else s_rel.contiguous()), e4m3
+
+
 def _decode(op: str, qdata, s_rel, codebook, s_channel, correction, out, group: int, bits: int, packed: bool):
     """The C op: codes -> int8 grid (out int8) or -> the float weight before rotation."""
-    e4m3 = s_rel is not None and s_rel.dtype == torch.float8_e4m3fn
-    srel = None if s_rel is None else (s_rel.contiguous().view(torch.uint8) if e4m3 else s_rel.contiguous())
+    srel, e4m3 = _srel(s_rel)
     _run("dequantize_w4a8_int8_weight", op, out.device,
          (qdata.contiguous(), srel, None if codebook is None else codebook.contiguous(),
           None if s_channel is None else s_channel.contiguous(),
@@ -125,10 +135,11 @@ def _check_linear_rest(op: str, x, s_channel, codebook, correction, bias, convro
     """What the linears add to the storage: the device, the correction form's limits and
     int8_linear's own check of x, bias, activation and residual on a stand-in weight of the
     decoded shape (an expanded scalar: no memory).  Returns the activation code."""
-    if isinstance(x, torch.Tensor) and (x.is_cuda or _gpu_path(x.device)):
-        raise ArgumentTypeError(f"{op}: argument 'x': CUDA tensors go to the next backend (no GEMM of ours decodes "
-                                "W4A8 codes in its load yet, and a decoded weight copy per call is what the "
-                                "format avoids; the emulated device, which runs the CUDA kernels, refuses alike)")
+    if correction is not None and isinstance(x, torch.Tensor) and (x.is_cuda or _gpu_path(x.device)):
+        raise ArgumentTypeError(f"{op}: argument 'correction': on CUDA the correction form goes to the next backend "
+                                "(eager's float path multiplies a whole dequantized weight per call, which the "
+                                "format exists to avoid; the emulated device, which runs the CUDA kernels, refuses "
+                                "alike)")
     if correction is not None and (input_act is not None or residual is not None):
         raise ArgumentError(f"{op}: argument 'correction': served without input_act and residual only (eager's "
                             "float F.linear path)")
@@ -159,17 +170,24 @@ def check_w4a8_int8_linear(x, qdata, s_rel, s_channel, codebook=None, correction
     return n, k, bits, act
 
 
-def _linear_tail(op, x, weight8, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
-                 input_act_eps, residual, residual_scale):
+def _linear_tail(op, x, weight, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
+                 input_act_eps, residual, residual_scale, k: int, n: int, codes=None):
     """eager's int8_linear(act(x), weight8, s_channel, convrot=True) and its residual form:
     comfy_kitchen_c's int8_linear (its body, linear._linear: the arguments are checked) does
-    both steps, the activation fused into its quantizer, the residual into its epilogue."""
-    n, k = weight8.shape
+    both steps, the activation fused into its quantizer, the residual into its epilogue.
+    weight: the decoded int8 weight (CPU), or with codes the codes themselves (GPU)."""
     rms = act == ACT_RMS_NORM
-    return _linear(op, x, weight8, s_channel, bias, out_dtype, convrot_groupsize, act, k, n,
+    return _linear(op, x, weight, s_channel, bias, out_dtype, convrot_groupsize, act, k, n,
                    act_weight=input_act_weight if rms else None,
                    eps=_eps(op, "input_act_eps", input_act_eps) if rms else 0.0,
-                   residual=residual, residual_scale=residual_scale)
+                   residual=residual, residual_scale=residual_scale, codes=codes)
+
+
+def _codes(qdata, s_rel, codebook, group: int, bits: int, packed: bool):
+    """The codes as the C op w4a8_linear takes them: (qdata, (s_rel, codebook, its ints))."""
+    srel, e4m3 = _srel(s_rel)
+    return qdata.contiguous(), (srel, None if codebook is None else codebook.contiguous(),
+                                (group, bits, int(packed), int(e4m3)))
 
 
 def w4a8_int8_linear(x, qdata, s_rel, s_channel, codebook=None, correction=None, bias=None, group_size=16,
@@ -186,11 +204,14 @@ def w4a8_int8_linear(x, qdata, s_rel, s_channel, codebook=None, correction=None,
         weight = dequantize_w4a8_int8_weight(qdata, s_rel, s_channel, codebook, correction, group_size,
                                              convrot_groupsize, x.dtype)
         return torch.nn.functional.linear(x, weight, bias).to(out_dtype)
+    if _gpu_path(x.device):
+        q, codes = _codes(qdata, s_rel, codebook, group_size, bits, False)
+        return _linear_tail(op, x, q, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
+                            input_act_eps, residual, residual_scale, k, n, codes)
     weight8 = torch.empty((n, k), dtype=torch.int8, device=qdata.device)
-    if n:
-        _decode(op, qdata, s_rel, codebook, None, None, weight8, group_size, bits, False)
+    _decode(op, qdata, s_rel, codebook, None, None, weight8, group_size, bits, False)
     return _linear_tail(op, x, weight8, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
-                        input_act_eps, residual, residual_scale)
+                        input_act_eps, residual, residual_scale, k, n)
 
 
 def check_w4a8_packed_linear(x, qdata, s_rel, s_channel, codebook=None, correction=None, bias=None, group_size=16,
@@ -237,8 +258,12 @@ def w4a8_packed_linear(x, qdata, s_rel, s_channel, codebook=None, correction=Non
     n, k, bits, act = _checked(check_w4a8_packed_linear, x, qdata, s_rel, s_channel, codebook, correction, bias,
                           group_size, convrot_groupsize, out_dtype, input_act, input_act_weight, input_act_eps,
                           residual, residual_scale)
+    if _gpu_path(x.device):
+        q, codes = _codes(qdata, None, codebook, 16, bits, True)
+        return _linear_tail(op, x, q, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
+                            input_act_eps, residual, residual_scale, k, n, codes)
     weight8 = torch.empty((n, k), dtype=torch.int8, device=qdata.device)
     _decode(op, qdata, None, codebook, None, None, weight8, 16, bits, True)
     return _linear_tail(op, x, weight8, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
-                        input_act_eps, residual, residual_scale)
+                        input_act_eps, residual, residual_scale, k, n)
 

@@ -18,8 +18,9 @@ The call sequence, as comfy_kitchen 0.2.40's layout makes it:
             CUDA packer needs a GPU): F.linear -> "w4a8_packed_linear"
   text enc. weight.dequantize() every forward -> "dequantize_w4a8_int8_weight"
 
-The linears run in "c" on CPU tensors only (on CUDA they fall through: comfy_kitchen_c/w4a8.py),
-so the forward is a CPU one.  Bounds per call: the linears within an int8 linear's bound with a
+The forward runs on the CPU and on the emulated device (the CUDA path: the linears decode the
+codes a part at a time into int8_linear's scratch, comfy_kitchen_c/w4a8.py), where it equals the
+CPU's forward bit for bit.  Bounds per call: the linears within an int8 linear's bound with a
 rotation (test_int8_linear.assert_activation_close), the dequantizer within the rotation's
 (conftest.assert_rotation_close).  The whole forward against eager's: each layer's output within
 that same activation bound of eager's, chained as ComfyUI chains them, since a rotated code moved
@@ -37,7 +38,8 @@ from comfy_kitchen.tensor.base import QuantizedTensor
 from comfy_kitchen.tensor.w4a8_int8 import AsymW4A8Int8Layout
 from comfy_kitchen.tensor.w4a8_packed import default_w4a8_codebook
 
-from conftest import assert_rotation_close, saved_priority
+from conftest import assert_bitwise_equal, assert_rotation_close, saved_priority
+from test_comfy_layers import device_context
 from test_comfy_layers import served as _served
 from test_int8_linear import assert_activation_close
 from test_w4a8_parity import random_records
@@ -112,15 +114,16 @@ def block():
     return TinyBlock()
 
 
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
 @pytest.mark.parametrize("grad_mode", ["inference_mode", "no_grad"])
-def test_forward_runs_every_op_in_c_and_matches_eager(block, grad_mode):
+def test_forward_runs_every_op_in_c_and_matches_eager(block, device, grad_mode):
     import comfy_kitchen_c
 
     x = torch.randn(2, 5, DIM, generator=torch.Generator().manual_seed(9)).to(torch.bfloat16)
     mode = torch.inference_mode if grad_mode == "inference_mode" else torch.no_grad
     with saved_priority(registry):
         comfy_kitchen_c.activate()
-        with mode(), served() as calls:
+        with mode(), device_context(device), served() as calls:
             outs = block.forward(x)
         assert all(backend == "c" for _, backend in calls), f"fell through: {dict(calls)}"
         assert {op: n for (op, _), n in calls.items()} == EXPECTED_OPS, dict(calls)
@@ -129,6 +132,13 @@ def test_forward_runs_every_op_in_c_and_matches_eager(block, grad_mode):
     for k, (o, r) in enumerate(zip(outs, refs)):
         assert o.shape == r.shape and o.dtype == r.dtype == torch.bfloat16, k
         assert_activation_close(o, r, f"{grad_mode} layer {k}")
+    if device == "emulated":  # the CUDA path's forward is the CPU's, bit for bit
+        with saved_priority(registry):
+            comfy_kitchen_c.activate()
+            with mode():
+                cpu_outs = block.forward(x)
+        for k, (o, c) in enumerate(zip(outs, cpu_outs)):
+            assert_bitwise_equal(o, c, f"{grad_mode} layer {k}: emulated device against the CPU")
 
 
 def test_the_count_sees_a_call_that_falls_through(block, monkeypatch):

@@ -50,13 +50,13 @@ WEIGHTS = {
     "dequantize_convrot_w4a4_weight": ("qdata", "scales"),
     "convrot_w4a4_linear": ("qweight", "wscales"),
     "dequantize_w4a8_int8_weight": ("qdata", "s_rel", "s_channel", "codebook"),
+    "w4a8_int8_linear": ("qdata", "s_rel", "s_channel", "codebook"),
+    "w4a8_packed_linear": ("qdata", "s_channel", "codebook"),
     "gemv_awq_w4a16": ("qweight", "wscales", "wzeros"),
     "rms_gated_residual": ("norm_weight",),
     "rms_rope1": ("scale",),
     "rms_rope": ("q_scale", "k_scale"),
 }
-# Not here: w4a8_int8_linear and w4a8_packed_linear have no GPU path (their CUDA calls go to the
-# next backend, comfy_kitchen_c/w4a8.py), so nothing of "c" reads their weights on a stream.
 
 # Weight arguments "c"'s Python wrapper first passes through a torch op (on a GPU: a kernel on the
 # current stream, the caller's, as "c"'s own): the scale in the tensor's dtype converted to float32,

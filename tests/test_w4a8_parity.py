@@ -17,8 +17,9 @@ import torch
 from comfy_kitchen.backends.eager import w4a8_int8 as EW
 from comfy_kitchen.tensor.w4a8_packed import default_w4a8_codebook, unpack_w4a8_mma_weight
 
+import comfy_kitchen_c
 import comfy_kitchen_c.ops as ops
-from comfy_kitchen_c import w4a8
+from comfy_kitchen_c import _C, linear, w4a8
 from comfy_kitchen_c._C import ArgumentError, ArgumentTypeError
 from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, assert_rotation_close, kernels_of
 from test_int8_linear import assert_activation_close
@@ -209,18 +210,113 @@ class _CudaLike(torch.Tensor):
         return True
 
 
-def test_cuda_calls_of_the_linears_fall_through_with_the_reason():
-    """No GEMM of ours decodes the codes in its load yet: the linears' checks refuse CUDA
-    inputs (the registry's rule then gives the call to the next backend, the reason logged)."""
+@pytest.fixture
+def decode_bytes(monkeypatch):
+    """Sets linear.W4A8_DECODE_BYTES, the GPU's decoded part of the weight, for one test."""
+    return lambda n: monkeypatch.setattr(linear, "W4A8_DECODE_BYTES", n)
+
+
+# (m, n, k): one row to the GEMM's padded 16-row block and past it; n a multiple of 16 and not
+# (the last part's GEMM then runs past n over zeroed rows)
+GPU_SHAPES = [(1, 48, 256), (9, 40, 512), (40, 64, 256), (17, 200, 256)]
+
+
+@pytest.mark.parametrize("m,n,k", GPU_SHAPES)
+@pytest.mark.parametrize("bits,scale_dtype", [(4, torch.float8_e4m3fn), (4, torch.float32), (6, torch.float8_e4m3fn)])
+@pytest.mark.parametrize("parts", ["whole", "16 rows"])
+def test_linear_on_the_gpu_path_equals_the_cpu(decode_bytes, m, n, k, bits, scale_dtype, parts):
+    """w4a8_linear (the codes decoded a part at a time into the scratch, each part's GEMM into
+    its accumulator columns) gives the CPU's bits (a decoded weight, then int8_linear): the int32
+    sums are exact whatever the parts, and quantizer and epilogue are int8_linear's.  "16 rows":
+    a budget of one byte, so every part is one n_align block and the last is cut at n."""
+    if parts != "whole":
+        decode_bytes(1)
+    q, s, sc, cb = storage(n, k, bits, 16, scale_dtype, seed=m)
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(m, k, generator=g, dtype=torch.bfloat16)
+    bias = torch.randn(n, generator=g, dtype=torch.bfloat16)
+    cpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, bias, 16, 64, torch.bfloat16)
+    with kernels_of("emulated"):
+        gpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, bias, 16, 64, torch.bfloat16)
+    assert_bitwise_equal(gpu, cpu, f"{m}x{n}x{k} {bits} bits {scale_dtype} {parts}")
+
+
+@pytest.mark.parametrize("act,extra", ACTS, ids=[str(a) for a, _ in ACTS])
+def test_linear_on_the_gpu_path_with_input_act_and_residual(decode_bytes, act, extra):
+    decode_bytes(1)
+    n, k, m = 40, 256, 7
+    q, s, sc, cb = storage(n, k, 4, 16)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(m, 2 * k if act == "swiglu" else k, generator=g, dtype=torch.float16)
+    w = torch.rand(k, generator=g, dtype=torch.float16) + 0.5 if act == "rms_norm" else None
+    res = torch.randn(m, n, generator=g, dtype=torch.float16)
+    rs = torch.rand(n, generator=g, dtype=torch.float16)
+    kw = dict(input_act=act, input_act_weight=w, input_act_eps=extra.get("eps", 0.0), residual=res, residual_scale=rs)
+    cpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, None, 16, 256, torch.float16, **kw)
+    with kernels_of("emulated"):
+        gpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, None, 16, 256, torch.float16, **kw)
+    assert_bitwise_equal(gpu, cpu, f"{act} residual")
+
+
+@pytest.mark.parametrize("bits", [4, 6])
+@pytest.mark.parametrize("m", [1, 20])
+def test_packed_linear_on_the_gpu_path_equals_the_cpu(decode_bytes, bits, m):
+    """The records decoded a part at a time (parts of 16-row records: n_align is 16 or 32)."""
+    decode_bytes(1)
+    n, k = 48, 512
+    packed = random_records(n, k, bits, seed=m)
+    sc = torch.rand(n) * 0.01 + 1e-4
+    cb = default_w4a8_codebook() if bits == 4 else None
+    x = torch.randn(m, k, dtype=torch.bfloat16)
+    empty = torch.empty(0, dtype=torch.float8_e4m3fn)
+    cpu = ops.w4a8_packed_linear(x, packed, empty, sc, cb, None, None, 16, 256, torch.float32)
+    with kernels_of("emulated"):
+        gpu = ops.w4a8_packed_linear(x, packed, empty, sc, cb, None, None, 16, 256, torch.float32)
+    assert_bitwise_equal(gpu, cpu, f"packed {bits} bits m={m}")
+
+
+def test_linear_on_the_gpu_path_in_row_chunks(decode_bytes):
+    """Rows in chunks (the memory limit) with the weight in parts: each chunk decodes the parts
+    again into the same scratch region, ordered by the stream."""
+    decode_bytes(1)
+    saved = comfy_kitchen_c.linear_memory_limit()
+    n, k, m = 40, 256, 70
+    q, s, sc, cb = storage(n, k, 4, 16)
+    x = torch.randn(m, k, dtype=torch.bfloat16)
+    cpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, None, 16, 256, torch.bfloat16)
+    try:
+        comfy_kitchen_c.set_linear_memory_limit(16 * 1024)  # a few 16-row blocks per chunk
+        with kernels_of("emulated"):
+            gpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, None, 16, 256, torch.bfloat16)
+    finally:
+        comfy_kitchen_c.set_linear_memory_limit(saved)
+    assert_bitwise_equal(gpu, cpu, "row chunks")
+
+
+@pytest.mark.parametrize("n,k", [(3072, 3072), (5120, 14336), (14336, 5120)])
+def test_the_gpu_path_never_holds_the_whole_decoded_weight(n, k):
+    """The scratch of a call (C's plan, which the op carves) holds the decoded part within
+    W4A8_DECODE_BYTES, not the N x K int8 weight: the format's point is a 4-bit weight in memory."""
+    for m in (1, 4096):
+        scratch, padded = _C.int8_linear_plan(m, k, n, 16, 16, 1, 0, 2, 1, 2**62, linear.W4A8_DECODE_BYTES)
+        per_row_codes_and_acc = -(-m // 32) * 32 * (k + 4 + 4 * n)  # rows padded to the GEMM's 32 (CKC_GEMM_ROWS)
+        assert padded is None
+        assert scratch - per_row_codes_and_acc <= linear.W4A8_DECODE_BYTES + 4096 < n * k, (m, n, k, scratch)
+        whole, _ = _C.int8_linear_plan(m, k, n, 16, 16, 1, 0, 2, 1, 2**62, n * k)
+        assert whole - per_row_codes_and_acc >= n * k  # the same plan with room for all rows holds them
+
+
+def test_cuda_calls_with_a_correction_fall_through_with_the_reason():
+    """The correction form is eager's float F.linear on a whole dequantized weight: refused on
+    CUDA (the registry's rule then gives the call to the next backend, the reason logged)."""
     q, s, sc, cb = storage(16, 256)
+    corr = torch.zeros(16, 16)
     x = torch.randn(2, 256).as_subclass(_CudaLike)
-    with pytest.raises(ArgumentTypeError, match="w4a8_int8_linear: argument 'x': CUDA tensors go to the next"):
-        ops.check_w4a8_int8_linear(x, q, s, sc, cb)
-    packed = random_records(16, 256, 4)
-    with pytest.raises(ArgumentTypeError, match="w4a8_packed_linear: argument 'x': CUDA tensors go to the next"):
-        ops.check_w4a8_packed_linear(x, packed, torch.empty(0), sc, cb)
+    with pytest.raises(ArgumentTypeError, match="w4a8_int8_linear: argument 'correction': on CUDA"):
+        ops.check_w4a8_int8_linear(x, q, s, sc, cb, corr)
+    ops.check_w4a8_int8_linear(x, q, s, sc, cb)  # without it, served
     with kernels_of("emulated"), pytest.raises(ArgumentTypeError, match="the emulated device"):
-        ops.w4a8_int8_linear(torch.randn(2, 256), q, s, sc, cb)
+        ops.w4a8_int8_linear(torch.randn(2, 256), q, s, sc, cb, corr)
 
 
 def test_bad_inputs_name_op_and_argument():

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 #define CKC_OP_MAX_TENSORS 12 /* int8_linear: 10 */
-#define CKC_OP_MAX_INTS 8 /* int8_linear: 6 */
+#define CKC_OP_MAX_INTS 12 /* w4a8_linear: 11 */
 
 /* Flags of a tensor argument. */
 #define CKC_ARG_OUTPUT 1u    /* written by the op */

@@ -20,7 +20,13 @@
  * CKC_GEMM_ROWS rows, at least one such block; the rows past a chunk's are never
  * read back.  The GPU's few-row path (GEMV, up to CKC_LINEAR_GEMV_ROWS rows)
  * needs no accumulator.  The CPU
- * passes alignments of 1. */
+ * passes alignments of 1.
+ *
+ * w4a8_linear (a W4A8 / W6A8 weight, GPU) adds one region ahead of the chunks:
+ * decode_rows weight rows of k_pad int8 values, the codes of that many rows
+ * decoded there before each GEMM of their columns (ckc_linear_decode_rows:
+ * within a byte budget, so a call never holds the whole decoded weight); it
+ * always takes the GEMM, so its chunks have an accumulator. */
 #ifndef CKC_CONTRACT_LINEAR_PLAN_H
 #define CKC_CONTRACT_LINEAR_PLAN_H
 
@@ -32,7 +38,7 @@
 #define CKC_LINEAR_SCRATCH_ALIGN 256
 /* The regions of a chunk (above), and what alignment may waste: the base's
  * alignment and each region's round-up. */
-#define CKC_LINEAR_SCRATCH_REGIONS 5
+#define CKC_LINEAR_SCRATCH_REGIONS 6
 #define CKC_LINEAR_SCRATCH_SLACK ((CKC_LINEAR_SCRATCH_REGIONS + 1) * CKC_LINEAR_SCRATCH_ALIGN)
 /* Rows up to this take the GPU's GEMV (no accumulator, the weight read as it is,
  * never a padded copy) instead of the GEMM: bound by reading the weight, which
@@ -47,19 +53,33 @@ typedef struct {
     int64_t act_bytes; /* per row */
     int64_t factor_bytes; /* per row: 4 for rms_norm's row factor on the GPU, else 0 */
     int64_t row_align; /* rows per chunk a multiple of this (the GPU GEMM's padded m), else 1 */
+    int64_t decode_rows; /* w4a8_linear's decoded weight rows (k_pad bytes each), else 0 */
     int gpu;
 } ckc_linear_layout;
 
+/* Weight rows decoded at a time: as many as decode_bytes hold (a multiple of
+ * n_align, so each GEMM but the last is of whole aligned columns; at least
+ * n_align rows), at most n_pad. */
+static inline int64_t
+ckc_linear_decode_rows(int64_t n_pad, int64_t k_pad, int64_t n_align, int64_t decode_bytes)
+{
+    const int64_t fit = decode_bytes / k_pad / n_align * n_align;
+    const int64_t rows = fit > n_align ? fit : n_align;
+    return rows < n_pad ? rows : n_pad;
+}
+
 /* The layout of a call of `rows` rows of k activated values (x's elements of
- * x_bytes bytes; act: ckc_act) times an [n, k] weight. */
+ * x_bytes bytes; act: ckc_act) times an [n, k] weight; decode_bytes > 0: the
+ * weight is W4A8 codes decoded within that many bytes at a time (GPU). */
 static inline ckc_linear_layout
 ckc_linear_layout_of(int64_t rows, int64_t k, int64_t n, int64_t k_align, int64_t n_align, int gpu, int act,
-                     int64_t x_bytes)
+                     int64_t x_bytes, int64_t decode_bytes)
 {
     ckc_linear_layout l;
     l.k_pad = ckc_round_up(k, k_align);
     l.n_pad = ckc_round_up(n, n_align);
-    l.acc_cols = gpu && rows <= CKC_LINEAR_GEMV_ROWS ? 0 : l.n_pad;
+    l.decode_rows = gpu && decode_bytes > 0 ? ckc_linear_decode_rows(l.n_pad, l.k_pad, n_align, decode_bytes) : 0;
+    l.acc_cols = gpu && rows <= CKC_LINEAR_GEMV_ROWS && l.decode_rows == 0 ? 0 : l.n_pad;
     l.act_bytes = !gpu && act != CKC_ACT_NONE ? k * x_bytes : 0;
     l.factor_bytes = gpu && ckc_act_needs_row_factor(act) ? 4 : 0;
     l.row_align = gpu && l.acc_cols > 0 ? CKC_GEMM_ROWS : 1;
@@ -74,12 +94,19 @@ ckc_linear_row_bytes(const ckc_linear_layout *l)
     return l->k_pad + 4 + 4 * l->acc_cols + l->act_bytes + l->factor_bytes;
 }
 
+/* Bytes of the region before the chunks' (w4a8_linear's decoded rows). */
+static inline int64_t
+ckc_linear_fixed_bytes(const ckc_linear_layout *l)
+{
+    return ckc_round_up(l->decode_rows * l->k_pad, CKC_LINEAR_SCRATCH_ALIGN);
+}
+
 /* Bytes the regions of c rows take, from an aligned base. */
 static inline int64_t
 ckc_linear_layout_bytes(const ckc_linear_layout *l, int64_t c)
 {
     const int64_t a = CKC_LINEAR_SCRATCH_ALIGN;
-    return ckc_round_up(c * l->k_pad, a) + ckc_round_up(4 * c, a) +
+    return ckc_linear_fixed_bytes(l) + ckc_round_up(c * l->k_pad, a) + ckc_round_up(4 * c, a) +
            ckc_round_up(4 * c * l->acc_cols, a) + ckc_round_up(c * l->act_bytes, a) +
            ckc_round_up(c * l->factor_bytes, a);
 }
@@ -99,8 +126,9 @@ static inline int64_t
 ckc_linear_scratch_bytes(const ckc_linear_layout *l, int64_t rows, int64_t budget)
 {
     const int64_t per_row = ckc_linear_row_bytes(l);
-    const int64_t all = ckc_round_up(rows, l->row_align) * per_row + CKC_LINEAR_SCRATCH_SLACK;
-    const int64_t least = l->row_align * per_row + CKC_LINEAR_SCRATCH_SLACK;
+    const int64_t fixed = ckc_linear_fixed_bytes(l) + CKC_LINEAR_SCRATCH_SLACK;
+    const int64_t all = ckc_round_up(rows, l->row_align) * per_row + fixed;
+    const int64_t least = l->row_align * per_row + fixed;
     const int64_t cap = budget > least ? budget : least;
     return all < cap ? all : cap;
 }
@@ -111,7 +139,8 @@ static inline int64_t
 ckc_linear_chunk_capacity(const ckc_linear_layout *l, int64_t rows, int64_t avail)
 {
     const int64_t all = ckc_round_up(rows, l->row_align);
-    int64_t c = (avail - CKC_LINEAR_SCRATCH_REGIONS * CKC_LINEAR_SCRATCH_ALIGN) / ckc_linear_row_bytes(l) / l->row_align * l->row_align;
+    int64_t c = (avail - ckc_linear_fixed_bytes(l) - CKC_LINEAR_SCRATCH_REGIONS * CKC_LINEAR_SCRATCH_ALIGN) /
+                ckc_linear_row_bytes(l) / l->row_align * l->row_align;
     c = c < all ? c : all;
     return c >= l->row_align && ckc_linear_layout_bytes(l, c) <= avail ? c : 0;
 }
@@ -193,6 +222,24 @@ ckc_linear_epilogue_for(const ckc_int8_linear_params *p, int64_t r0, int64_t row
     e.rows = rows;
     e.n = p->n;
     return e;
+}
+
+/* The decode of weight rows n0 .. n0 + rows - 1 into the scratch's decoded rows:
+ * the codes (canonical rows of k * bits / 8 bytes, or the 16-row records, n0 a
+ * multiple of 16 then) and scales from row n0 on. */
+static inline ckc_dequantize_w4a8_int8_weight_params
+ckc_linear_decode_part(const ckc_int8_linear_params *p, int64_t n0, int64_t rows)
+{
+    ckc_dequantize_w4a8_int8_weight_params d = p->decode;
+    const int64_t k = d.k;
+    if (d.packed) {
+        d.q += (n0 / 16) * (k / 32) * (512 * d.bits / 8 + 32);
+    } else {
+        d.q += n0 * (k * d.bits / 8);
+        d.s_rel = (const char *)d.s_rel + n0 * (k / d.group) * (d.s_e4m3 ? 1 : 4);
+    }
+    d.rows = rows;
+    return d;
 }
 
 #endif /* CKC_CONTRACT_LINEAR_PLAN_H */

@@ -104,6 +104,28 @@ typedef struct {
     int hi_first;
 } ckc_dequantize_nvfp4_params;
 
+/* ---- W4A8 / W6A8 weights (csrc/ops/w4a8.c): [rows, k] decoded from codes ---- */
+
+/* out = the int8 grid of the codes (out_int8), else int8 * s_channel (+ correction)
+ * rounded to out_kind (csrc/math/w4a8.h). */
+typedef struct {
+    const uint8_t *q;        /* canonical rows of k * bits / 8 bytes, or the MMA records (packed) */
+    int64_t rows;
+    int64_t k;
+    int bits;                /* 4 or 6 */
+    int packed;              /* 1: MMA records with their e4m3 scales (s_rel unused; group 16) */
+    int64_t group;           /* columns per s_rel value */
+    const void *s_rel;       /* [rows, k / group] float32, or e4m3 bytes (s_e4m3) */
+    int s_e4m3;
+    const float *codebook;   /* 16 levels, or NULL: uniform */
+    const float *s_channel;  /* [rows] (float output only) */
+    const void *correction;  /* [k / group, rows] of corr_kind, or NULL */
+    ckc_float_kind corr_kind;
+    void *out;
+    int out_int8;            /* 1: int8 out; 0: float out of out_kind */
+    ckc_float_kind out_kind;
+} ckc_dequantize_w4a8_int8_weight_params;
+
 /* ---- int8_linear and the GEMMs under it (csrc/ops/linear.c) ---- */
 
 /* c[m, n] = sum_k a[m, k] * b[n, k] in int32 (exact): a is the quantized
@@ -166,6 +188,12 @@ typedef struct {
     int64_t ldacc;
     void *act_rows;          /* CPU only: [chunk_rows, k] activated rows in x's type, or NULL */
     float *row_factor;       /* GPU: [chunk_rows] rms_norm row factors, or NULL */
+    /* w4a8_linear (GPU): the weight as W4A8 / W6A8 codes, decoded to the int8
+     * grid decode_rows weight rows at a time into the scratch's decode.out
+     * ([decode_rows, ldw]) right before the GEMM of those rows' columns; w is
+     * then NULL.  decode_rows 0: w is the int8 weight. */
+    ckc_dequantize_w4a8_int8_weight_params decode;
+    int64_t decode_rows;
 } ckc_int8_linear_params;
 
 /* The CPU's activation pre-pass of int8_linear: dst[r, :k] = act(src[r, :]) in
@@ -383,27 +411,6 @@ typedef struct {
     int64_t k;           /* unpacked; even */
 } ckc_convrot_w4a4_linear_params;
 
-/* ---- W4A8 / W6A8 weights (csrc/ops/w4a8.c): [rows, k] decoded from codes ---- */
-
-/* out = the int8 grid of the codes (out_int8), else int8 * s_channel (+ correction)
- * rounded to out_kind (csrc/math/w4a8.h). */
-typedef struct {
-    const uint8_t *q;        /* canonical rows of k * bits / 8 bytes, or the MMA records (packed) */
-    int64_t rows;
-    int64_t k;
-    int bits;                /* 4 or 6 */
-    int packed;              /* 1: MMA records with their e4m3 scales (s_rel unused; group 16) */
-    int64_t group;           /* columns per s_rel value */
-    const void *s_rel;       /* [rows, k / group] float32, or e4m3 bytes (s_e4m3) */
-    int s_e4m3;
-    const float *codebook;   /* 16 levels, or NULL: uniform */
-    const float *s_channel;  /* [rows] (float output only) */
-    const void *correction;  /* [k / group, rows] of corr_kind, or NULL */
-    ckc_float_kind corr_kind;
-    void *out;
-    int out_int8;            /* 1: int8 out; 0: float out of out_kind */
-    ckc_float_kind out_kind;
-} ckc_dequantize_w4a8_int8_weight_params;
 
 /* ---- gemv_awq_w4a16 (csrc/ops/awq.c) ---- */
 

@@ -3,7 +3,8 @@
  * kernels/int8.cu): per chunk of rows, rms_norm's row factors where asked, the
  * row quantizer with the activation fused into its load, then the int8 GEMM of
  * the BLAS seam and the epilogue kernel; a single row takes the dp4a GEMV with
- * the epilogue fused instead. */
+ * the epilogue fused instead.  w4a8_linear's weight is decoded a part at a
+ * time right before each part's GEMM (decoded_gemm). */
 #if defined(CKC_WITH_GPU)
 
 #include "blas.h"
@@ -11,6 +12,7 @@
 #include "kernel.h"
 #include "launch.h"
 #include "launchers.h"
+#include "runtime.h"
 
 #define EPILOGUE_DECL(v) CKC_EMU_THUNK_DECL(CKC_KNAME1(linear_epilogue_kernel, v))
 #define EPILOGUE_ENTRY(v)                                                                                        \
@@ -113,6 +115,35 @@ linear_gemv(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, ckc_done_
     return ckc_gpu_launch(&gemv[0], &c, args, err);
 }
 
+/* w4a8_linear's GEMM: per part of decode_rows weight rows, their codes decoded
+ * into the scratch, then the GEMM of those rows into the accumulator's columns
+ * n0.. (ldacc apart, as the whole one's).  Parts but the last are whole
+ * multiples of n_align columns (ckc_linear_decode_rows); the last's GEMM runs
+ * to n_pad, so its decoded rows past n are zeroed first (their sums land in
+ * columns n.. n_pad, never read, but the GEMM reads them). */
+static ckc_status
+decoded_gemm(const ckc_int8_linear_params *p, const ckc_int8_gemm_params *whole, ckc_exec *exec, ckc_error *err)
+{
+    const ckc_done_mark none = {NULL, 0, NULL, NULL};
+    for (int64_t n0 = 0; n0 < p->n; n0 += p->decode_rows) {
+        const int64_t rows = p->n - n0 < p->decode_rows ? p->n - n0 : p->decode_rows;
+        const int64_t cols = p->ldacc - n0 < p->decode_rows ? p->ldacc - n0 : p->decode_rows;
+        const ckc_dequantize_w4a8_int8_weight_params d = ckc_linear_decode_part(p, n0, rows);
+        ckc_int8_gemm_params g = *whole;
+        if (cols > rows) {
+            CKC_TRY(ckc_gpu_memset_async((int8_t *)d.out + rows * p->ldw, 0, (size_t)((cols - rows) * p->ldw),
+                                         exec->stream, err));
+        }
+        CKC_TRY(ckc_gpu_w4a8_decode(&d, exec->stream, none, err));
+        g.b = (const int8_t *)d.out;
+        g.ldb = p->ldw;
+        g.c = whole->c + n0;
+        g.n = cols;
+        CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
+    }
+    return CKC_OK;
+}
+
 /* `last`: the op's last chunk, whose last kernel carries the op's completion mark. */
 static ckc_status
 linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool last, ckc_exec *exec, ckc_error *err)
@@ -133,7 +164,7 @@ linear_chunk(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, bool las
      * of CKC_GEMM_ROWS, whatever the buffer holds there, never read back) times the
      * weight's first ldacc rows of ldq values (zeros past n and k when padded). */
     g = ckc_linear_gemm_params(p, (rows + CKC_GEMM_ROWS - 1) / CKC_GEMM_ROWS * CKC_GEMM_ROWS, p->ldacc, p->ldq);
-    CKC_TRY(ckc_blas_int8_gemm(&g, exec, err));
+    CKC_TRY(p->decode_rows > 0 ? decoded_gemm(p, &g, exec, err) : ckc_blas_int8_gemm(&g, exec, err));
     e = ckc_linear_epilogue_for(p, r0, rows);
     return linear_epilogue(&e, exec, last ? ckc_exec_take_done_mark(exec) : none, err);
 }

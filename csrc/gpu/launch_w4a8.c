@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Launcher of the W4A8 / W6A8 weight decode (kernels/w4a8.cu): one grid-stride
  * launch of 16-column chunks, 8-byte code loads and 16-byte stores where the
- * tensors' bases allow them (every row is a whole number of chunks). */
+ * tensors' bases allow them (every row is a whole number of chunks).  Also
+ * w4a8_linear's decode of a part of the weight (launch_linear.c). */
 #if defined(CKC_WITH_GPU)
 
 #include "kernel.h"
 #include "launch.h"
+#include "launchers.h"
 
 #define W4A8_DECL(k) CKC_EMU_THUNK_DECL(CKC_KNAME1(w4a8_dequant_kernel, k))
 CKC_W4A8_KERNELS(W4A8_DECL)
@@ -13,8 +15,9 @@ CKC_W4A8_KERNELS(W4A8_DECL)
                                        k, 0, 0, 0)
 static ckc_kernel dequant[] = {CKC_W4A8_KERNELS(W4A8_ENTRY)};
 
-static ckc_status
-dequantize(const ckc_dequantize_w4a8_int8_weight_params *p, ckc_exec *exec, ckc_error *err)
+ckc_status
+ckc_gpu_w4a8_decode(const ckc_dequantize_w4a8_int8_weight_params *p, uintptr_t stream, ckc_done_mark done,
+                    ckc_error *err)
 {
     ckc_dequantize_w4a8_int8_weight_params params = *p;
     /* canonical rows are k/2 (+ k/4) bytes, multiples of 8: a base aligned to 8 aligns every chunk */
@@ -22,11 +25,16 @@ dequantize(const ckc_dequantize_w4a8_int8_weight_params *p, ckc_exec *exec, ckc_
     bool out_vec = ckc_aligned16(p->out, 0);
     const int64_t chunks = p->rows * (p->k / CKC_CHUNK);
     const int64_t needed = (chunks + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
-    ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS,
-                                           CKC_ROW_THREADS, 0, exec->stream);
+                                           CKC_ROW_THREADS, 0, stream);
     void *args[] = {&params, &q_vec, &out_vec, &done};
     return CKC_LAUNCH_INSTANCE(dequant, p->out_int8 ? 3 : (int)p->out_kind, 0, 0, 0, &c, args, err);
+}
+
+static ckc_status
+dequantize(const ckc_dequantize_w4a8_int8_weight_params *p, ckc_exec *exec, ckc_error *err)
+{
+    return ckc_gpu_w4a8_decode(p, exec->stream, ckc_exec_take_done_mark(exec), err);
 }
 
 ckc_status

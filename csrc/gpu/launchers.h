@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the launchers (gpu/launch_*.c) share among themselves: int8_linear's
- * row quantizer (launch_int8.c) and the row-tile kernels' launchers
+ * row quantizer (launch_int8.c), the W4A8 decode (launch_w4a8.c) and the row-tile kernels' launchers
  * (launch_tile.c), which take the calls their kernels serve and leave the
  * others to the general kernels. */
 #ifndef CKC_GPU_LAUNCHERS_H
@@ -16,6 +16,11 @@
  * op's last kernel. */
 ckc_status ckc_gpu_int8_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *lay,
                                       uintptr_t stream, ckc_error *err);
+
+/* The W4A8 / W6A8 decode kernel (launch_w4a8.c) on p's rows, under the
+ * caller's device guard; done: the op's mark if it is the op's last kernel. */
+ckc_status ckc_gpu_w4a8_decode(const ckc_dequantize_w4a8_int8_weight_params *p, uintptr_t stream, ckc_done_mark done,
+                               ckc_error *err);
 
 /* The row-tile launchers: 1 when their kernels take the call (*status: the
  * launch's), 0 when the general kernels must (nothing launched). */

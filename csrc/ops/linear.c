@@ -13,6 +13,7 @@
 #include "math/activation.h"
 #include "math/nvfp4.h"
 #include "op.h"
+#include "w4a8_source.h"
 
 /* ---- int8_linear(x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,
  *                  residual_scale; act, group, k_align, n_align, eps_bits, norm_kind) ----
@@ -34,6 +35,10 @@
 
 enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH, LN_ACT_WEIGHT, LN_MODULATION, LN_RESIDUAL, LN_RESIDUAL_SCALE };
 enum { LI_ACT, LI_GROUP, LI_K_ALIGN, LI_N_ALIGN, LI_EPS_BITS, LI_NORM_KIND };
+/* w4a8_linear: int8_linear's tensors (the weight's place holds the codes, no
+ * modulation) and ints, then these. */
+enum { LN_S_REL = LN_RESIDUAL_SCALE + 1, LN_CODEBOOK };
+enum { LI_W_GROUP = LI_NORM_KIND + 1, LI_BITS, LI_PACKED, LI_E4M3, LI_DECODE_BYTES };
 
 static ckc_status
 carve_scratch(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_params *p, ckc_error *err)
@@ -49,6 +54,9 @@ carve_scratch(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_
                         (long long)s->numel, (long long)l->row_align,
                         (long long)(ckc_linear_layout_bytes(l, l->row_align) + align));
     }
+    p->decode_rows = l->decode_rows;
+    p->decode.out = l->decode_rows > 0 ? (void *)at : NULL;
+    at += ckc_linear_fixed_bytes(l);
     p->chunk_rows = c < p->rows ? c : p->rows;
     p->q = (int8_t *)at;
     p->ldq = l->k_pad;
@@ -203,14 +211,15 @@ check_weight(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_p
     return CKC_OK;
 }
 
+/* What int8_linear and w4a8_linear read alike: x's rows and the activation,
+ * the ConvRot group, the alignments (into *l, with decode_bytes: w4a8_linear's). */
 static ckc_status
-prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+prepare_rows(const ckc_op_args *a, int64_t decode_bytes, ckc_int8_linear_params *p, ckc_linear_layout *l,
+             ckc_error *err)
 {
-    ckc_int8_linear_params *p = &params->int8_linear;
     const int64_t act = a->i[LI_ACT];
     const int64_t k_align = a->i[LI_K_ALIGN];
     const int64_t n_align = a->i[LI_N_ALIGN];
-    ckc_linear_layout l;
     if (k_align < 1 || k_align > 256 || n_align < 1 || n_align > 256) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align'/'n_align': expected 1..256, got %lld, %lld",
                         (long long)k_align, (long long)n_align);
@@ -222,7 +231,18 @@ prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     }
     CKC_TRY(ckc_linear_act_args_of(a, LN_ACT_WEIGHT, LN_MODULATION, a->i[LI_EPS_BITS], a->i[LI_NORM_KIND], p,
                                    err));
-    l = ckc_linear_layout_of(p->rows, p->k, p->n, k_align, n_align, a->exec.gpu, (int)act, ckc_kind_size(p->kind));
+    *l = ckc_linear_layout_of(p->rows, p->k, p->n, k_align, n_align, a->exec.gpu, (int)act, ckc_kind_size(p->kind),
+                              decode_bytes);
+    return CKC_OK;
+}
+
+static ckc_status
+prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+{
+    ckc_int8_linear_params *p = &params->int8_linear;
+    ckc_linear_layout l;
+    memset(&p->decode, 0, sizeof p->decode);
+    CKC_TRY(prepare_rows(a, 0, p, &l, err));
     CKC_TRY(check_weight(a, &l, p, err));
     CKC_TRY(ckc_linear_terms_of(a, LN_BIAS, LN_RESIDUAL, p, err));
     return carve_scratch(a, &l, p, err);
@@ -249,6 +269,72 @@ const ckc_op_spec ckc_op_int8_linear = {
            "of their last dimension, in chunks through scratch (contract/linear_plan.h lays it out).",
     .prepare = prepare_int8_linear,
     .cpu = ckc_cpu_entry_int8_linear,
+    .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_linear),
+};
+
+/* ---- w4a8_linear(x, qdata, s_channel, bias, out, scratch, act_weight, -, residual, residual_scale,
+ *                  s_rel, codebook; int8_linear's ints, w_group, bits, packed, s_e4m3, decode_bytes) ----
+ *
+ * int8_linear on the GPU with a W4A8 / W6A8 weight (comfy_kitchen's
+ * w4a8_int8_linear and w4a8_packed_linear without a correction): the codes are
+ * decoded to the int8 grid (math/w4a8.h, eager's) a part of the weight's rows at
+ * a time into the scratch (contract/linear_plan.h), each part multiplied right
+ * after, so the int32 sums, and with them the outputs, are int8_linear's on
+ * the whole decoded weight, bit for bit.  The weight scale is s_channel ([n]). */
+
+static ckc_status
+prepare_w4a8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
+{
+    ckc_int8_linear_params *p = &params->int8_linear;
+    const int64_t decode_bytes = a->i[LI_DECODE_BYTES];
+    ckc_linear_layout l = {0};
+    if (!a->exec.gpu) {
+        return CKC_FAIL(err, CKC_ERR_TYPE, "argument 'x': the GPU's op (the CPU decodes, then runs int8_linear)");
+    }
+    if (decode_bytes < 1 || a->i[LI_N_ALIGN] % 16 != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'decode_bytes'/'n_align': expected > 0 and a multiple of 16, "
+                        "got %lld, %lld", (long long)decode_bytes, (long long)a->i[LI_N_ALIGN]);
+    }
+    CKC_TRY(prepare_rows(a, decode_bytes, p, &l, err));
+    if (l.k_pad != p->k) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align': %lld does not divide K=%lld (decoded rows are not "
+                        "padded)", (long long)a->i[LI_K_ALIGN], (long long)p->k);
+    }
+    CKC_TRY(ckc_w4a8_source_of(a, LN_W, LN_S_REL, LN_CODEBOOK, LI_W_GROUP, p->n, p->k, &p->decode, err));
+    p->w = NULL;
+    p->ldw = l.k_pad;
+    CKC_TRY(ckc_check_numel(a, LN_WS, p->n, err));
+    p->w_scale = (const float *)a->t[LN_WS].data;
+    p->w_per_channel = 1;
+    CKC_TRY(ckc_linear_terms_of(a, LN_BIAS, LN_RESIDUAL, p, err));
+    return carve_scratch(a, &l, p, err);
+}
+
+const ckc_op_spec ckc_op_w4a8_linear = {
+    .sig = {"w4a8_linear", 12,
+            {{"x", CKC_FLOATS, 0},
+             {"qdata", CKC_DTYPE_BIT(CKC_DTYPE_INT8) | CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
+             {"s_channel", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
+             {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
+             {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT},
+             {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             {"s_rel", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32) | CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OPTIONAL},
+             {"codebook", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OPTIONAL}},
+            11, {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind", "group_size", "bits", "packed",
+                 "s_e4m3", "decode_bytes"}},
+    .doc = "w4a8_linear(op, x, qdata, s_channel, bias, out, scratch, act_weight, modulation, residual,\n"
+           "            residual_scale, s_rel, codebook, act, group, k_align, n_align, eps_bits, norm_kind,\n"
+           "            group_size, bits, packed, s_e4m3, decode_bytes, stream, nthreads)\n"
+           "--\n\n"
+           "int8_linear (GPU) with the weight as W4A8 / W6A8 codes (dequantize_w4a8_int8_weight's), decoded\n"
+           "to the int8 grid within decode_bytes of the scratch at a time, each part multiplied at once.\n"
+           "modulation must be None.",
+    .prepare = prepare_w4a8_linear,
+    .cpu = NULL,
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_linear),
 };
 

@@ -21,6 +21,7 @@
     X(int8_linear)                                                                                       \
     X(int8_linear_quantize)                                                                              \
     X(int8_linear_epilogue)                                                                              \
+    X(w4a8_linear)                                                                                       \
     X(scaled_mm_nvfp4)                                                                                   \
     X(apply_rope1)                                                                                       \
     X(quantize_per_tensor_fp8)                                                                           \

@@ -4,9 +4,12 @@
  * int8 grid, or on to the float weight, and the check of its arguments into its
  * parameter block.  The rotation of dequantize_w4a8_int8_weight and the GEMM of
  * the linears are the int8 family's C ops, called by comfy_kitchen_c/w4a8.py. */
+#include <string.h>
+
 #include "cpu/cpu.h"
 #include "gpu/gpu.h"
 #include "op.h"
+#include "w4a8_source.h"
 
 #define U8 CKC_DTYPE_BIT(CKC_DTYPE_UINT8)
 #define I8 CKC_DTYPE_BIT(CKC_DTYPE_INT8)
@@ -15,75 +18,109 @@
 enum { W_Q, W_SREL, W_CODEBOOK, W_SCHANNEL, W_CORRECTION, W_OUT };
 enum { I_GROUP, I_BITS, I_PACKED, I_E4M3 };
 
+/* Where a spec holds the codes: its tensor indices of qdata, s_rel and the
+ * codebook, and the index of the first of its four ints (group_size, bits,
+ * packed, s_e4m3).  The decoder's (below) and w4a8_linear's (linear.c). */
+typedef struct {
+    int q, s_rel, codebook, ints;
+} w4a8_where;
+
 static ckc_status
-check_flags(const ckc_op_args *a, ckc_error *err)
+check_flags(const ckc_op_args *a, const w4a8_where *w, ckc_error *err)
 {
-    if (a->i[I_BITS] != 4 && a->i[I_BITS] != 6) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'bits': %lld is not 4 or 6", (long long)a->i[I_BITS]);
+    if (a->i[w->ints + I_BITS] != 4 && a->i[w->ints + I_BITS] != 6) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'bits': %lld is not 4 or 6", (long long)a->i[w->ints + I_BITS]);
     }
     for (int i = I_PACKED; i <= I_E4M3; i++) {
-        if (a->i[i] != 0 && a->i[i] != 1) {
-            return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': %lld is not 0 or 1", a->sig->ints[i],
-                            (long long)a->i[i]);
+        if (a->i[w->ints + i] != 0 && a->i[w->ints + i] != 1) {
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': %lld is not 0 or 1", a->sig->ints[w->ints + i],
+                            (long long)a->i[w->ints + i]);
         }
     }
     return CKC_OK;
 }
 
-/* out [n, k]: k a multiple of 16 (32 at 6 bits, or packed) split in whole groups. */
+/* [n, k]: k a multiple of 16 (32 at 6 bits, or packed) split in whole groups. */
 static ckc_status
-check_geometry(const ckc_op_args *a, int64_t n, int64_t k, ckc_error *err)
+check_geometry(const ckc_op_args *a, const w4a8_where *w, int64_t n, int64_t k, ckc_error *err)
 {
-    const int64_t group = a->i[I_GROUP];
-    const int64_t align = a->i[I_BITS] == 6 || a->i[I_PACKED] ? 32 : 16;
-    CKC_TRY(ckc_check_extent(a, W_OUT, n, k, err));
-    if (a->t[W_OUT].ndim != 2 || k % align != 0) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'out': expected [N, K] with K a multiple of %lld",
-                        (long long)align);
+    const int64_t group = a->i[w->ints + I_GROUP];
+    const int64_t align = a->i[w->ints + I_BITS] == 6 || a->i[w->ints + I_PACKED] ? 32 : 16;
+    if (n < 0 || k <= 0 || k % align != 0) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'qdata': expected [N, K] codes with K a multiple of %lld, "
+                        "got K=%lld", (long long)align, (long long)k);
     }
-    if (group < 1 || k % group != 0 || (a->i[I_PACKED] && group != 16)) {
+    if (group < 1 || k % group != 0 || (a->i[w->ints + I_PACKED] && group != 16)) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'group_size': %lld does not split K=%lld%s", (long long)group,
-                        (long long)k, a->i[I_PACKED] ? " (packed records: 16)" : "");
+                        (long long)k, a->i[w->ints + I_PACKED] ? " (packed records: 16)" : "");
     }
     return CKC_OK;
 }
 
 /* The codes: canonical [n, k * bits / 8] with s_rel [n, k / group], or n / 16 x k / 32 records. */
 static ckc_status
-check_codes(const ckc_op_args *a, int64_t n, int64_t k, ckc_error *err)
+check_codes(const ckc_op_args *a, const w4a8_where *w, int64_t n, int64_t k, ckc_error *err)
 {
-    const int64_t bits = a->i[I_BITS];
-    if (a->i[I_PACKED]) {
+    const int64_t bits = a->i[w->ints + I_BITS];
+    if (a->i[w->ints + I_PACKED]) {
         if (n % 16 != 0) {
-            return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'out': packed records need N %% 16 == 0, got %lld",
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'qdata': packed records need N %% 16 == 0, got %lld",
                             (long long)n);
         }
-        return ckc_check_numel(a, W_Q, (n / 16) * (k / 32) * (512 * bits / 8 + 32), err);
+        return ckc_check_numel(a, w->q, (n / 16) * (k / 32) * (512 * bits / 8 + 32), err);
     }
     const int64_t shape[2] = {n, k * bits / 8};
-    const int64_t scales[2] = {n, k / a->i[I_GROUP]};
-    const unsigned want = a->i[I_E4M3] ? U8 : F32;
-    CKC_TRY(ckc_check_shape(a, W_Q, 2, shape, err));
-    if (!a->present[W_SREL] || !(CKC_DTYPE_BIT(a->t[W_SREL].dtype) & want)) {
-        return CKC_FAIL(err, CKC_ERR_TYPE, "argument 's_rel': expected %s", a->i[I_E4M3] ? "uint8 (e4m3 bytes)"
-                                                                                         : "float32");
+    const int64_t scales[2] = {n, k / a->i[w->ints + I_GROUP]};
+    const unsigned want = a->i[w->ints + I_E4M3] ? U8 : F32;
+    CKC_TRY(ckc_check_shape(a, w->q, 2, shape, err));
+    if (!a->present[w->s_rel] || !(CKC_DTYPE_BIT(a->t[w->s_rel].dtype) & want)) {
+        return CKC_FAIL(err, CKC_ERR_TYPE, "argument 's_rel': expected %s",
+                        a->i[w->ints + I_E4M3] ? "uint8 (e4m3 bytes)" : "float32");
     }
-    return ckc_check_shape(a, W_SREL, 2, scales, err);
+    return ckc_check_shape(a, w->s_rel, 2, scales, err);
 }
 
-/* The float output's s_channel [n] and correction [k / group, n]; codebook [16] at 4 bits. */
+/* The codes of an [n, k] weight checked into d (its output and float terms left
+ * to the caller): codes, scales and the codebook (16 levels, 4 bits only). */
 static ckc_status
-check_vectors(const ckc_op_args *a, int64_t n, int64_t k, int out_int8, ckc_error *err)
+w4a8_source(const ckc_op_args *a, const w4a8_where *w, int64_t n, int64_t k, ckc_dequantize_w4a8_int8_weight_params *d,
+            ckc_error *err)
 {
-    if (a->present[W_CODEBOOK]) {
-        if (a->i[I_BITS] != 4) {
+    CKC_TRY(check_flags(a, w, err));
+    CKC_TRY(check_geometry(a, w, n, k, err));
+    CKC_TRY(check_codes(a, w, n, k, err));
+    if (a->present[w->codebook]) {
+        if (a->i[w->ints + I_BITS] != 4) {
             return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'codebook': 6-bit codes are uniform");
         }
-        CKC_TRY(ckc_check_numel(a, W_CODEBOOK, 16, err));
+        CKC_TRY(ckc_check_numel(a, w->codebook, 16, err));
     }
-    if (out_int8) {
-        return CKC_OK;
-    }
+    memset(d, 0, sizeof *d);
+    d->q = (const uint8_t *)a->t[w->q].data;
+    d->rows = n;
+    d->k = k;
+    d->bits = (int)a->i[w->ints + I_BITS];
+    d->packed = (int)a->i[w->ints + I_PACKED];
+    d->group = a->i[w->ints + I_GROUP];
+    d->s_rel = a->present[w->s_rel] ? a->t[w->s_rel].data : NULL;
+    d->s_e4m3 = (int)a->i[w->ints + I_E4M3];
+    d->codebook = a->present[w->codebook] ? (const float *)a->t[w->codebook].data : NULL;
+    d->out_int8 = 1;
+    return CKC_OK;
+}
+
+ckc_status
+ckc_w4a8_source_of(const ckc_op_args *a, int q_idx, int s_rel_idx, int codebook_idx, int first_int, int64_t n,
+                   int64_t k, ckc_dequantize_w4a8_int8_weight_params *d, ckc_error *err)
+{
+    const w4a8_where w = {q_idx, s_rel_idx, codebook_idx, first_int};
+    return w4a8_source(a, &w, n, k, d, err);
+}
+
+/* The float output's s_channel [n] and correction [k / group, n]. */
+static ckc_status
+check_vectors(const ckc_op_args *a, int64_t n, int64_t k, ckc_error *err)
+{
     if (!a->present[W_SCHANNEL]) {
         return CKC_FAIL(err, CKC_ERR_TYPE, "argument 's_channel' is required for a float output");
     }
@@ -94,24 +131,20 @@ check_vectors(const ckc_op_args *a, int64_t n, int64_t k, int out_int8, ckc_erro
 static ckc_status
 prepare_w4a8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
+    static const w4a8_where here = {W_Q, W_SREL, W_CODEBOOK, I_GROUP};
     const ckc_tensor *out = &a->t[W_OUT];
     ckc_dequantize_w4a8_int8_weight_params *p = &params->dequantize_w4a8_int8_weight;
     const int out_int8 = out->dtype == CKC_DTYPE_INT8;
     const int64_t n = out->ndim == 2 ? out->shape[0] : 0;
     const int64_t k = out->ndim == 2 ? out->shape[1] : 0;
-    CKC_TRY(check_flags(a, err));
-    CKC_TRY(check_geometry(a, n, k, err));
-    CKC_TRY(check_codes(a, n, k, err));
-    CKC_TRY(check_vectors(a, n, k, out_int8, err));
-    p->q = (const uint8_t *)a->t[W_Q].data;
-    p->rows = n;
-    p->k = k;
-    p->bits = (int)a->i[I_BITS];
-    p->packed = (int)a->i[I_PACKED];
-    p->group = a->i[I_GROUP];
-    p->s_rel = a->present[W_SREL] ? a->t[W_SREL].data : NULL;
-    p->s_e4m3 = (int)a->i[I_E4M3];
-    p->codebook = a->present[W_CODEBOOK] ? (const float *)a->t[W_CODEBOOK].data : NULL;
+    if (out->ndim != 2) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'out': expected [N, K], got %d dimensions", (int)out->ndim);
+    }
+    CKC_TRY(ckc_check_extent(a, W_OUT, n, k, err));
+    CKC_TRY(w4a8_source(a, &here, n, k, p, err));
+    if (!out_int8) {
+        CKC_TRY(check_vectors(a, n, k, err));
+    }
     p->s_channel = !out_int8 ? (const float *)a->t[W_SCHANNEL].data : NULL;
     p->correction = !out_int8 && a->present[W_CORRECTION] ? a->t[W_CORRECTION].data : NULL;
     p->corr_kind = p->correction != NULL ? ckc_float_kind_of(a->t[W_CORRECTION].dtype) : CKC_F32;
