@@ -756,7 +756,8 @@ def limit_problems(launch: Launch, kern: Kernel, met: dict, gpu: Gpu) -> list[st
 # cannot read (odd widths, unaligned or strided rows), named by their template arguments.
 VECTOR_KERNELS = {"fp8_quant_kernel", "fp8_dequant_kernel", "fp8_stochastic_kernel", "rope_kernel",
                   "awq_gemv_kernel", "mxfp8_quant_kernel", "mxfp8_dequant_kernel", "w4_quant_kernel",
-                  "w4_dequant_kernel", "w4_unpack_kernel", "w4_linear_kernel", "w4a8_dequant_kernel"}
+                  "w4_dequant_kernel", "w4_unpack_kernel", "w4_linear_kernel", "w4a8_dequant_kernel",
+                  "w4a8_gemv_kernel"}
 # Not in it yet (issue 22): rms_rope_kernel and rms_gated_residual_kernel read their rows one
 # element per lane (coalesced, not 64- or 128-bit units).
 SCALAR_FALLBACKS = {"rope_kernel": lambda args: args[2] == 0,  # rope_kernel<KIND, SPLIT, VEC = 0>

@@ -251,7 +251,8 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     """The C op on checked arguments: x [..., k * width] of the row's evaluation type.
     codes (GPU only): weight is then a W4A8 / W6A8 weight's codes and codes its
     (s_rel, codebook, (group_size, bits, packed, s_e4m3)), w4a8.py's; the C op w4a8_linear
-    decodes them a part at a time within W4A8_DECODE_BYTES of the scratch."""
+    decodes them a part at a time within W4A8_DECODE_BYTES of the scratch, or for a few rows
+    of canonical codes in its GEMV's registers."""
     if weight_scale is None:
         raise ArgumentTypeError(f"{op}: argument 'weight_scale' is required")
     out_dtype = check.result_dtype(op, "out_dtype", out_dtype)
@@ -289,7 +290,8 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     # within the memory limit) and whether the GEMM needs a zero-padded weight copy: C's plan
     # (csrc/contract/linear_plan.h), the very layout the op carves the scratch with.
     scratch_bytes, padded_shape = _plan(m, k, n, k_align, n_align, gpu, act, xc.element_size(), w.data_ptr() % 16 == 0,
-                                        min(linear_memory_limit(), _PLAN_LIMIT_MAX), decode)
+                                        min(linear_memory_limit(), _PLAN_LIMIT_MAX), decode,
+                                        int(codes is not None and not codes[2][2]))  # the GEMV reads canonical codes
     if padded_shape is not None:
         # once per weight (weight_cache.py: keyed by the caller's tensor), not once per call
         w = weight_cache.derived(weight, f"padded to {padded_shape}", functools.partial(_padded, w, padded_shape),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* GPU kernel of the W4A8 / W6A8 weight decode (launcher: csrc/gpu/launch_w4a8.c).
- * Each thread takes chunks of 16 columns of one row in a grid-stride loop: the
+/* GPU kernels of the W4A8 / W6A8 weights (launcher: csrc/gpu/launch_w4a8.c): the
+ * decode, and w4a8_linear's GEMV (at the end of the file).  The decode: each thread takes chunks of 16 columns of one row in a grid-stride loop: the
  * chunk's codes in one 8-byte load of nibbles (and one 4-byte load of the 6-bit
  * high plane) where the launcher found the codes 8-byte aligned, the records'
  * bytes one by one for the MMA-packed form; the int8 grid in one 16-byte store,
@@ -8,8 +8,10 @@
  * math is math/w4a8.h, the same as the CPU's, so both give eager's bits. */
 #include "done_mark.cuh"
 #include "row_tile.cuh"
+#include "contract/linear_plan.h"
 #include "gpu/kernel_args.h"
 #include "gpu/kernel_list.h"
+#include "math/linear.h"
 #include "math/w4a8.h"
 
 #define CKC_W4A8_BOUNDS __launch_bounds__(CKC_ROW_THREADS)
@@ -117,3 +119,186 @@ w4a8_dequant_body(ckc_dequantize_w4a8_int8_weight_params p, bool q_vec, bool out
                         (ckc_dequantize_w4a8_int8_weight_params p, bool q_vec, bool out_vec, ckc_done_mark done), \
                         (w4a8_dequant_body<k>(p, q_vec, out_vec, done)))
 CKC_W4A8_KERNELS(CKC_W4A8_INSTANCES)
+
+/* ---- w4a8_linear's GEMV (up to CKC_LINEAR_GEMV_ROWS rows, canonical codes) ----
+ *
+ * int8_linear's GEMV (kernels/linear.cu) with the weight read as its codes: a
+ * warp per output column j, 16 values per lane and step (8 bytes of nibbles,
+ * and 4 of the 6-bit plane), CKC_GEMV_DEPTH steps of loads in flight; the
+ * codes become the int8 grid in registers and go through dp4a with the rows'
+ * activation codes.  The GEMV reads half (4 bits) or 3/4 (6 bits) of an int8
+ * weight's bytes, and nothing is written but the outputs.  The int32 sums are
+ * exact in any order, so the outputs are the GEMM path's bit for bit. */
+
+#define CKC_W4A8_GEMV_DEPTH 4
+
+/* One step's codes (16 values at column i of row j) and their group scales, as loaded. */
+struct ckc_w4a8_step {
+    uint32_t lo[2]; /* nibbles, value e at bits 4 (e % 8) of lo[e / 8] */
+    uint32_t hi;    /* 6 bits: the top two bits, value e at bits 2e */
+    float s[4];     /* a scale per group: one for group >= 16, 16 / group for 4 and 8 */
+};
+
+__device__ __forceinline__ float
+ckc_w4a8_gemv_scale(const ckc_dequantize_w4a8_int8_weight_params &d, int64_t idx)
+{
+    return ckc_w4a8_scale(d.s_rel, d.s_e4m3, idx);
+}
+
+/* The loads of a step: `vec`, whole words (every base and row 8-byte aligned),
+ * else the codes byte by byte (math/w4a8.h's reader). */
+template <int BITS>
+__device__ __forceinline__ void
+ckc_w4a8_gemv_load(const ckc_dequantize_w4a8_int8_weight_params &d, int64_t j, int64_t i, bool vec, ckc_w4a8_step &st)
+{
+    const uint8_t *row = d.q + j * (d.k * BITS / 8);
+    const int64_t s0 = j * (d.k / d.group);
+    if (vec) {
+        const ckc_bytes8 b8 = *(const ckc_bytes8 *)(row + i / 2);
+        st.lo[0] = b8.w[0];
+        st.lo[1] = b8.w[1];
+        st.hi = BITS == 6 ? *(const uint32_t *)(row + d.k / 2 + i / 4) : 0u;
+    } else {
+        st.lo[0] = st.lo[1] = st.hi = 0u;
+        CKC_UNROLL
+        for (int e = 0; e < CKC_CHUNK; e++) {
+            const uint32_t c = ckc_w4a8_code(row, d.k, BITS, i + e);
+            st.lo[e / 8] |= (c & 0xFu) << (4 * (e % 8));
+            st.hi |= (c >> 4) << (2 * e);
+        }
+    }
+    if (d.group >= CKC_CHUNK) {
+        st.s[0] = ckc_w4a8_gemv_scale(d, s0 + i / d.group);
+    } else {
+        CKC_UNROLL
+        for (int g = 0; g < 4; g++) {
+            st.s[g] = g * d.group < CKC_CHUNK ? ckc_w4a8_gemv_scale(d, s0 + (i + g * d.group) / d.group) : 0.0f;
+        }
+    }
+}
+
+/* The int8 grid value of a level and scale as a byte in the low 8 bits:
+ * ckc_w4a8_int8's bits.  `fast` (the scale and every level finite, so the
+ * product is finite or an infinity): clamped first, then rounded by adding
+ * 1.5 * 2^23 (round to nearest even, as rintf), whose low byte is then the
+ * two's complement value; clamping before rounding gives the same value for a
+ * finite product (anything past 127 rounds to 127 either way), and an infinity
+ * clamps to +-127 as eager's round-then-clamp does.  Else (a NaN scale or
+ * level) math/w4a8.h's own form. */
+__device__ __forceinline__ uint32_t
+ckc_w4a8_gemv_byte(float level, float s, bool fast)
+{
+    if (fast) {
+        const float x = fminf(fmaxf(level * s, -127.0f), 127.0f);
+        return ckc_f32_bits(x + 12582912.0f);
+    }
+    return (uint32_t)(uint8_t)ckc_w4a8_int8(level, s);
+}
+
+/* Four grid bytes (low bytes of b0..b3) as one word for dp4a. */
+__device__ __forceinline__ uint32_t
+ckc_w4a8_gemv_word(uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3)
+{
+#if defined(__CUDA_ARCH__)
+    return __byte_perm(__byte_perm(b0, b1, 0x0040), __byte_perm(b2, b3, 0x0040), 0x5410);
+#else
+    return (b0 & 0xFFu) | (b1 & 0xFFu) << 8 | (b2 & 0xFFu) << 16 | (b3 & 0xFFu) << 24;
+#endif
+}
+
+/* acc[r] += q[r, i .. i + 15] . (the step's 16 grid values), lv: the levels by code. */
+template <int BITS>
+__device__ __forceinline__ void
+ckc_w4a8_gemv_step(const ckc_int8_linear_params &p, int rows, int64_t i, const ckc_w4a8_step &st, const float *lv,
+                   bool levels_finite, int32_t acc[CKC_LINEAR_GEMV_ROWS])
+{
+    uint32_t w[4];
+    CKC_UNROLL
+    for (int q = 0; q < 4; q++) {
+        uint32_t b[4];
+        CKC_UNROLL
+        for (int e = 0; e < 4; e++) {
+            const int v = 4 * q + e;
+            uint32_t code = (st.lo[v / 8] >> (4 * (v % 8))) & 0xFu;
+            if (BITS == 6) {
+                code |= ((st.hi >> (2 * v)) & 0x3u) << 4;
+            }
+            /* v is a constant here, so each index is too (a runtime index would put st.s in local memory) */
+            const float s = p.decode.group == 4 ? st.s[v / 4] : (p.decode.group == 8 ? st.s[v / 8] : st.s[0]);
+            const bool fast = levels_finite && (ckc_f32_bits(s) & 0x7F800000u) != 0x7F800000u;
+            b[e] = ckc_w4a8_gemv_byte(lv[code], s, fast);
+        }
+        w[q] = ckc_w4a8_gemv_word(b[0], b[1], b[2], b[3]);
+    }
+    CKC_UNROLL
+    for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+        if (r < rows) { /* the same for every lane: no divergence */
+            const ckc_bytes16 a = *(const ckc_bytes16 *)(p.q + r * p.ldq + i);
+            CKC_UNROLL
+            for (int q = 0; q < 4; q++) {
+                acc[r] = __dp4a((int)a.w[q], (int)w[q], acc[r]);
+            }
+        }
+    }
+}
+
+template <int BITS>
+__device__ __forceinline__ void
+w4a8_gemv_body(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
+{
+    __shared__ float lv[1 << BITS];
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t j = (int64_t)blockIdx.x * CKC_GEMV_WARPS + threadIdx.x / 32;
+    const int rows = (int)p.rows;
+    for (int c = (int)threadIdx.x; c < (1 << BITS); c += (int)blockDim.x) {
+        lv[c] = ckc_w4a8_level((uint32_t)c, p.decode.codebook, BITS);
+    }
+    __syncthreads();
+    bool levels_finite = true;
+    for (int c = 0; c < (1 << BITS); c++) {
+        levels_finite = levels_finite && (ckc_f32_bits(lv[c]) & 0x7F800000u) != 0x7F800000u;
+    }
+    /* The whole warp skips (j is the same for its lanes), and reaches the mark with its block. */
+    if (j < p.n) {
+        int32_t acc[CKC_LINEAR_GEMV_ROWS];
+        for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+            acc[r] = 0;
+        }
+        int64_t i = (int64_t)lane * CKC_CHUNK;
+        for (; i + (CKC_W4A8_GEMV_DEPTH - 1) * 32 * CKC_CHUNK < p.k; i += CKC_W4A8_GEMV_DEPTH * 32 * CKC_CHUNK) {
+            ckc_w4a8_step st[CKC_W4A8_GEMV_DEPTH];
+            CKC_UNROLL
+            for (int s = 0; s < CKC_W4A8_GEMV_DEPTH; s++) {
+                ckc_w4a8_gemv_load<BITS>(p.decode, j, i + s * 32 * CKC_CHUNK, vec, st[s]);
+            }
+            CKC_UNROLL
+            for (int s = 0; s < CKC_W4A8_GEMV_DEPTH; s++) {
+                ckc_w4a8_gemv_step<BITS>(p, rows, i + s * 32 * CKC_CHUNK, st[s], lv, levels_finite, acc);
+            }
+        }
+        for (; i < p.k; i += 32 * CKC_CHUNK) { /* k is a multiple of 16: whole steps */
+            ckc_w4a8_step st;
+            ckc_w4a8_gemv_load<BITS>(p.decode, j, i, vec, st);
+            ckc_w4a8_gemv_step<BITS>(p, rows, i, st, lv, levels_finite, acc);
+        }
+        CKC_UNROLL
+        for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+            if (r < rows) {
+                for (int o = 16; o > 0; o /= 2) {
+                    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+                }
+                if (lane == r) { /* every lane holds every sum: lane r stores row r */
+                    ckc_store_value(p.out, p.out_kind, r * p.n + j,
+                                    ckc_linear_output(acc[r], p.x_scale[r], p.w_scale[j], p.terms, p.out_kind, r, j,
+                                                      p.n));
+                }
+            }
+        }
+    }
+    ckc_done_mark_arrive(done);
+}
+
+#define CKC_W4A8_GEMV_INSTANCE(bits)                                                                          \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(w4a8_gemv_kernel, bits), __launch_bounds__(CKC_GEMV_WARPS * 32),           \
+                        (ckc_int8_linear_params p, bool vec, ckc_done_mark done), (w4a8_gemv_body<bits>(p, vec, done)))
+CKC_W4A8_GEMV_KERNELS(CKC_W4A8_GEMV_INSTANCE)

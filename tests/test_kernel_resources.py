@@ -48,8 +48,8 @@ BLOCK_THREADS = {
     "mxfp8_quant_kernel": 256, "mxfp8_dequant_kernel": 256,
     # kernels/w4a4.cu: CKC_ROW_THREADS (the GEMM: 256 threads per 64 x 64 tile)
     "w4_quant_kernel": 256, "w4_dequant_kernel": 256, "w4_unpack_kernel": 256, "w4_linear_kernel": 256,
-    # kernels/w4a8.cu: CKC_ROW_THREADS
-    "w4a8_dequant_kernel": 256,
+    # kernels/w4a8.cu: CKC_ROW_THREADS; the GEMV CKC_GEMV_WARPS = 8 warps
+    "w4a8_dequant_kernel": 256, "w4a8_gemv_kernel": 256,
     # kernels/awq.cu: CKC_AWQ_WARPS = 4 warps
     "awq_gemv_kernel": 128,
 }
@@ -179,6 +179,8 @@ VECTOR_ACCESSES = {
     "nvfp4_quant_rows_kernel": ["LDG 128", "STG 64"], "nvfp4_dequant_rows_kernel": ["LDG 128", "STG 128"],
     # 16 codes: 8 bytes of nibbles (and 4 of the 6-bit plane), 16 int8 or 16-bit values stored
     "w4a8_dequant_kernel": ["LDG 64", "STG 128"],
+    # 16 codes per lane and step: 8 bytes of nibbles, the rows' 16 activation codes
+    "w4a8_gemv_kernel": ["LDG 64", "LDG 128"],
 }
 
 

@@ -241,6 +241,50 @@ def test_linear_on_the_gpu_path_equals_the_cpu(decode_bytes, m, n, k, bits, scal
     assert_bitwise_equal(gpu, cpu, f"{m}x{n}x{k} {bits} bits {scale_dtype} {parts}")
 
 
+def _misaligned(t):
+    """t's values at a data pointer 1 byte past an aligned one (the GEMV's byte-wise loads)."""
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype)[1:].view(t.shape)
+    buf.copy_(t)
+    assert buf.data_ptr() % 8 and buf.is_contiguous()
+    return buf
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+@pytest.mark.parametrize("bits,group", [(4, 4), (4, 8), (4, 16), (4, 64), (6, 16), (6, 32)])
+@pytest.mark.parametrize("scale_dtype", [torch.float8_e4m3fn, torch.float32], ids=["e4m3", "f32"])
+def test_gemv_on_the_gpu_path_equals_the_cpu(m, bits, group, scale_dtype):
+    """Up to 8 rows the canonical codes go through w4a8_gemv_kernel (decoded in registers, the
+    fast clamp-and-round of the grid): the CPU's bits for every group size and both widths, with
+    K past one step of the 4-deep load loop (2560 = 5 steps of 512) and an odd N."""
+    n, k = 37, 2560
+    q, s, sc, cb = storage(n, k, bits, group, scale_dtype, seed=m + group)
+    g = torch.Generator().manual_seed(bits * group)
+    x = torch.randn(m, k, generator=g, dtype=torch.bfloat16)
+    bias = torch.randn(n, generator=g, dtype=torch.bfloat16)
+    cpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, bias, group, 256, torch.float32)
+    with kernels_of("emulated"):
+        gpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, bias, group, 256, torch.float32)
+        misaligned = ops.w4a8_int8_linear(x, _misaligned(q), s, sc, cb, None, bias, group, 256, torch.float32)
+    assert_bitwise_equal(gpu, cpu, f"m={m} {bits} bits group {group}")
+    assert_bitwise_equal(misaligned, cpu, f"m={m} {bits} bits group {group}, codes 1 byte off alignment")
+
+
+def test_gemv_on_the_gpu_path_with_non_finite_scales_and_levels():
+    """The GEMV's fast grid (clamp, then round by adding 1.5 * 2^23) is taken only where the
+    scale and every level are finite; a NaN or infinite scale, a NaN or infinite codebook
+    level, and a huge level whose product overflows give math/w4a8.h's values (NaN -> 0)."""
+    n, k, m = 16, 512, 2
+    q, s, sc, cb = storage(n, k, 4, 16, torch.float32, seed=5)
+    s = s.clone()
+    s[0, 0], s[1, 3], s[2, 5], s[3, :] = float("nan"), float("inf"), float("-inf"), 1e30
+    x = torch.randn(m, k, dtype=torch.bfloat16)
+    for book in (cb, torch.tensor([float("nan"), float("inf"), -float("inf"), 3e38] + [0.1 * i for i in range(12)])):
+        cpu = ops.w4a8_int8_linear(x, q, s, sc, book)
+        with kernels_of("emulated"):
+            gpu = ops.w4a8_int8_linear(x, q, s, sc, book)
+        assert_bitwise_equal(gpu, cpu, "non-finite scales and levels")
+
+
 @pytest.mark.parametrize("act,extra", ACTS, ids=[str(a) for a, _ in ACTS])
 def test_linear_on_the_gpu_path_with_input_act_and_residual(decode_bytes, act, extra):
     decode_bytes(1)
@@ -297,13 +341,17 @@ def test_linear_on_the_gpu_path_in_row_chunks(decode_bytes):
 def test_the_gpu_path_never_holds_the_whole_decoded_weight(n, k):
     """The scratch of a call (C's plan, which the op carves) holds the decoded part within
     W4A8_DECODE_BYTES, not the N x K int8 weight: the format's point is a 4-bit weight in memory."""
-    for m in (1, 4096):
-        scratch, padded = _C.int8_linear_plan(m, k, n, 16, 16, 1, 0, 2, 1, 2**62, linear.W4A8_DECODE_BYTES)
+    for m in (1, 4096):  # the MMA records (decode_gemv 0) take the GEMM at every m
+        scratch, padded = _C.int8_linear_plan(m, k, n, 16, 16, 1, 0, 2, 1, 2**62, linear.W4A8_DECODE_BYTES, 0)
         per_row_codes_and_acc = -(-m // 32) * 32 * (k + 4 + 4 * n)  # rows padded to the GEMM's 32 (CKC_GEMM_ROWS)
         assert padded is None
         assert scratch - per_row_codes_and_acc <= linear.W4A8_DECODE_BYTES + 4096 < n * k, (m, n, k, scratch)
-        whole, _ = _C.int8_linear_plan(m, k, n, 16, 16, 1, 0, 2, 1, 2**62, n * k)
+        whole, _ = _C.int8_linear_plan(m, k, n, 16, 16, 1, 0, 2, 1, 2**62, n * k, 0)
         assert whole - per_row_codes_and_acc >= n * k  # the same plan with room for all rows holds them
+    # canonical codes, up to 8 rows: the GEMV decodes in registers, no decoded part and no accumulator
+    for m in (1, 8):
+        scratch, _ = _C.int8_linear_plan(m, k, n, 16, 16, 1, 0, 2, 1, 2**62, linear.W4A8_DECODE_BYTES, 1)
+        assert scratch <= m * (k + 4) + 8 * 256, (m, scratch)
 
 
 def test_cuda_calls_with_a_correction_fall_through_with_the_reason():

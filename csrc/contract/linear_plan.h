@@ -25,8 +25,10 @@
  * w4a8_linear (a W4A8 / W6A8 weight, GPU) adds one region ahead of the chunks:
  * decode_rows weight rows of k_pad int8 values, the codes of that many rows
  * decoded there before each GEMM of their columns (ckc_linear_decode_rows:
- * within a byte budget, so a call never holds the whole decoded weight); it
- * always takes the GEMM, so its chunks have an accumulator. */
+ * within a byte budget, so a call never holds the whole decoded weight).  Its
+ * few-row calls take the GEMV that decodes in registers where it reads the
+ * codes' layout (decode_gemv: the canonical rows; the MMA records take the
+ * GEMM), with neither region. */
 #ifndef CKC_CONTRACT_LINEAR_PLAN_H
 #define CKC_CONTRACT_LINEAR_PLAN_H
 
@@ -70,16 +72,19 @@ ckc_linear_decode_rows(int64_t n_pad, int64_t k_pad, int64_t n_align, int64_t de
 
 /* The layout of a call of `rows` rows of k activated values (x's elements of
  * x_bytes bytes; act: ckc_act) times an [n, k] weight; decode_bytes > 0: the
- * weight is W4A8 codes decoded within that many bytes at a time (GPU). */
+ * weight is W4A8 codes decoded within that many bytes at a time (GPU), or in
+ * the GEMV's registers for few rows where decode_gemv says it reads them. */
 static inline ckc_linear_layout
 ckc_linear_layout_of(int64_t rows, int64_t k, int64_t n, int64_t k_align, int64_t n_align, int gpu, int act,
-                     int64_t x_bytes, int64_t decode_bytes)
+                     int64_t x_bytes, int64_t decode_bytes, int decode_gemv)
 {
     ckc_linear_layout l;
+    const int gemv = gpu && rows <= CKC_LINEAR_GEMV_ROWS && (decode_bytes <= 0 || decode_gemv);
     l.k_pad = ckc_round_up(k, k_align);
     l.n_pad = ckc_round_up(n, n_align);
-    l.decode_rows = gpu && decode_bytes > 0 ? ckc_linear_decode_rows(l.n_pad, l.k_pad, n_align, decode_bytes) : 0;
-    l.acc_cols = gpu && rows <= CKC_LINEAR_GEMV_ROWS && l.decode_rows == 0 ? 0 : l.n_pad;
+    l.decode_rows = gpu && decode_bytes > 0 && !gemv ? ckc_linear_decode_rows(l.n_pad, l.k_pad, n_align, decode_bytes)
+                                                     : 0;
+    l.acc_cols = gemv ? 0 : l.n_pad;
     l.act_bytes = !gpu && act != CKC_ACT_NONE ? k * x_bytes : 0;
     l.factor_bytes = gpu && ckc_act_needs_row_factor(act) ? 4 : 0;
     l.row_align = gpu && l.acc_cols > 0 ? CKC_GEMM_ROWS : 1;

@@ -105,6 +105,8 @@
 /* w4a8_dequant_kernel<OUT>: the output's element kind (0 float32, 1 float16, 2 bfloat16)
  * or 3, the int8 grid. */
 #define CKC_W4A8_KERNELS(X) X(0) X(1) X(2) X(3)
+/* w4a8_gemv_kernel<BITS>: the codes' width (4 or 6). */
+#define CKC_W4A8_GEMV_KERNELS(X) X(4) X(6)
 
 /* ---- kernels/awq.cu ---- */
 

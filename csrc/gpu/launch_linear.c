@@ -109,6 +109,9 @@ linear_gemv(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, ckc_done_
     params.rows = rows;
     params.out = e.out;
     params.terms = e.terms;
+    if (p->w == NULL) { /* w4a8_linear: the codes decoded in registers */
+        return ckc_gpu_w4a8_gemv(&params, done, exec->stream, err);
+    }
     const ckc_launch_cfg c =
         ckc_launch_1d((p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS, CKC_GEMV_WARPS * 32, 0, exec->stream);
     void *args[] = {&params, &vec, &done};

@@ -2,7 +2,8 @@
 /* Launcher of the W4A8 / W6A8 weight decode (kernels/w4a8.cu): one grid-stride
  * launch of 16-column chunks, 8-byte code loads and 16-byte stores where the
  * tensors' bases allow them (every row is a whole number of chunks).  Also
- * w4a8_linear's decode of a part of the weight (launch_linear.c). */
+ * w4a8_linear's decode of a part of the weight and its GEMV of a few rows
+ * (called from launch_linear.c). */
 #if defined(CKC_WITH_GPU)
 
 #include "kernel.h"
@@ -14,6 +15,10 @@ CKC_W4A8_KERNELS(W4A8_DECL)
 #define W4A8_ENTRY(k) CKC_KERNEL_ENTRY(w4a8_dequant_kernel, "w4a8_dequant", "w4a8", CKC_KNAME1(w4a8_dequant_kernel, k), \
                                        k, 0, 0, 0)
 static ckc_kernel dequant[] = {CKC_W4A8_KERNELS(W4A8_ENTRY)};
+#define GEMV_DECL(b) CKC_EMU_THUNK_DECL(CKC_KNAME1(w4a8_gemv_kernel, b))
+CKC_W4A8_GEMV_KERNELS(GEMV_DECL)
+#define GEMV_ENTRY(b) CKC_KERNEL_ENTRY(w4a8_gemv_kernel, "w4a8_gemv", "w4a8", CKC_KNAME1(w4a8_gemv_kernel, b), b, 0, 0, 0)
+static ckc_kernel gemv[] = {CKC_W4A8_GEMV_KERNELS(GEMV_ENTRY)};
 
 ckc_status
 ckc_gpu_w4a8_decode(const ckc_dequantize_w4a8_int8_weight_params *p, uintptr_t stream, ckc_done_mark done,
@@ -29,6 +34,19 @@ ckc_gpu_w4a8_decode(const ckc_dequantize_w4a8_int8_weight_params *p, uintptr_t s
                                            CKC_ROW_THREADS, 0, stream);
     void *args[] = {&params, &q_vec, &out_vec, &done};
     return CKC_LAUNCH_INSTANCE(dequant, p->out_int8 ? 3 : (int)p->out_kind, 0, 0, 0, &c, args, err);
+}
+
+ckc_status
+ckc_gpu_w4a8_gemv(const ckc_int8_linear_params *p, ckc_done_mark done, uintptr_t stream, ckc_error *err)
+{
+    ckc_int8_linear_params params = *p;
+    /* canonical rows of k/2 or 3k/4 bytes (k a multiple of 16, of 32 at 6 bits) and the 6-bit
+     * plane at k/2: an 8-byte aligned base aligns every step's words */
+    bool vec = ((uintptr_t)p->decode.q % 8) == 0;
+    const ckc_launch_cfg c =
+        ckc_launch_1d((p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS, CKC_GEMV_WARPS * 32, 0, stream);
+    void *args[] = {&params, &vec, &done};
+    return CKC_LAUNCH_INSTANCE(gemv, p->decode.bits, 0, 0, 0, &c, args, err);
 }
 
 static ckc_status

@@ -22,6 +22,11 @@ ckc_status ckc_gpu_int8_quantize_rows(const ckc_quantize_int8_rowwise_params *p,
 ckc_status ckc_gpu_w4a8_decode(const ckc_dequantize_w4a8_int8_weight_params *p, uintptr_t stream, ckc_done_mark done,
                                ckc_error *err);
 
+/* w4a8_linear's GEMV (kernels/w4a8.cu) of p's rows (at most
+ * CKC_LINEAR_GEMV_ROWS, their codes in p->q) on the canonical codes in
+ * p->decode, under the caller's device guard. */
+ckc_status ckc_gpu_w4a8_gemv(const ckc_int8_linear_params *p, ckc_done_mark done, uintptr_t stream, ckc_error *err);
+
 /* The row-tile launchers: 1 when their kernels take the call (*status: the
  * launch's), 0 when the general kernels must (nothing launched). */
 int ckc_tile_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *lay, uintptr_t stream,

@@ -187,14 +187,16 @@ nvfp4_scale_shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 enum { PLAN_ROWS, PLAN_K, PLAN_N, PLAN_K_ALIGN, PLAN_N_ALIGN, PLAN_GPU, PLAN_ACT, PLAN_X_BYTES, PLAN_W_ALIGNED,
-       PLAN_LIMIT, PLAN_DECODE_BYTES, PLAN_ARGS };
+       PLAN_LIMIT, PLAN_DECODE_BYTES, PLAN_DECODE_GEMV, PLAN_ARGS };
 
-/* int8_linear_plan(rows, k, n, k_align, n_align, gpu, act, x_bytes, w_aligned16, limit, decode_bytes)
+/* int8_linear_plan(rows, k, n, k_align, n_align, gpu, act, x_bytes, w_aligned16, limit, decode_bytes,
+ *                  decode_gemv)
  * -> (scratch_bytes, padded): padded is None when the op reads the [n, k] weight
  * as it is, else the (n_pad, k_pad) shape of the zero-padded copy it needs.  The
  * scratch then holds as many rows as fit limit, less that copy's bytes (at least
  * one block of rows).  decode_bytes > 0: w4a8_linear's plan (the weight as codes,
- * decoded within that many bytes at a time: never padded). */
+ * decoded within that many bytes at a time: never padded; decode_gemv: its GEMV
+ * reads the codes' layout). */
 static PyObject *
 int8_linear_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -213,8 +215,9 @@ int8_linear_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     l = ckc_linear_layout_of(v[PLAN_ROWS], v[PLAN_K], v[PLAN_N], v[PLAN_K_ALIGN], v[PLAN_N_ALIGN],
-                             v[PLAN_GPU] != 0, (int)v[PLAN_ACT], v[PLAN_X_BYTES], v[PLAN_DECODE_BYTES]);
-    if (l.decode_rows > 0 || !ckc_linear_pads_weight(&l, v[PLAN_K], v[PLAN_N], v[PLAN_W_ALIGNED] != 0)) {
+                             v[PLAN_GPU] != 0, (int)v[PLAN_ACT], v[PLAN_X_BYTES], v[PLAN_DECODE_BYTES],
+                             v[PLAN_DECODE_GEMV] != 0);
+    if (v[PLAN_DECODE_BYTES] > 0 || !ckc_linear_pads_weight(&l, v[PLAN_K], v[PLAN_N], v[PLAN_W_ALIGNED] != 0)) {
         return Py_BuildValue("(LO)", (long long)ckc_linear_scratch_bytes(&l, v[PLAN_ROWS], v[PLAN_LIMIT]), Py_None);
     }
     budget = v[PLAN_LIMIT] - l.n_pad * l.k_pad;
@@ -224,9 +227,11 @@ int8_linear_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef shared_functions[] = {
     {"int8_linear_plan", (PyCFunction)(void (*)(void))int8_linear_plan, METH_FASTCALL,
-     "int8_linear_plan(rows, k, n, k_align, n_align, gpu, act, x_bytes, w_aligned16, limit, decode_bytes)\n--\n\n"
+     "int8_linear_plan(rows, k, n, k_align, n_align, gpu, act, x_bytes, w_aligned16, limit, decode_bytes,\n"
+     "                 decode_gemv)\n--\n\n"
      "(scratch bytes, None or the (n_pad, k_pad) shape of the zero-padded weight copy the GEMM needs) of an "
-     "int8_linear call, within the memory limit; decode_bytes > 0: of a w4a8_linear call."},
+     "int8_linear call, within the memory limit; decode_bytes > 0: of a w4a8_linear call (decode_gemv: "
+     "its GEMV reads the codes)."},
     {"round_up", (PyCFunction)(void (*)(void))round_up, METH_FASTCALL,
      "round_up(v, m)\n--\n\nv rounded up to a multiple of m (the C helper every padded extent uses)."},
     {"nvfp4_scale_shape", (PyCFunction)(void (*)(void))nvfp4_scale_shape, METH_FASTCALL,

@@ -214,8 +214,8 @@ check_weight(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_p
 /* What int8_linear and w4a8_linear read alike: x's rows and the activation,
  * the ConvRot group, the alignments (into *l, with decode_bytes: w4a8_linear's). */
 static ckc_status
-prepare_rows(const ckc_op_args *a, int64_t decode_bytes, ckc_int8_linear_params *p, ckc_linear_layout *l,
-             ckc_error *err)
+prepare_rows(const ckc_op_args *a, int64_t decode_bytes, int decode_gemv, ckc_int8_linear_params *p,
+             ckc_linear_layout *l, ckc_error *err)
 {
     const int64_t act = a->i[LI_ACT];
     const int64_t k_align = a->i[LI_K_ALIGN];
@@ -232,7 +232,7 @@ prepare_rows(const ckc_op_args *a, int64_t decode_bytes, ckc_int8_linear_params 
     CKC_TRY(ckc_linear_act_args_of(a, LN_ACT_WEIGHT, LN_MODULATION, a->i[LI_EPS_BITS], a->i[LI_NORM_KIND], p,
                                    err));
     *l = ckc_linear_layout_of(p->rows, p->k, p->n, k_align, n_align, a->exec.gpu, (int)act, ckc_kind_size(p->kind),
-                              decode_bytes);
+                              decode_bytes, decode_gemv);
     return CKC_OK;
 }
 
@@ -242,7 +242,7 @@ prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     ckc_int8_linear_params *p = &params->int8_linear;
     ckc_linear_layout l;
     memset(&p->decode, 0, sizeof p->decode);
-    CKC_TRY(prepare_rows(a, 0, p, &l, err));
+    CKC_TRY(prepare_rows(a, 0, 0, p, &l, err));
     CKC_TRY(check_weight(a, &l, p, err));
     CKC_TRY(ckc_linear_terms_of(a, LN_BIAS, LN_RESIDUAL, p, err));
     return carve_scratch(a, &l, p, err);
@@ -295,7 +295,8 @@ prepare_w4a8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'decode_bytes'/'n_align': expected > 0 and a multiple of 16, "
                         "got %lld, %lld", (long long)decode_bytes, (long long)a->i[LI_N_ALIGN]);
     }
-    CKC_TRY(prepare_rows(a, decode_bytes, p, &l, err));
+    /* the GEMV reads canonical rows (kernels/w4a8.cu); the records take the GEMM */
+    CKC_TRY(prepare_rows(a, decode_bytes, a->i[LI_PACKED] == 0, p, &l, err));
     if (l.k_pad != p->k) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align': %lld does not divide K=%lld (decoded rows are not "
                         "padded)", (long long)a->i[LI_K_ALIGN], (long long)p->k);
