@@ -378,6 +378,8 @@ def plan(args) -> str:
         f"shapes (M x K, bfloat16, G = {workload.GROUP}): {', '.join(f'{m}x{k}' for m, k in workload.shapes())}",
         f"linear: {', '.join(workload.LINEAR_OPS)} (scaled_mm_nvfp4 on compute capability 10.0+) at M x K x N: "
         f"{', '.join(f'{m}x{k}x{n}' for m, k, n in workload.linear_shapes())}",
+        f"W4A8 (measured last, not profiled): {', '.join(workload.W4A8_OPS)} at M x K x N: "
+        f"{', '.join(f'{m}x{k}x{n}' for m, k, n in workload.w4a8_shapes())}",
         f"rows: {len(rows)} ({len(bench.plan_rows())} below compute capability 10.0); implementations: ours, comfy_kitchen cuda, comfy_kitchen triton, device copy",
         f"timing: {args.warmup} warm-up calls, then {args.calls} calls queued behind a spin kernel per round, median "
         f"of {args.rounds} rounds with the host ahead; host time per call from the same queueing; "

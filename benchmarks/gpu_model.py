@@ -358,6 +358,8 @@ def op_bytes(op: str, m: int, k: int, esize: int, n: int | None) -> float:
         return 2 * mk * esize + mk  # x read twice (absmax, then codes)
     if op == "int8_gemv":
         return n * k + m * k + 2 * m * n  # the weight once, the rows' codes, the outputs
+    if op == "w4a8_gemv":  # 4-bit codes and an e4m3 scale per 16 values, once; the rows' codes, the outputs
+        return n * k / 2 + n * k / 16 + m * k + 2 * m * n
     raise KeyError(op)
 
 
@@ -432,6 +434,16 @@ def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks:
         for launch in gemv.launches:
             launch.bytes = gemv.bytes
         return Plan(op, quant.bytes + gemv.bytes, quant.launches + gemv.launches)
+    if base == "w4a8_int8_linear":
+        if m > GEMV_ROWS or n is None:
+            raise KeyError("w4a8_int8_linear: past the GEMV, cuBLASLt's GEMM (not modelled) on decoded parts")
+        quant = plan_for("int8_linear_quantize", m, k, dtype, group, n, ks, arch)
+        gemv = plan_w4a8_gemv(m, k, n)
+        for launch in quant.launches:
+            launch.bytes = quant.bytes / len(quant.launches)
+        for launch in gemv.launches:
+            launch.bytes = gemv.bytes
+        return Plan(op, quant.bytes + gemv.bytes, quant.launches + gemv.launches)
     if base == "quantize_int8_tensorwise":
         return plan_tensorwise(m, k, kind, esize)
     if base == "int8_linear_epilogue":
@@ -479,6 +491,17 @@ def plan_gemv(m: int, k: int, n: int) -> Plan:
     blocks = -(-n // 8)
     plan = Plan("int8_gemv", op_bytes("int8_gemv", m, k, 2, n))
     plan.launches.append(Launch("int8_gemv_kernel", (), 256, blocks, k / 32, 1 + m, 0, load_bytes=None))
+    return plan
+
+
+def plan_w4a8_gemv(m: int, k: int, n: int) -> Plan:
+    """kernels/w4a8.cu's GEMV (w4a8_linear, up to GEMV_ROWS rows, 4-bit canonical codes, groups of
+    16): int8_gemv's walk with 8 bytes of codes and the group's scale per lane and step in place of
+    16 weight bytes, the int8 grid made in registers."""
+    blocks = -(-n // 8)
+    plan = Plan("w4a8_gemv", op_bytes("w4a8_gemv", m, k, 2, n))
+    plan.launches.append(Launch("w4a8_gemv_kernel", (4,), 256, blocks, k / 32, 0.5 + 1 / 16 + m, 0,
+                                load_bytes=None))
     return plan
 
 

@@ -127,12 +127,21 @@ BY_NAME = {op.name: op for op in OPS}
 # Eager's quantized ops that "c" does not serve, with why.  A comfy_kitchen release that adds an
 # op makes tests/test_registration.py fail until it is served (a line above) or listed here.
 NOT_SERVED = {
-    "quantize_w4a8_int8_weight": "W4A8 quantizer: a seeded search (codebook fit, ALS, scale search) not served yet",
-    # SVDQuant: comfy_kitchen's layout calls its own CUDA extension directly when that is built (the
-    # registry is bypassed), so "c" would serve only the CPU and the GPUs without it; a W4A4 GEMM plus
-    # a low-rank branch, left after every other format (issue 21's order)
-    "quantize_svdquant_w4a4": "SVDQuant int4: not served yet (its layout calls comfy_kitchen's CUDA extension directly)",
-    "scaled_mm_svdquant_w4a4": "SVDQuant int4: not served yet (its layout calls comfy_kitchen's CUDA extension directly)",
+    # A load-time search on the rotated weight: a kurtosis gate over seeded samples, a Lloyd-Max
+    # codebook fit from torch.quantile, ALS passes whose group sums are torch's float32 reductions,
+    # a scale search; our rotation is within a bound of eager's (butterflies against its matmul), so
+    # a C version would pick other codes where eager's do not: not eager's weight.  Once per weight,
+    # at load (or a LoRA's requantize): eager serves it, and every op on its result is ours.
+    "quantize_w4a8_int8_weight": "W4A8 quantizer: a load-time search (codebook fit, ALS, scale search) over a "
+                                 "rotation c matches within a bound, not bit for bit: its codes would not be "
+                                 "eager's; eager serves it",
+    # SVDQuant: on CUDA comfy_kitchen's layout calls its own CUDA extension directly whenever it is built
+    # (the registry is bypassed), so "c" would serve CPU calls only; its low-rank branch is torch's float
+    # matmul, and its GEMM is a group-scaled int4 one (scales per 64 values of both operands)
+    "quantize_svdquant_w4a4": "SVDQuant int4: on CUDA its layout calls comfy_kitchen's CUDA extension directly "
+                              "(the registry is bypassed): CPU calls only would reach c; not served",
+    "scaled_mm_svdquant_w4a4": "SVDQuant int4: on CUDA its layout calls comfy_kitchen's CUDA extension directly "
+                               "(the registry is bypassed): CPU calls only would reach c; not served",
     # issue 21, item 3: eager's fp16_linear is torch.nn.functional.linear (cuBLAS on CUDA, oneDNN on
     # the CPU) plus an addcmul; measured (benchmarks/README.md "fp16_linear"): bfloat16 on the CPU
     # runs oneDNN's AMX kernels at 80-180 GFLOP/s, and cuBLAS is the GPU's own GEMM.  float16 on the

@@ -11,6 +11,7 @@
  * csrc/gpu/launch_linear.c. */
 #include "done_mark.cuh"
 #include "elements.cuh"
+#include "gemv.cuh"
 
 #include "contract/linear_plan.h"
 #include "gpu/kernel_args.h"
@@ -101,19 +102,7 @@ int8_gemv_body(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
                 acc[r] += a[r] * wi; /* rows past the chunk's add 0 and are never stored */
             }
         }
-        CKC_UNROLL
-        for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
-            if (r < rows) {
-                for (int o = 16; o > 0; o /= 2) {
-                    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-                }
-                if (lane == r) { /* every lane holds every sum: lane r stores row r */
-                    ckc_store_value(p.out, p.out_kind, r * p.n + j,
-                                    ckc_linear_output(acc[r], p.x_scale[r], p.w_scale[p.w_per_channel ? j : 0],
-                                                      p.terms, p.out_kind, r, j, p.n));
-                }
-            }
-        }
+        ckc_gemv_store(p, rows, lane, j, acc);
     }
     ckc_done_mark_arrive(done);
 }

@@ -7,6 +7,7 @@
  * or the float weight through the row kernels' 16-value store.  The element
  * math is math/w4a8.h, the same as the CPU's, so both give eager's bits. */
 #include "done_mark.cuh"
+#include "gemv.cuh"
 #include "row_tile.cuh"
 #include "contract/linear_plan.h"
 #include "gpu/kernel_args.h"
@@ -167,32 +168,31 @@ ckc_w4a8_gemv_load(const ckc_dequantize_w4a8_int8_weight_params &d, int64_t j, i
             st.hi |= (c >> 4) << (2 * e);
         }
     }
-    if (d.group >= CKC_CHUNK) {
-        st.s[0] = ckc_w4a8_gemv_scale(d, s0 + i / d.group);
+    /* 32-bit divisions: k <= CKC_W4A8_GEMV_MAX_K (the layout's condition for this GEMV) */
+    const uint32_t group = (uint32_t)d.group;
+    if (group >= CKC_CHUNK) {
+        st.s[0] = ckc_w4a8_gemv_scale(d, s0 + (uint32_t)i / group);
     } else {
         CKC_UNROLL
         for (int g = 0; g < 4; g++) {
-            st.s[g] = g * d.group < CKC_CHUNK ? ckc_w4a8_gemv_scale(d, s0 + (i + g * d.group) / d.group) : 0.0f;
+            st.s[g] = g * group < CKC_CHUNK ? ckc_w4a8_gemv_scale(d, s0 + (uint32_t)i / group + g) : 0.0f;
         }
     }
 }
 
 /* The int8 grid value of a level and scale as a byte in the low 8 bits:
- * ckc_w4a8_int8's bits.  `fast` (the scale and every level finite, so the
- * product is finite or an infinity): clamped first, then rounded by adding
- * 1.5 * 2^23 (round to nearest even, as rintf), whose low byte is then the
- * two's complement value; clamping before rounding gives the same value for a
- * finite product (anything past 127 rounds to 127 either way), and an infinity
- * clamps to +-127 as eager's round-then-clamp does.  Else (a NaN scale or
- * level) math/w4a8.h's own form. */
+ * ckc_w4a8_int8's value (eager's round, then clamp to +-127; NaN to 0) by a
+ * clamp first, then a round by adding 1.5 * 2^23 (to nearest even, as rintf),
+ * whose low byte is then the two's complement value.  Clamping before
+ * rounding gives the same value for every finite product (anything past 127
+ * rounds to 127 either way) and for an infinity; a NaN (a NaN scale or level,
+ * 0 * inf) is selected to 0 first.  No conversion instruction, no branch. */
 __device__ __forceinline__ uint32_t
-ckc_w4a8_gemv_byte(float level, float s, bool fast)
+ckc_w4a8_gemv_byte(float level, float s)
 {
-    if (fast) {
-        const float x = fminf(fmaxf(level * s, -127.0f), 127.0f);
-        return ckc_f32_bits(x + 12582912.0f);
-    }
-    return (uint32_t)(uint8_t)ckc_w4a8_int8(level, s);
+    const float x = level * s;
+    const float c = x == x ? fminf(fmaxf(x, -127.0f), 127.0f) : 0.0f;
+    return ckc_f32_bits(c + 12582912.0f);
 }
 
 /* Four grid bytes (low bytes of b0..b3) as one word for dp4a. */
@@ -206,12 +206,21 @@ ckc_w4a8_gemv_word(uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3)
 #endif
 }
 
-/* acc[r] += q[r, i .. i + 15] . (the step's 16 grid values), lv: the levels by code. */
+/* acc[r] += q[r, i .. i + 15] . (the step's 16 grid values), lv: the levels by code.  The
+ * rows' codes are loaded first (L1/L2 hits: every warp reads the same few rows), as in
+ * int8_gemv_step, so their round trip overlaps the grid's arithmetic. */
 template <int BITS>
 __device__ __forceinline__ void
 ckc_w4a8_gemv_step(const ckc_int8_linear_params &p, int rows, int64_t i, const ckc_w4a8_step &st, const float *lv,
-                   bool levels_finite, int32_t acc[CKC_LINEAR_GEMV_ROWS])
+                   int32_t acc[CKC_LINEAR_GEMV_ROWS])
 {
+    ckc_bytes16 a[CKC_LINEAR_GEMV_ROWS] = {};
+    CKC_UNROLL
+    for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
+        if (r < rows) { /* the same for every lane: no divergence */
+            a[r] = *(const ckc_bytes16 *)(p.q + r * p.ldq + i);
+        }
+    }
     uint32_t w[4];
     CKC_UNROLL
     for (int q = 0; q < 4; q++) {
@@ -225,18 +234,16 @@ ckc_w4a8_gemv_step(const ckc_int8_linear_params &p, int rows, int64_t i, const c
             }
             /* v is a constant here, so each index is too (a runtime index would put st.s in local memory) */
             const float s = p.decode.group == 4 ? st.s[v / 4] : (p.decode.group == 8 ? st.s[v / 8] : st.s[0]);
-            const bool fast = levels_finite && (ckc_f32_bits(s) & 0x7F800000u) != 0x7F800000u;
-            b[e] = ckc_w4a8_gemv_byte(lv[code], s, fast);
+            b[e] = ckc_w4a8_gemv_byte(lv[code], s);
         }
         w[q] = ckc_w4a8_gemv_word(b[0], b[1], b[2], b[3]);
     }
     CKC_UNROLL
     for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
-        if (r < rows) { /* the same for every lane: no divergence */
-            const ckc_bytes16 a = *(const ckc_bytes16 *)(p.q + r * p.ldq + i);
+        if (r < rows) {
             CKC_UNROLL
             for (int q = 0; q < 4; q++) {
-                acc[r] = __dp4a((int)a.w[q], (int)w[q], acc[r]);
+                acc[r] = __dp4a((int)a[r].w[q], (int)w[q], acc[r]);
             }
         }
     }
@@ -254,10 +261,6 @@ w4a8_gemv_body(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
         lv[c] = ckc_w4a8_level((uint32_t)c, p.decode.codebook, BITS);
     }
     __syncthreads();
-    bool levels_finite = true;
-    for (int c = 0; c < (1 << BITS); c++) {
-        levels_finite = levels_finite && (ckc_f32_bits(lv[c]) & 0x7F800000u) != 0x7F800000u;
-    }
     /* The whole warp skips (j is the same for its lanes), and reaches the mark with its block. */
     if (j < p.n) {
         int32_t acc[CKC_LINEAR_GEMV_ROWS];
@@ -273,27 +276,15 @@ w4a8_gemv_body(ckc_int8_linear_params p, bool vec, ckc_done_mark done)
             }
             CKC_UNROLL
             for (int s = 0; s < CKC_W4A8_GEMV_DEPTH; s++) {
-                ckc_w4a8_gemv_step<BITS>(p, rows, i + s * 32 * CKC_CHUNK, st[s], lv, levels_finite, acc);
+                ckc_w4a8_gemv_step<BITS>(p, rows, i + s * 32 * CKC_CHUNK, st[s], lv, acc);
             }
         }
         for (; i < p.k; i += 32 * CKC_CHUNK) { /* k is a multiple of 16: whole steps */
             ckc_w4a8_step st;
             ckc_w4a8_gemv_load<BITS>(p.decode, j, i, vec, st);
-            ckc_w4a8_gemv_step<BITS>(p, rows, i, st, lv, levels_finite, acc);
+            ckc_w4a8_gemv_step<BITS>(p, rows, i, st, lv, acc);
         }
-        CKC_UNROLL
-        for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {
-            if (r < rows) {
-                for (int o = 16; o > 0; o /= 2) {
-                    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-                }
-                if (lane == r) { /* every lane holds every sum: lane r stores row r */
-                    ckc_store_value(p.out, p.out_kind, r * p.n + j,
-                                    ckc_linear_output(acc[r], p.x_scale[r], p.w_scale[j], p.terms, p.out_kind, r, j,
-                                                      p.n));
-                }
-            }
-        }
+        ckc_gemv_store(p, rows, lane, j, acc);
     }
     ckc_done_mark_arrive(done);
 }

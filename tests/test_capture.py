@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from comfy_kitchen.tensor.w4a8_packed import default_w4a8_codebook
 
 import comfy_kitchen_c as ckc
 from comfy_kitchen_c import CaptureError, doctor, faults, flight, ops
@@ -65,6 +66,10 @@ def op_cases(device="cpu"):
     table_scale = on(torch.rand(100, 1, generator=g(16)) * 0.01)
     idx = on(torch.tensor([[3, 99], [0, 42]]))
     lin = (w, ws, bias, torch.bfloat16)
+    # a W4A8 weight of 40 rows (the GEMM's last decoded part runs past n over zeroed rows)
+    w4 = (on(torch.randint(-128, 128, (40, 128), generator=g(19), dtype=torch.int8)),
+          on((torch.rand(40, 16, generator=g(20)) * 100 + 1).to(torch.float8_e4m3fn)),
+          on(torch.rand(40, generator=g(21)) * 0.001), on(default_w4a8_codebook()))
     return [
         ("quantize_int8_rowwise", lambda x: ops.quantize_int8_rowwise(x), (x,)),
         ("quantize_int8_tensorwise", lambda x: ops.quantize_int8_tensorwise(x), (x32,)),
@@ -93,6 +98,9 @@ def op_cases(device="cpu"):
         ("int8_linear situ gemv", lambda x: ops.int8_linear(x, *lin, input_act="situ"),
          (on(torch.randn(1, 512, generator=g(15)).to(torch.bfloat16)),)),
         ("int8_linear_modulated", lambda x: ops.int8_linear_modulated(x, mod, *lin), (x,)),
+        ("w4a8_int8_linear gemm", lambda x: ops.w4a8_int8_linear(x, *w4),
+         (on(torch.randn(20, 256, generator=g(22)).to(torch.bfloat16)),)),
+        ("w4a8_int8_linear gemv", lambda x: ops.w4a8_int8_linear(x, *w4), (x[:3].contiguous(),)),
         ("int8_linear_rms_modulated", lambda x: ops.int8_linear_rms_modulated(x, nw, 1e-6, mod, *lin, True, 64),
          (x,)),
     ]

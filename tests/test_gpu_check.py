@@ -325,7 +325,8 @@ def test_rows_are_measured_targets_first_and_inputs_span_the_l2():
     ms = [m for op, m, k, n in rows]
     first_linear = next(i for i, r in enumerate(rows) if r[0] in workload.LINEAR_OPS)
     assert set(ms[:first_linear]) == {4096} and ms[-1] == 1
-    assert {op for op, *_ in rows} == set(workload.OPS) | set(workload.LINEAR_OPS)
+    assert {op for op, *_ in rows} == set(workload.OPS) | set(workload.LINEAR_OPS) | set(workload.W4A8_OPS)
+    assert rows[-len(workload.w4a8_shapes()):] == [("w4a8_int8_linear", *s) for s in workload.w4a8_shapes()]
     assert {(m, k) for op, m, k, n in rows if n == 0} == {(m, k) for m in (4096, 1) for k in (3072, 5120, 14336)}
     assert {m for op, m, k, n in rows if op == "int8_linear"} == {1, 8, 256, 1024, 4096}  # 8 and 1: the GEMV
     assert workload.input_sets(40 << 20, 50 << 20) == 4 and workload.input_sets(200 << 20, 50 << 20) == 1

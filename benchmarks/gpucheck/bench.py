@@ -18,7 +18,8 @@ from .model import load_predictor, model_gpu, predict_us
 from .records import BACKENDS, COPY, FLIGHT_OFF, FLIGHT_RIDING, OURS, Row, write_record
 from .targets import TARGET_M
 from .workload import (bytes_moved, input_sets, linear_arguments, linear_shapes, one_line,
-                       op_arguments, FP4_GEMM_MIN_CC, OPS, LINEAR_OPS, shapes, their_implementation,
+                       op_arguments, FP4_GEMM_MIN_CC, OPS, LINEAR_OPS, W4A8_OPS, shapes, their_implementation,
+                       w4a8_shapes,
                        backend_status)
 
 GRAPH_REPLAYS = 3
@@ -151,13 +152,14 @@ def measure_linear(op: str, m: int, k: int, n: int, ours, backends: dict, clock,
 
 def plan_rows(capability: tuple[int, int] = (0, 0)) -> list[tuple]:
     """The rows in the order measured: M = 4096 first (the bandwidth targets), then the
-    linear ops (scaled_mm_nvfp4 from compute capability 10.0), then M = 1: what a budget cut
-    short loses is the last."""
+    linear ops (scaled_mm_nvfp4 from compute capability 10.0), then M = 1, then the W4A8
+    linear: what a budget cut short loses is the last."""
     big = [(op, m, k, 0) for m, k in shapes() if m == TARGET_M for op in OPS]
     small = [(op, m, k, 0) for m, k in shapes() if m != TARGET_M for op in OPS]
     linear = [(op, m, k, n) for m, k, n in linear_shapes() for op in LINEAR_OPS
               if op != "scaled_mm_nvfp4" or tuple(capability) >= FP4_GEMM_MIN_CC]
-    return big + linear + small
+    w4a8 = [(op, m, k, n) for m, k, n in w4a8_shapes() for op in W4A8_OPS]
+    return big + linear + small + w4a8
 
 
 def cuda_ops():
@@ -192,7 +194,7 @@ def worker(path: str, budget_s: float, cfg: Config) -> int:
             if time.monotonic() > deadline:
                 print(f"time budget of {budget_s:.0f} s used up", file=sys.stderr)
                 return 0
-            row = (measure_linear(op, m, k, n, ours, backends, clock, cfg, l2_bytes) if op in LINEAR_OPS
+            row = (measure_linear(op, m, k, n, ours, backends, clock, cfg, l2_bytes) if op in LINEAR_OPS + W4A8_OPS
                    else measure_op(op, m, k, ours, backends, clock, cfg, l2_bytes))
             if row is None:
                 continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from .workload import GROUP, LINEAR_OPS
+from .workload import GROUP, LINEAR_OPS, W4A8_OPS
 
 MODEL_GPUS = ("h200", "rtx5070ti")
 
@@ -36,7 +36,7 @@ def predict_us(predict: Callable | None, op: str, m: int, k: int, n: int, gpu: s
     if predict is None:
         return None
     try:
-        ms = predict(op, m, k, dtype="bfloat16", gpu=gpu, n=n if op in LINEAR_OPS else None, group=GROUP)
+        ms = predict(op, m, k, dtype="bfloat16", gpu=gpu, n=n if op in LINEAR_OPS + W4A8_OPS else None, group=GROUP)
     except Exception:
         return None
     return None if ms is None else ms * 1e3

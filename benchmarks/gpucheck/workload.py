@@ -26,6 +26,11 @@ OPS = ("quantize_int8_rowwise", "quantize_int8_tensorwise", "quantize_and_rotate
 LINEAR_OPS = ("int8_linear", "scaled_mm_nvfp4")
 LINEAR_M = (4096, 1024, 256, 8, 1)  # 8 and 1: the GEMV (up to CKC_LINEAR_GEMV_ROWS rows)
 LINEAR_KN = ((3072, 3072), (5120, 14336), (14336, 5120))  # a DiT's attention, MLP up and MLP down
+# The W4A8 linear (issue 21), against comfy_kitchen cuda's (chunked decode + its int8 GEMM; its
+# in-register GEMV up to 8 rows) and triton's: the decoded GEMM at 4096 rows, the GEMV at 8 and 1.  Measured
+# after every other row, so a budget cut short loses these first; not profiled.
+W4A8_OPS = ("w4a8_int8_linear",)
+W4A8_M = (4096, 8, 1)  # 8 and 1: the GEMV that decodes in registers
 FP4_GEMM_MIN_CC = (10, 0)
 DEVICE = "cuda"           # the tests measure on "cpu" with a fake clock
 CACHE_MULTIPLE = 3        # a call's input sets together span at least this many L2 caches
@@ -39,6 +44,10 @@ def shapes() -> list[tuple[int, int]]:
 
 def linear_shapes() -> list[tuple[int, int, int]]:
     return [(m, k, n) for m in LINEAR_M for k, n in LINEAR_KN]
+
+
+def w4a8_shapes() -> list[tuple[int, int, int]]:
+    return [(m, k, n) for m in W4A8_M for k, n in LINEAR_KN]
 
 
 def input_sets(nbytes: int, l2_bytes: int) -> int:
@@ -102,6 +111,14 @@ def linear_arguments(op: str, m: int, k: int, n: int, ours, seed: int = 0) -> tu
 
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     x = torch.randn(m, k, device=DEVICE, dtype=torch.bfloat16, generator=g)
+    if op == "w4a8_int8_linear":  # AsymW4A8Int8Layout's default: 4-bit codebook, e4m3 scales of 16 values
+        from comfy_kitchen.tensor.w4a8_packed import default_w4a8_codebook
+
+        q = torch.randint(-128, 128, (n, k // 2), device=DEVICE, dtype=torch.int8, generator=g)
+        s_rel = (torch.rand(n, k // 16, device=DEVICE, generator=g) * 200 + 1).to(torch.float8_e4m3fn)
+        s_channel = torch.rand(n, device=DEVICE, generator=g) * 1e-3 + 1e-5
+        bias = torch.randn(n, device=DEVICE, dtype=torch.bfloat16, generator=g)
+        return (x, q, s_rel, s_channel, default_w4a8_codebook().to(DEVICE), None, bias, 16, GROUP, torch.bfloat16)
     if op == "int8_linear":
         w = torch.randint(-127, 128, (n, k), device=DEVICE, dtype=torch.int8, generator=g)
         ws = torch.rand(n, device=DEVICE, generator=g) * 0.01
@@ -131,7 +148,7 @@ def backend_status() -> dict:
         usable = info["available"] and not info.get("disabled")
         reason = info.get("unavailable_reason") or ("disabled" if info.get("disabled") else None)
         result[b] = {"available": usable, "reason": reason,
-                     "ops": [op for op in OPS + LINEAR_OPS if op in info["capabilities"]]}
+                     "ops": [op for op in OPS + LINEAR_OPS + W4A8_OPS if op in info["capabilities"]]}
     return result
 
 

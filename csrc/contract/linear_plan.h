@@ -47,6 +47,9 @@
  * the GEMV reads once for all of them (kernels/linear.cu: one int32 sum per row
  * in each lane's registers). */
 #define CKC_LINEAR_GEMV_ROWS 8
+/* w4a8_linear's GEMV finds a column's group scale by a 32-bit division (a
+ * 64-bit one is a library call per step): rows past this take the GEMM. */
+#define CKC_W4A8_GEMV_MAX_K 0x7FFFFFFF
 
 typedef struct {
     int64_t k_pad;
@@ -79,7 +82,8 @@ ckc_linear_layout_of(int64_t rows, int64_t k, int64_t n, int64_t k_align, int64_
                      int64_t x_bytes, int64_t decode_bytes, int decode_gemv)
 {
     ckc_linear_layout l;
-    const int gemv = gpu && rows <= CKC_LINEAR_GEMV_ROWS && (decode_bytes <= 0 || decode_gemv);
+    const int gemv = gpu && rows <= CKC_LINEAR_GEMV_ROWS &&
+                     (decode_bytes <= 0 || (decode_gemv && k <= CKC_W4A8_GEMV_MAX_K));
     l.k_pad = ckc_round_up(k, k_align);
     l.n_pad = ckc_round_up(n, n_align);
     l.decode_rows = gpu && decode_bytes > 0 && !gemv ? ckc_linear_decode_rows(l.n_pad, l.k_pad, n_align, decode_bytes)

@@ -35,10 +35,17 @@
 
 enum { LN_X, LN_W, LN_WS, LN_BIAS, LN_OUT, LN_SCRATCH, LN_ACT_WEIGHT, LN_MODULATION, LN_RESIDUAL, LN_RESIDUAL_SCALE };
 enum { LI_ACT, LI_GROUP, LI_K_ALIGN, LI_N_ALIGN, LI_EPS_BITS, LI_NORM_KIND };
-/* w4a8_linear: int8_linear's tensors (the weight's place holds the codes, no
- * modulation) and ints, then these. */
+/* w4a8_linear: int8_linear's tensors (the weight's place holds the codes) and
+ * ints, then these. */
 enum { LN_S_REL = LN_RESIDUAL_SCALE + 1, LN_CODEBOOK };
 enum { LI_W_GROUP = LI_NORM_KIND + 1, LI_BITS, LI_PACKED, LI_E4M3, LI_DECODE_BYTES };
+
+/* The tensors after x, the weight and its scale: the same in both specs (LN_BIAS on). */
+#define LINEAR_TAIL_TENSORS                                                                                    \
+    {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL}, {"out", CKC_FLOATS, CKC_ARG_OUTPUT},                                \
+        {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT}, {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL}, \
+        {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL}, {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},                 \
+        {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL}
 
 static ckc_status
 carve_scratch(const ckc_op_args *a, const ckc_linear_layout *l, ckc_int8_linear_params *p, ckc_error *err)
@@ -253,13 +260,7 @@ const ckc_op_spec ckc_op_int8_linear = {
             {{"x", CKC_FLOATS, 0},
              {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
              {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
-             {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
-             {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT},
-             {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL}},
+             LINEAR_TAIL_TENSORS},
             6, {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind"}},
     .doc = "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,\n"
            "            residual_scale, act, group, k_align, n_align, eps_bits, norm_kind, stream, nthreads)\n"
@@ -316,13 +317,7 @@ const ckc_op_spec ckc_op_w4a8_linear = {
             {{"x", CKC_FLOATS, 0},
              {"qdata", CKC_DTYPE_BIT(CKC_DTYPE_INT8) | CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"s_channel", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
-             {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
-             {"scratch", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT},
-             {"act_weight", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"modulation", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"residual", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"residual_scale", CKC_FLOATS, CKC_ARG_OPTIONAL},
+             LINEAR_TAIL_TENSORS,
              {"s_rel", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32) | CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OPTIONAL},
              {"codebook", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OPTIONAL}},
             11, {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind", "group_size", "bits", "packed",
@@ -332,8 +327,8 @@ const ckc_op_spec ckc_op_w4a8_linear = {
            "            group_size, bits, packed, s_e4m3, decode_bytes, stream, nthreads)\n"
            "--\n\n"
            "int8_linear (GPU) with the weight as W4A8 / W6A8 codes (dequantize_w4a8_int8_weight's), decoded\n"
-           "to the int8 grid within decode_bytes of the scratch at a time, each part multiplied at once.\n"
-           "modulation must be None.",
+           "to the int8 grid within decode_bytes of the scratch at a time, each part multiplied at once;\n"
+           "up to 8 rows of canonical codes (packed=0), decoded in the GEMV's registers instead.",
     .prepare = prepare_w4a8_linear,
     .cpu = NULL,
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_linear),
