@@ -319,9 +319,10 @@ class BuildExt(build_ext):
     extension keeps its objects in a folder of its own per build configuration
     (build/objects/<ext>-<hash of compilers, flags, macros, CUDA targets>), where an
     object is rebuilt only when its source or a header is newer, and the extension is
-    relinked only when an object changed.  A configuration change (CUDA or not,
-    sanitizer, warnings: environment variables that file times cannot see) therefore
-    builds into another folder, and switching back finds its objects still there."""
+    relinked only when an object changed or another configuration linked it last
+    (link_stamp).  A configuration change (CUDA or not, sanitizer, warnings: environment
+    variables that file times cannot see) therefore builds into another folder, and
+    switching back finds its objects still there and links them again."""
 
     KEEP_CONFIGURATIONS = 4  # per extension; older object folders are removed
 
@@ -379,13 +380,29 @@ class BuildExt(build_ext):
             shutil.rmtree(old, ignore_errors=True)
         return str(folder)
 
+    @staticmethod
+    def link_stamp(ext) -> Path:
+        """build/objects/<ext>.linked: the object folder (configuration) that linked the
+        extension last, and where to."""
+        return ROOT / "build" / "objects" / f"{ext.name}.linked"
+
+    def linked_here(self, ext, output: str) -> bool:
+        """Whether `output` was linked last from this configuration's objects.  File times
+        cannot say: switching back to a configuration finds its objects older than the other
+        configuration's link, which would pass for "up to date"."""
+        stamp = self.link_stamp(ext)
+        return stamp.exists() and stamp.read_text() == f"{self.build_temp}\n{output}\n"
+
+    def mark_linked(self, ext, output: str) -> None:
+        self.link_stamp(ext).write_text(f"{self.build_temp}\n{output}\n")
+
     def build_extension(self, ext):
         saved = self.build_temp
         self.build_temp = self.object_folder(ext)
         try:
             objects, rebuilt = self.compile_all(ext)
             output = self.get_ext_fullpath(ext.name)
-            if not rebuilt and os.path.exists(output) and all(
+            if not rebuilt and os.path.exists(output) and self.linked_here(ext, output) and all(
                     os.path.getmtime(o) <= os.path.getmtime(output) for o in objects):
                 print(f"{ext.name}: up to date")
                 return
@@ -397,6 +414,7 @@ class BuildExt(build_ext):
             forced, self.force = self.force, True
             try:
                 super().build_extension(ext)
+                self.mark_linked(ext, output)
             finally:
                 ext.sources, self.force = sources, forced
         finally:

@@ -423,22 +423,12 @@ FLOAT32_OUT = {"dequantize_int8_simple", "dequantize_int8_convrot_weight"}
 def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks: dict, arch: str) -> Plan:
     kind, esize = DTYPES["float32" if op in FLOAT32_OUT else dtype]
     base = op[:-len("_dtype")] if op.endswith("_dtype") else op
-    if base == "int8_linear":
+    if base in ("int8_linear", "w4a8_int8_linear"):
         if m > GEMV_ROWS or n is None:
-            raise KeyError("int8_linear: the GEMM (cuBLASLt) is not modelled; int8_linear_quantize and "
-                           "int8_linear_epilogue are its modelled parts")
+            raise KeyError(f"{base}: the GEMM (cuBLASLt, on decoded parts for W4A8) is not modelled; "
+                           "int8_linear_quantize and int8_linear_epilogue are its modelled parts")
         quant = plan_for("int8_linear_quantize", m, k, dtype, group, n, ks, arch)
-        gemv = plan_gemv(m, k, n)
-        for launch in quant.launches:
-            launch.bytes = quant.bytes / len(quant.launches)
-        for launch in gemv.launches:
-            launch.bytes = gemv.bytes
-        return Plan(op, quant.bytes + gemv.bytes, quant.launches + gemv.launches)
-    if base == "w4a8_int8_linear":
-        if m > GEMV_ROWS or n is None:
-            raise KeyError("w4a8_int8_linear: past the GEMV, cuBLASLt's GEMM (not modelled) on decoded parts")
-        quant = plan_for("int8_linear_quantize", m, k, dtype, group, n, ks, arch)
-        gemv = plan_w4a8_gemv(m, k, n)
+        gemv = plan_gemv(m, k, n) if base == "int8_linear" else plan_w4a8_gemv(m, k, n)
         for launch in quant.launches:
             launch.bytes = quant.bytes / len(quant.launches)
         for launch in gemv.launches:

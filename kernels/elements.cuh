@@ -43,4 +43,16 @@ ckc_store_value(void *out, ckc_float_kind kind, int64_t i, float v)
     }
 }
 
+/* The low bytes of a, b, c, d as one word (a in the lowest byte): four int8
+ * codes packed for a 32-bit store or a dp4a. */
+__device__ __forceinline__ uint32_t
+ckc_low_bytes4(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
+{
+#if defined(__CUDA_ARCH__)
+    return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+#else
+    return (a & 0xFFu) | (b & 0xFFu) << 8 | (c & 0xFFu) << 16 | (d & 0xFFu) << 24;
+#endif
+}
+
 #endif /* CKC_ELEMENTS_CUH */

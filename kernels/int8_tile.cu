@@ -75,17 +75,6 @@ ckc_tile_code_noise(float q, float noise)
     return (uint8_t)ckc_int8_from_quotient(floorf(ckc_tile_round<KIND>(ckc_tile_round<KIND>(t) + noise)));
 }
 
-/* Four codes (low bytes of a, b, c, d) as one word. */
-__device__ __forceinline__ uint32_t
-ckc_tile_bytes4(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
-{
-#if defined(__CUDA_ARCH__)
-    return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
-#else
-    return (a & 0xFFu) | (b & 0xFFu) << 8 | (c & 0xFFu) << 16 | (d & 0xFFu) << 24;
-#endif
-}
-
 /* A thread's 32 values as the quantizer (or the plain rotation) sees them: loaded
  * words unpacked, activated (rounded to the element type as eager's activation
  * returns it), rotated and rounded to the element type (ckc_transform_chunk's
@@ -137,13 +126,13 @@ ckc_tile_store_codes(int8_t *out, int64_t col, bool live, const float v[CKC_TILE
     if (MODE == CKC_TILE_CODES && s.reciprocal) {
         CKC_UNROLL
         for (int q = 0; q < CKC_TILE / 4; q++) {
-            w[q] = ckc_tile_bytes4(ckc_tile_code_bf16(v[4 * q], s.inv), ckc_tile_code_bf16(v[4 * q + 1], s.inv),
+            w[q] = ckc_low_bytes4(ckc_tile_code_bf16(v[4 * q], s.inv), ckc_tile_code_bf16(v[4 * q + 1], s.inv),
                                    ckc_tile_code_bf16(v[4 * q + 2], s.inv), ckc_tile_code_bf16(v[4 * q + 3], s.inv));
         }
     } else if (MODE == CKC_TILE_CODES) {
         CKC_UNROLL
         for (int q = 0; q < CKC_TILE / 4; q++) {
-            w[q] = ckc_tile_bytes4(ckc_tile_code<KIND>(v[4 * q], s.divisor),
+            w[q] = ckc_low_bytes4(ckc_tile_code<KIND>(v[4 * q], s.divisor),
                                    ckc_tile_code<KIND>(v[4 * q + 1], s.divisor),
                                    ckc_tile_code<KIND>(v[4 * q + 2], s.divisor),
                                    ckc_tile_code<KIND>(v[4 * q + 3], s.divisor));
@@ -165,7 +154,7 @@ ckc_tile_store_codes(int8_t *out, int64_t col, bool live, const float v[CKC_TILE
         }
         CKC_UNROLL
         for (int q = 0; q < CKC_TILE / 4; q++) {
-            w[q] = ckc_tile_bytes4(ckc_tile_code_noise<KIND>(t[4 * q], n[4 * q]),
+            w[q] = ckc_low_bytes4(ckc_tile_code_noise<KIND>(t[4 * q], n[4 * q]),
                                    ckc_tile_code_noise<KIND>(t[4 * q + 1], n[4 * q + 1]),
                                    ckc_tile_code_noise<KIND>(t[4 * q + 2], n[4 * q + 2]),
                                    ckc_tile_code_noise<KIND>(t[4 * q + 3], n[4 * q + 3]));

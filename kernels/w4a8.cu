@@ -195,17 +195,6 @@ ckc_w4a8_gemv_byte(float level, float s)
     return ckc_f32_bits(c + 12582912.0f);
 }
 
-/* Four grid bytes (low bytes of b0..b3) as one word for dp4a. */
-__device__ __forceinline__ uint32_t
-ckc_w4a8_gemv_word(uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3)
-{
-#if defined(__CUDA_ARCH__)
-    return __byte_perm(__byte_perm(b0, b1, 0x0040), __byte_perm(b2, b3, 0x0040), 0x5410);
-#else
-    return (b0 & 0xFFu) | (b1 & 0xFFu) << 8 | (b2 & 0xFFu) << 16 | (b3 & 0xFFu) << 24;
-#endif
-}
-
 /* acc[r] += q[r, i .. i + 15] . (the step's 16 grid values), lv: the levels by code.  The
  * rows' codes are loaded first (L1/L2 hits: every warp reads the same few rows), as in
  * int8_gemv_step, so their round trip overlaps the grid's arithmetic. */
@@ -236,7 +225,7 @@ ckc_w4a8_gemv_step(const ckc_int8_linear_params &p, int rows, int64_t i, const c
             const float s = p.decode.group == 4 ? st.s[v / 4] : (p.decode.group == 8 ? st.s[v / 8] : st.s[0]);
             b[e] = ckc_w4a8_gemv_byte(lv[code], s);
         }
-        w[q] = ckc_w4a8_gemv_word(b[0], b[1], b[2], b[3]);
+        w[q] = ckc_low_bytes4(b[0], b[1], b[2], b[3]);
     }
     CKC_UNROLL
     for (int r = 0; r < CKC_LINEAR_GEMV_ROWS; r++) {

@@ -52,14 +52,20 @@ def test_the_emulated_device_is_built_for_development_only(setup_kwargs, monkeyp
     assert built_extensions(setup_kwargs, monkeypatch, env, inplace, editable) == expected
 
 
-def test_a_configuration_change_builds_into_another_object_folder(setup_kwargs):
-    """Objects built under one configuration (sanitizer, warnings as errors, macros) are never
-    linked into another's extension: the folder is named after the configuration's hash."""
+def finalized_build_ext(setup_kwargs):
+    """setup.py's build_ext command, finalized on a Distribution of its extensions."""
     captured, _ = setup_kwargs
     dist = setuptools.Distribution({"name": "comfy-kitchen-c", "ext_modules": list(captured["ext_modules"]),
                                     "cmdclass": captured["cmdclass"]})
     cmd = dist.get_command_obj("build_ext")
     cmd.ensure_finalized()
+    return cmd
+
+
+def test_a_configuration_change_builds_into_another_object_folder(setup_kwargs):
+    """Objects built under one configuration (sanitizer, warnings as errors, macros) are never
+    linked into another's extension: the folder is named after the configuration's hash."""
+    cmd = finalized_build_ext(setup_kwargs)
     ext = cmd.extensions[0]
     cmd.c_flags, cmd.cxx_flags, cmd.sanitizer_link = ["-O3"], ["-O3"], []
     plain = cmd.configuration(ext)
@@ -70,3 +76,23 @@ def test_a_configuration_change_builds_into_another_object_folder(setup_kwargs):
     ext.define_macros = ext.define_macros + [("CKC_EXTRA", "1")]
     macros = cmd.configuration(ext)
     assert len({plain, sanitized, werror, macros}) == 4
+
+
+def test_switching_back_to_a_configuration_links_its_objects_again(setup_kwargs, tmp_path, monkeypatch):
+    """A -> B -> A: A's objects are older than B's link, so file times alone said "up to date"
+    and left B's extension in place (an ASan build after the race build kept the race build's
+    _C_emu).  The link stamp names the configuration that linked the output last."""
+    cmd = finalized_build_ext(setup_kwargs)
+    ext = cmd.extensions[0]
+    monkeypatch.setattr(type(cmd), "link_stamp", staticmethod(lambda e: tmp_path / f"{e.name}.linked"))
+    output = str(tmp_path / "_C.so")
+    cmd.build_temp = "objects-A"
+    assert not cmd.linked_here(ext, output)  # never linked: link
+    cmd.mark_linked(ext, output)
+    assert cmd.linked_here(ext, output)
+    cmd.build_temp = "objects-B"
+    assert not cmd.linked_here(ext, output)  # A linked it: B links
+    cmd.mark_linked(ext, output)
+    cmd.build_temp = "objects-A"
+    assert not cmd.linked_here(ext, output)  # B linked it last: A links again
+    assert not cmd.linked_here(ext, str(tmp_path / "elsewhere.so"))

@@ -132,16 +132,23 @@ def test_linear(m, bits, dtype):
     assert_activation_close(ours, ref, f"m={m} {bits} bits {dtype}")
 
 
+def act_call(act, extra, n, k, m, dtype, seed):
+    """x for the activation (two halves for swiglu), and the activation's and residual's arguments."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, 2 * k if act == "swiglu" else k, generator=g, dtype=dtype)
+    w = torch.rand(k, generator=g, dtype=dtype) + 0.5 if act == "rms_norm" else None
+    res = torch.randn(m, n, generator=g, dtype=dtype)
+    rs = torch.rand(n, generator=g, dtype=dtype)
+    return x, dict(input_act=act, input_act_weight=w, input_act_eps=extra.get("eps", 0.0), residual=res,
+                   residual_scale=rs)
+
+
 @pytest.mark.parametrize("act,extra", ACTS, ids=[str(a) for a, _ in ACTS])
 def test_linear_input_act_and_residual(act, extra):
     n, k, m = 32, 256, 7
     q, s, sc, cb = storage(n, k, 4, 16)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(m, 2 * k if act == "swiglu" else k, generator=g, dtype=torch.bfloat16)
-    w = torch.rand(k, generator=g, dtype=torch.bfloat16) + 0.5 if act == "rms_norm" else None
-    res = torch.randn(m, n, generator=g, dtype=torch.bfloat16)
-    rs = torch.rand(n, generator=g, dtype=torch.bfloat16)
-    kw = dict(input_act=act, input_act_weight=w, input_act_eps=extra.get("eps", 0.0), residual=res, residual_scale=rs)
+    x, kw = act_call(act, extra, n, k, m, torch.bfloat16, 1)
+    w, res, rs = kw["input_act_weight"], kw["residual"], kw["residual_scale"]
     ours = ops.w4a8_int8_linear(x, q, s, sc, cb, None, None, 16, 256, torch.bfloat16, **kw)
     grid = eager_grid(q, s, cb, 16)
     assert_bitwise_equal(ours, ops.int8_linear(x, grid, sc, None, torch.bfloat16, True, 256, act, w,
@@ -290,12 +297,7 @@ def test_linear_on_the_gpu_path_with_input_act_and_residual(decode_bytes, act, e
     decode_bytes(1)
     n, k, m = 40, 256, 7
     q, s, sc, cb = storage(n, k, 4, 16)
-    g = torch.Generator().manual_seed(2)
-    x = torch.randn(m, 2 * k if act == "swiglu" else k, generator=g, dtype=torch.float16)
-    w = torch.rand(k, generator=g, dtype=torch.float16) + 0.5 if act == "rms_norm" else None
-    res = torch.randn(m, n, generator=g, dtype=torch.float16)
-    rs = torch.rand(n, generator=g, dtype=torch.float16)
-    kw = dict(input_act=act, input_act_weight=w, input_act_eps=extra.get("eps", 0.0), residual=res, residual_scale=rs)
+    x, kw = act_call(act, extra, n, k, m, torch.float16, 2)
     cpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, None, 16, 256, torch.float16, **kw)
     with kernels_of("emulated"):
         gpu = ops.w4a8_int8_linear(x, q, s, sc, cb, None, None, 16, 256, torch.float16, **kw)
