@@ -356,6 +356,16 @@ def test_the_gpu_path_never_holds_the_whole_decoded_weight(n, k):
         assert scratch <= m * (k + 4) + 8 * 256, (m, scratch)
 
 
+def test_the_c_op_refuses_a_group_size_eager_does_not_have():
+    """The C op checks its own arguments (the wrapper's checks cannot be its only guard): a
+    group of 2 values would give the GEMV a scale per 4, so it is refused by name."""
+    q, s, sc, cb = storage(16, 256, group=16)
+    codes = (s.view(torch.uint8), cb, (2, 4, 0, 1))
+    with kernels_of("emulated"), pytest.raises(ArgumentError, match="argument 'group_size': 2 must be >= 4"):
+        linear._linear("w4a8_int8_linear", torch.randn(2, 256), q, sc, None, torch.float32, 256, 0, 256, 16,
+                       codes=codes)
+
+
 def test_cuda_calls_with_a_correction_fall_through_with_the_reason():
     """The correction form is eager's float F.linear on a whole dequantized weight: refused on
     CUDA (the registry's rule then gives the call to the next backend, the reason logged)."""
