@@ -33,7 +33,8 @@ _PLAN_LIMIT_MAX = 2**62
 # w4a8_linear's decoded weight rows (GPU): at most this many bytes of the int8 grid at a time, each
 # part multiplied right after it is decoded, so a call never holds the whole decoded weight (what
 # the 4-bit format exists to avoid) and the part stays in the L2 cache of GPUs with >= 16 MB of it
-# between its decode and its GEMM.  8 MiB: 2,720 rows of K = 3072, 576 of K = 14336.
+# between its decode and its GEMM.  8 MiB: 2,720 rows of K = 3072, 576 of K = 14336; at most half of
+# the linear memory limit (set_linear_memory_limit) where that is smaller.
 W4A8_DECODE_BYTES = 8 << 20
 
 # Set by set_linear_memory_limit, else read from COMFY_KITCHEN_C_LINEAR_MEMORY_MB (settings.py) at
@@ -277,7 +278,8 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
         residual_scale = residual_scale.reshape(-1).contiguous()
     w = weight.contiguous()
     gpu = _gpu_path(device)
-    decode = W4A8_DECODE_BYTES if codes is not None else 0
+    # the decoded part within the call's memory bound too (half of it at most)
+    decode = min(W4A8_DECODE_BYTES, max(linear_memory_limit() // 2, 1)) if codes is not None else 0
     vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
     if not gpu and _library_gemm(m, k, n):
         out = torch.empty(out_shape, dtype=out_dtype, device=device)

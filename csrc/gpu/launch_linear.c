@@ -109,7 +109,7 @@ linear_gemv(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, ckc_done_
     params.rows = rows;
     params.out = e.out;
     params.terms = e.terms;
-    if (p->w == NULL) { /* w4a8_linear: the codes decoded in registers */
+    if (p->decode.q != NULL) { /* w4a8_linear: the codes decoded in registers */
         return ckc_gpu_w4a8_gemv(&params, done, exec->stream, err);
     }
     const ckc_launch_cfg c =

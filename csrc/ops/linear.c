@@ -273,7 +273,7 @@ const ckc_op_spec ckc_op_int8_linear = {
     .gpu = CKC_GPU_ENTRY(ckc_gpu_entry_int8_linear),
 };
 
-/* ---- w4a8_linear(x, qdata, s_channel, bias, out, scratch, act_weight, -, residual, residual_scale,
+/* ---- w4a8_linear(x, qdata, s_channel, bias, out, scratch, act_weight, modulation, residual, residual_scale,
  *                  s_rel, codebook; int8_linear's ints, w_group, bits, packed, s_e4m3, decode_bytes) ----
  *
  * int8_linear on the GPU with a W4A8 / W6A8 weight (comfy_kitchen's
@@ -281,7 +281,9 @@ const ckc_op_spec ckc_op_int8_linear = {
  * decoded to the int8 grid (math/w4a8.h, eager's) a part of the weight's rows at
  * a time into the scratch (contract/linear_plan.h), each part multiplied right
  * after, so the int32 sums, and with them the outputs, are int8_linear's on
- * the whole decoded weight, bit for bit.  The weight scale is s_channel ([n]). */
+ * the whole decoded weight, bit for bit.  The weight scale is s_channel ([n]).
+ * GPU only: the spec has no CPU entry, so the router refuses a CPU call (the
+ * CPU decodes, then runs int8_linear: comfy_kitchen_c/w4a8.py). */
 
 static ckc_status
 prepare_w4a8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
@@ -289,9 +291,6 @@ prepare_w4a8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     ckc_int8_linear_params *p = &params->int8_linear;
     const int64_t decode_bytes = a->i[LI_DECODE_BYTES];
     ckc_linear_layout l = {0};
-    if (!a->exec.gpu) {
-        return CKC_FAIL(err, CKC_ERR_TYPE, "argument 'x': the GPU's op (the CPU decodes, then runs int8_linear)");
-    }
     if (a->i[LI_W_GROUP] < 4 || (16 % a->i[LI_W_GROUP] != 0 && a->i[LI_W_GROUP] % 16 != 0)) {
         /* eager's rule; the GEMV takes a scale per 4 or 8 values, or one per 16 (kernels/w4a8.cu) */
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'group_size': %lld must be >= 4 and divide 16 or be a "
@@ -307,7 +306,7 @@ prepare_w4a8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'k_align': %lld does not divide K=%lld (decoded rows are not "
                         "padded)", (long long)a->i[LI_K_ALIGN], (long long)p->k);
     }
-    CKC_TRY(ckc_w4a8_source_of(a, LN_W, LN_S_REL, LN_CODEBOOK, LI_W_GROUP, p->n, p->k, &p->decode, err));
+    CKC_TRY(ckc_w4a8_source_of(a, LN_W, LN_S_REL, LN_CODEBOOK, LI_W_GROUP, "x", p->n, p->k, &p->decode, err));
     p->w = NULL;
     p->ldw = l.k_pad;
     CKC_TRY(ckc_check_numel(a, LN_WS, p->n, err));

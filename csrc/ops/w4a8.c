@@ -19,10 +19,12 @@ enum { W_Q, W_SREL, W_CODEBOOK, W_SCHANNEL, W_CORRECTION, W_OUT };
 enum { I_GROUP, I_BITS, I_PACKED, I_E4M3 };
 
 /* Where a spec holds the codes: its tensor indices of qdata, s_rel and the
- * codebook, and the index of the first of its four ints (group_size, bits,
- * packed, s_e4m3).  The decoder's (below) and w4a8_linear's (linear.c). */
+ * codebook, the index of the first of its four ints (group_size, bits,
+ * packed, s_e4m3), and the tensor whose shape gives K and N (named in the
+ * errors about them).  The decoder's (below) and w4a8_linear's (linear.c). */
 typedef struct {
     int q, s_rel, codebook, ints;
+    const char *shape_from;
 } w4a8_where;
 
 static ckc_status
@@ -47,8 +49,8 @@ check_geometry(const ckc_op_args *a, const w4a8_where *w, int64_t n, int64_t k, 
     const int64_t group = a->i[w->ints + I_GROUP];
     const int64_t align = a->i[w->ints + I_BITS] == 6 || a->i[w->ints + I_PACKED] ? 32 : 16;
     if (n < 0 || k <= 0 || k % align != 0) {
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'qdata': expected [N, K] codes with K a multiple of %lld, "
-                        "got K=%lld", (long long)align, (long long)k);
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': K=%lld is not a multiple of %lld (the codes' "
+                        "layout)", w->shape_from, (long long)k, (long long)align);
     }
     if (group < 1 || k % group != 0 || (a->i[w->ints + I_PACKED] && group != 16)) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'group_size': %lld does not split K=%lld%s", (long long)group,
@@ -64,8 +66,8 @@ check_codes(const ckc_op_args *a, const w4a8_where *w, int64_t n, int64_t k, ckc
     const int64_t bits = a->i[w->ints + I_BITS];
     if (a->i[w->ints + I_PACKED]) {
         if (n % 16 != 0) {
-            return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'qdata': packed records need N %% 16 == 0, got %lld",
-                            (long long)n);
+            return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': packed records need N %% 16 == 0, got %lld",
+                            w->shape_from, (long long)n);
         }
         return ckc_check_numel(a, w->q, (n / 16) * (k / 32) * (512 * bits / 8 + 32), err);
     }
@@ -110,10 +112,11 @@ w4a8_source(const ckc_op_args *a, const w4a8_where *w, int64_t n, int64_t k, ckc
 }
 
 ckc_status
-ckc_w4a8_source_of(const ckc_op_args *a, int q_idx, int s_rel_idx, int codebook_idx, int first_int, int64_t n,
-                   int64_t k, ckc_dequantize_w4a8_int8_weight_params *d, ckc_error *err)
+ckc_w4a8_source_of(const ckc_op_args *a, int q_idx, int s_rel_idx, int codebook_idx, int first_int,
+                   const char *shape_from, int64_t n, int64_t k, ckc_dequantize_w4a8_int8_weight_params *d,
+                   ckc_error *err)
 {
-    const w4a8_where w = {q_idx, s_rel_idx, codebook_idx, first_int};
+    const w4a8_where w = {q_idx, s_rel_idx, codebook_idx, first_int, shape_from};
     return w4a8_source(a, &w, n, k, d, err);
 }
 
@@ -131,7 +134,7 @@ check_vectors(const ckc_op_args *a, int64_t n, int64_t k, ckc_error *err)
 static ckc_status
 prepare_w4a8_dequant(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 {
-    static const w4a8_where here = {W_Q, W_SREL, W_CODEBOOK, I_GROUP};
+    static const w4a8_where here = {W_Q, W_SREL, W_CODEBOOK, I_GROUP, "out"};
     const ckc_tensor *out = &a->t[W_OUT];
     ckc_dequantize_w4a8_int8_weight_params *p = &params->dequantize_w4a8_int8_weight;
     const int out_int8 = out->dtype == CKC_DTYPE_INT8;
