@@ -396,6 +396,16 @@ class BuildExt(build_ext):
     def mark_linked(self, ext, output: str) -> None:
         self.link_stamp(ext).write_text(f"{self.build_temp}\n{output}\n")
 
+    def copy_extensions_to_source(self):
+        """--inplace: always copy build/lib's extension over the package's.  distutils copies
+        only a newer file, and the package's may be a newer build of another configuration
+        (`pip install -e .` with a sanitizer links it there directly), which then stayed."""
+        forced, self.force = self.force, True
+        try:
+            super().copy_extensions_to_source()
+        finally:
+            self.force = forced
+
     def build_extension(self, ext):
         saved = self.build_temp
         self.build_temp = self.object_folder(ext)

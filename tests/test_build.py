@@ -96,3 +96,17 @@ def test_switching_back_to_a_configuration_links_its_objects_again(setup_kwargs,
     cmd.build_temp = "objects-A"
     assert not cmd.linked_here(ext, output)  # B linked it last: A links again
     assert not cmd.linked_here(ext, str(tmp_path / "elsewhere.so"))
+
+
+def test_an_inplace_build_copies_its_extension_over_a_newer_one(setup_kwargs, monkeypatch):
+    """distutils copies build/lib's extension into the package only when it is newer; the
+    package's may be a newer build of another configuration (`pip install -e .` under a
+    sanitizer links there directly), so the in-place copy is forced."""
+    from setuptools.command.build_ext import build_ext
+
+    cmd = finalized_build_ext(setup_kwargs)
+    seen = []
+    monkeypatch.setattr(build_ext, "copy_extensions_to_source", lambda self: seen.append(self.force))
+    cmd.force = False
+    cmd.copy_extensions_to_source()
+    assert seen == [True] and cmd.force is False
