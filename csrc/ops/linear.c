@@ -291,11 +291,6 @@ prepare_w4a8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
     ckc_int8_linear_params *p = &params->int8_linear;
     const int64_t decode_bytes = a->i[LI_DECODE_BYTES];
     ckc_linear_layout l = {0};
-    if (a->i[LI_W_GROUP] < 4 || (16 % a->i[LI_W_GROUP] != 0 && a->i[LI_W_GROUP] % 16 != 0)) {
-        /* eager's rule; the GEMV takes a scale per 4 or 8 values, or one per 16 (kernels/w4a8.cu) */
-        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'group_size': %lld must be >= 4 and divide 16 or be a "
-                        "multiple of 16", (long long)a->i[LI_W_GROUP]);
-    }
     if (decode_bytes < 1 || a->i[LI_N_ALIGN] % 16 != 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'decode_bytes'/'n_align': expected > 0 and a multiple of 16, "
                         "got %lld, %lld", (long long)decode_bytes, (long long)a->i[LI_N_ALIGN]);

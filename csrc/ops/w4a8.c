@@ -42,17 +42,24 @@ check_flags(const ckc_op_args *a, const w4a8_where *w, ckc_error *err)
     return CKC_OK;
 }
 
-/* [n, k]: k a multiple of 16 (32 at 6 bits, or packed) split in whole groups. */
+/* [n, k]: k a multiple of 16 (32 at 6 bits, or packed) split in whole groups of
+ * eager's sizes: at least 4, dividing 16 or a multiple of 16 (of 16 at 6 bits).
+ * w4a8_linear's GEMV relies on it: a scale per 4 or 8 values, or one per 16. */
 static ckc_status
 check_geometry(const ckc_op_args *a, const w4a8_where *w, int64_t n, int64_t k, ckc_error *err)
 {
     const int64_t group = a->i[w->ints + I_GROUP];
-    const int64_t align = a->i[w->ints + I_BITS] == 6 || a->i[w->ints + I_PACKED] ? 32 : 16;
+    const int six = a->i[w->ints + I_BITS] == 6;
+    const int64_t align = six || a->i[w->ints + I_PACKED] ? 32 : 16;
     if (n < 0 || k <= 0 || k % align != 0) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument '%s': K=%lld is not a multiple of %lld (the codes' "
                         "layout)", w->shape_from, (long long)k, (long long)align);
     }
-    if (group < 1 || k % group != 0 || (a->i[w->ints + I_PACKED] && group != 16)) {
+    if (group < 4 || (16 % group != 0 && group % 16 != 0) || (six && group % 16 != 0)) {
+        return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'group_size': %lld must be >= 4 and divide 16 or be a "
+                        "multiple of 16 (of 16 at 6 bits)", (long long)group);
+    }
+    if (k % group != 0 || (a->i[w->ints + I_PACKED] && group != 16)) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'group_size': %lld does not split K=%lld%s", (long long)group,
                         (long long)k, a->i[w->ints + I_PACKED] ? " (packed records: 16)" : "");
     }
