@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* GPU kernels of the W4A8 / W6A8 weights (launcher: csrc/gpu/launch_w4a8.c): the
- * decode, and w4a8_linear's GEMV (at the end of the file).  The decode: each thread takes chunks of 16 columns of one row in a grid-stride loop: the
+ * decode, and w4a8_linear's GEMV (at the end of the file).  The decode: each
+ * thread takes chunks of 16 columns of one row in a grid-stride loop: the
  * chunk's codes in one 8-byte load of nibbles (and one 4-byte load of the 6-bit
  * high plane) where the launcher found the codes 8-byte aligned, the records'
  * bytes one by one for the MMA-packed form; the int8 grid in one 16-byte store,
@@ -140,12 +141,6 @@ struct ckc_w4a8_step {
     float s[4];     /* a scale per group: one for group >= 16, 16 / group for 4 and 8 */
 };
 
-__device__ __forceinline__ float
-ckc_w4a8_gemv_scale(const ckc_dequantize_w4a8_int8_weight_params &d, int64_t idx)
-{
-    return ckc_w4a8_scale(d.s_rel, d.s_e4m3, idx);
-}
-
 /* The loads of a step: `vec`, whole words (every base and row 8-byte aligned),
  * else the codes byte by byte (math/w4a8.h's reader). */
 template <int BITS>
@@ -171,11 +166,12 @@ ckc_w4a8_gemv_load(const ckc_dequantize_w4a8_int8_weight_params &d, int64_t j, i
     /* 32-bit divisions: k <= CKC_W4A8_GEMV_MAX_K (the layout's condition for this GEMV) */
     const uint32_t group = (uint32_t)d.group;
     if (group >= CKC_CHUNK) {
-        st.s[0] = ckc_w4a8_gemv_scale(d, s0 + (uint32_t)i / group);
+        st.s[0] = ckc_w4a8_scale(d.s_rel, d.s_e4m3, s0 + (uint32_t)i / group);
     } else {
         CKC_UNROLL
         for (int g = 0; g < 4; g++) {
-            st.s[g] = g * group < CKC_CHUNK ? ckc_w4a8_gemv_scale(d, s0 + (uint32_t)i / group + g) : 0.0f;
+            st.s[g] = g * group < CKC_CHUNK ? ckc_w4a8_scale(d.s_rel, d.s_e4m3, s0 + (uint32_t)i / group + g)
+                                            : 0.0f;
         }
     }
 }
