@@ -114,7 +114,7 @@ OPS: tuple[Op, ...] = (
        note="4-bit codebook or uniform, 6-bit; e4m3 or float32 group scales, correction"),
     Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight", "w4a8_linear") + _LINEAR,
        note="on CUDA the codes decoded a part of the rows at a time into the GEMM's scratch, never the whole "
-            "weight; the correction form on the CPU only"),
+            "weight; the correction form (eager's float F.linear) a part of the rows at a time too"),
     Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight", "w4a8_linear") + _LINEAR,
        note="the MMA records decoded directly"),
     Op("gemv_awq_w4a16", AWQ, ("gemv_awq_w4a16",),

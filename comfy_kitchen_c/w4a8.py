@@ -14,15 +14,16 @@ runs the CUDA path) a decoded copy of the weight per call is what the format exi
 the C op w4a8_linear decodes a part of the weight's rows at a time into int8_linear's scratch
 (linear.W4A8_DECODE_BYTES) and multiplies each part at once, int8_linear's quantizer, GEMM and
 epilogue around it, so the bits are int8_linear's on the decoded weight.  The correction form
-(eager's float F.linear on the dequantized weight) is not served on CUDA: it falls through to
-the next backend, the reason logged.  Re-exported by ``comfy_kitchen_c.ops``.
+(eager's float F.linear on the dequantized weight) is torch's F.linear on our dequantized
+weight; on CUDA a part of the rows at a time, as the int8 path.  Re-exported by
+``comfy_kitchen_c.ops``.
 """
 from __future__ import annotations
 
 import torch
 
-from . import _checks as check
-from ._C import ArgumentError, ArgumentTypeError, KitchenError
+from . import _checks as check, linear
+from ._C import ArgumentError, KitchenError
 from ._call import _gpu_path, _run
 from ._proved import checked as _checked
 from .linear import _PAIRED, ACT_RMS_NORM, _eps, _linear, check_int8_linear
@@ -119,12 +120,19 @@ def dequantize_w4a8_int8_weight(qdata, s_rel, s_channel, codebook=None, correcti
     n, k, bits = _checked(check_dequantize_w4a8_int8_weight, qdata, s_rel, s_channel, codebook, correction,
                           group_size, convrot_groupsize, output_dtype)
     output_dtype = check.result_dtype(op, "output_dtype", output_dtype)
-    out = torch.empty((n, k), dtype=output_dtype, device=qdata.device)
+    return _dequantize(op, qdata, s_rel, s_channel, codebook, correction, group_size, convrot_groupsize,
+                       output_dtype, n, k, bits)
+
+
+def _dequantize(op: str, qdata, s_rel, s_channel, codebook, correction, group: int, convrot: int, dtype, n: int,
+                k: int, bits: int):
+    """dequantize_w4a8_int8_weight on checked arguments: the decode (C), then the rotation (C)."""
+    out = torch.empty((n, k), dtype=dtype, device=qdata.device)
     if n == 0:
         return out
-    _decode(op, qdata, s_rel, codebook, s_channel, correction, out, group_size, bits, False)
+    _decode(op, qdata, s_rel, codebook, s_channel, correction, out, group, bits, False)
     rotated = torch.empty_like(out)
-    _run("rotate_int8_convrot_weight", op, out.device, (out, rotated), (convrot_groupsize,))
+    _run("rotate_int8_convrot_weight", op, out.device, (out, rotated), (convrot,))
     return rotated
 
 
@@ -135,11 +143,6 @@ def _check_linear_rest(op: str, x, s_channel, codebook, correction, bias, convro
     """What the linears add to the storage: the device, the correction form's limits and
     int8_linear's own check of x, bias, activation and residual on a stand-in weight of the
     decoded shape (an expanded scalar: no memory).  Returns the activation code."""
-    if correction is not None and isinstance(x, torch.Tensor) and (x.is_cuda or _gpu_path(x.device)):
-        raise ArgumentTypeError(f"{op}: argument 'correction': on CUDA the correction form goes to the next backend "
-                                "(eager's float path multiplies a whole dequantized weight per call, which the "
-                                "format exists to avoid; the emulated device, which runs the CUDA kernels, refuses "
-                                "alike)")
     if correction is not None and (input_act is not None or residual is not None):
         raise ArgumentError(f"{op}: argument 'correction': served without input_act and residual only (eager's "
                             "float F.linear path)")
@@ -190,6 +193,30 @@ def _codes(qdata, s_rel, codebook, group: int, bits: int, packed: bool):
                                 (group, bits, int(packed), int(e4m3)))
 
 
+def _correction_linear(op: str, x, qdata, s_rel, s_channel, codebook, correction, bias, group: int, convrot: int,
+                       out_dtype, n: int, k: int, bits: int):
+    """Eager's float path for a weight with a correction (asymmetric codes): F.linear on the
+    dequantized weight in x's dtype, then out_dtype.  On the CPU the whole weight is dequantized,
+    as eager does, so the product is torch's on our weight.  On CUDA a part of the rows at a time
+    (linear.W4A8_DECODE_BYTES of x's dtype, as the int8 path's decoded parts), each part's F.linear
+    written into its columns of the output: a call never holds the whole float weight (N x K in
+    x's dtype, 2-4x the codes' bytes times 4), only a part, still in L2 when its GEMM reads it.
+    Each output is the same dot product of K terms either way; only the GEMM's summation order
+    may depend on the part's width (the bound in docs/parity.md)."""
+    fl = torch.nn.functional.linear
+    if not _gpu_path(x.device):
+        weight = _dequantize(op, qdata, s_rel, s_channel, codebook, correction, group, convrot, x.dtype, n, k, bits)
+        return fl(x, weight, bias).to(out_dtype)
+    rows = max(1, linear.W4A8_DECODE_BYTES // (k * x.element_size()))
+    y = torch.empty(x.shape[:-1] + (n,), dtype=x.dtype, device=x.device)
+    for n0 in range(0, n, rows):
+        n1 = min(n, n0 + rows)
+        part = _dequantize(op, qdata[n0:n1], None if s_rel is None else s_rel[n0:n1], s_channel[n0:n1], codebook,
+                           correction[:, n0:n1], group, convrot, x.dtype, n1 - n0, k, bits)
+        y[..., n0:n1] = fl(x, part, None if bias is None else bias[n0:n1])
+    return y.to(out_dtype)
+
+
 def w4a8_int8_linear(x, qdata, s_rel, s_channel, codebook=None, correction=None, bias=None, group_size=16,
                      convrot_groupsize=256, out_dtype=torch.bfloat16, input_act=None, input_act_weight=None,
                      input_act_eps=0.0, residual=None, residual_scale=None):
@@ -201,9 +228,8 @@ def w4a8_int8_linear(x, qdata, s_rel, s_channel, codebook=None, correction=None,
                           convrot_groupsize, out_dtype, input_act, input_act_weight, input_act_eps, residual,
                           residual_scale)
     if correction is not None:
-        weight = dequantize_w4a8_int8_weight(qdata, s_rel, s_channel, codebook, correction, group_size,
-                                             convrot_groupsize, x.dtype)
-        return torch.nn.functional.linear(x, weight, bias).to(out_dtype)
+        return _correction_linear(op, x, qdata, s_rel, s_channel, codebook, correction, bias, group_size,
+                                  convrot_groupsize, out_dtype, n, k, bits)
     if _gpu_path(x.device):
         q, codes = _codes(qdata, s_rel, codebook, group_size, bits, False)
         return _linear_tail(op, x, q, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,

@@ -208,15 +208,6 @@ def test_packed_decode(device, bits):
     assert_bitwise_equal(out, eager_grid(q, s, None, 16), f"records {bits} bits")
 
 
-class _CudaLike(torch.Tensor):
-    """A CPU tensor that says it is on CUDA: what the linears' checks look at (this machine
-    may have no GPU)."""
-
-    @property
-    def is_cuda(self):
-        return True
-
-
 @pytest.fixture
 def decode_bytes(monkeypatch):
     """Sets linear.W4A8_DECODE_BYTES, the GPU's decoded part of the weight, for one test."""
@@ -366,17 +357,36 @@ def test_the_c_op_refuses_a_group_size_eager_does_not_have():
                        codes=codes)
 
 
-def test_cuda_calls_with_a_correction_fall_through_with_the_reason():
-    """The correction form is eager's float F.linear on a whole dequantized weight: refused on
-    CUDA (the registry's rule then gives the call to the next backend, the reason logged)."""
-    q, s, sc, cb = storage(16, 256)
-    corr = torch.zeros(16, 16)
-    x = torch.randn(2, 256).as_subclass(_CudaLike)
-    with pytest.raises(ArgumentTypeError, match="w4a8_int8_linear: argument 'correction': on CUDA"):
-        ops.check_w4a8_int8_linear(x, q, s, sc, cb, corr)
-    ops.check_w4a8_int8_linear(x, q, s, sc, cb)  # without it, served
-    with kernels_of("emulated"), pytest.raises(ArgumentTypeError, match="the emulated device"):
-        ops.w4a8_int8_linear(torch.randn(2, 256), q, s, sc, cb, corr)
+@pytest.mark.parametrize("parts", ["whole", "one row"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+def test_correction_on_the_gpu_path(decode_bytes, parts, dtype):
+    """On CUDA the correction form dequantizes a part of the rows at a time ("one row": a budget
+    of one byte, so each part is one row) and writes each part's F.linear into its columns.  The
+    parts are the CPU's dequantized rows bit for bit; each output is then the same K products
+    summed in float32, in an order that may depend on the part's width, and rounded once to x's
+    dtype with the bias: so the two agree within two float32 sums' error, 2 gamma_(K+1) (S + |b|),
+    plus a rounding of each to the dtype, 2 u (S + |b|), S = sum |x_k w_k| (a wrong part, column
+    or correction slice is off by a whole term)."""
+    if parts != "whole":
+        decode_bytes(1)
+    n, k = 40, 256
+    q, s, sc, cb = storage(n, k, 4, 16)
+    g = torch.Generator().manual_seed(1)
+    corr = (torch.randn(k // 16, n, generator=g) * 0.01).to(dtype)
+    x = torch.randn(3, 5, k, generator=g).to(dtype)
+    bias = torch.randn(n, generator=g).to(dtype)
+    cpu = ops.w4a8_int8_linear(x, q, s, sc, cb, corr, bias, 16, 64, torch.float32)
+    with kernels_of("emulated"):
+        gpu = ops.w4a8_int8_linear(x, q, s, sc, cb, corr, bias, 16, 64, torch.float32)
+        weight = ops.dequantize_w4a8_int8_weight(q, s, sc, cb, corr, 16, 64, dtype)
+    assert_bitwise_equal(weight, ops.dequantize_w4a8_int8_weight(q, s, sc, cb, corr, 16, 64, dtype), "parts")
+    mag = x.double().abs() @ weight.double().abs().t() + bias.double().abs()
+    u32, unit = 2.0 ** -24, {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -24}[dtype]
+    gamma = (k + 1) * u32 / (1 - (k + 1) * u32)
+    limit = 2 * (gamma + unit * (1 + gamma)) * mag + 2.0 ** -120
+    diff = (gpu.double() - cpu.double()).abs()
+    assert bool((diff <= limit).all()), f"{dtype} {parts}: off by {float((diff - limit).max())} past the bound"
+    assert not bool((gpu == 0).all())
 
 
 def test_bad_inputs_name_op_and_argument():
