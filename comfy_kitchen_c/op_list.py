@@ -110,6 +110,9 @@ OPS: tuple[Op, ...] = (
        note="the int4 GEMM accumulated exactly: on the CPU over the codes unpacked to int8, on the GPU "
             "with the nibbles unpacked in registers"),
     Op("prepare_int4_weight_for_int8_linear", W4A4, ("prepare_int4_weight_for_int8_linear",)),
+    Op("quantize_w4a8_int8_weight", W4A8, ("quantize_w4a8_int8_weight", "rotate_int8_convrot_weight"),
+       note="every form: the 4-bit codebook (chosen as eager chooses it: torch's seeded sample and fit), uniform, "
+            "asymmetric with its correction, 6-bit with the scale search; stochastic rounding with eager's noise"),
     Op("dequantize_w4a8_int8_weight", W4A8, ("dequantize_w4a8_int8_weight", "rotate_int8_convrot_weight"),
        note="4-bit codebook or uniform, 6-bit; e4m3 or float32 group scales, correction"),
     Op("w4a8_int8_linear", W4A8, ("dequantize_w4a8_int8_weight", "w4a8_linear") + _LINEAR,
@@ -127,14 +130,6 @@ BY_NAME = {op.name: op for op in OPS}
 # Eager's quantized ops that "c" does not serve, with why.  A comfy_kitchen release that adds an
 # op makes tests/test_registration.py fail until it is served (a line above) or listed here.
 NOT_SERVED = {
-    # A load-time search on the rotated weight: a kurtosis gate over seeded samples, a Lloyd-Max
-    # codebook fit from torch.quantile, ALS passes whose group sums are torch's float32 reductions,
-    # a scale search; our rotation is within a bound of eager's (butterflies against its matmul), so
-    # a C version would pick other codes where eager's do not: not eager's weight.  Once per weight,
-    # at load (or a LoRA's requantize): eager serves it, and every op on its result is ours.
-    "quantize_w4a8_int8_weight": "W4A8 quantizer: a load-time search (codebook fit, ALS, scale search) over a "
-                                 "rotation c matches within a bound, not bit for bit: its codes would not be "
-                                 "eager's; eager serves it",
     # SVDQuant: on CUDA comfy_kitchen's layout calls its own CUDA extension directly whenever it is built
     # (the registry is bypassed), so "c" would serve CPU calls only; its low-rank branch is torch's float
     # matmul, and its GEMM is a group-scaled int4 one (scales per 64 values of both operands)

@@ -105,6 +105,10 @@ from .w4a4 import (  # noqa: F401 (the ConvRot W4A4 ops, part of this module's i
     prepare_int4_weight_for_int8_linear,
     quantize_convrot_w4a4_weight,
 )
+from .w4a8_quant import (  # noqa: F401 (the W4A8 / W6A8 quantizer, part of this module's interface)
+    check_quantize_w4a8_int8_weight,
+    quantize_w4a8_int8_weight,
+)
 from .w4a8 import (  # noqa: F401 (the W4A8 / W6A8 ops, part of this module's interface)
     check_dequantize_w4a8_int8_weight,
     check_w4a8_int8_linear,

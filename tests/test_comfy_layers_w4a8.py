@@ -8,7 +8,8 @@ arguments as it happens, and the forward is compared with the eager backend's fo
 The call sequence, as comfy_kitchen 0.2.40's layout makes it:
 
   loading   QuantizedTensor.from_float(w, "AsymW4A8Int8Layout"[, bits=6])
-              -> registry "quantize_w4a8_int8_weight" (eager: "c" does not serve the quantizer)
+              -> registry "quantize_w4a8_int8_weight" (test_loading_runs_the_quantizer_in_c; the
+                 block below is loaded by eager, so that its forward compares the linears alone)
   block     F.linear(x, w, bias)
               inference_mode: aten.linear -> "w4a8_int8_linear"(x, qdata, s_rel, s_channel, codebook, ...)
               no_grad:        aten.t + aten.mm -> "w4a8_int8_linear"(x2d, ..., bias=None)
@@ -51,6 +52,9 @@ def _check_call(func, args, kwargs, ours):
     ref = getattr(registry._backends["eager"], func)(*args, **kwargs)
     if func == "dequantize_w4a8_int8_weight":
         assert_rotation_close(ours, ref, func)
+    elif func == "quantize_w4a8_int8_weight":  # loaded here only where the rotation is exact
+        from test_w4a8_quant import assert_same
+        assert_same(ours, ref, func)
     else:
         assert_activation_close(ours, ref, f"{func} {kwargs.get('input_act')}")
 
@@ -139,6 +143,28 @@ def test_forward_runs_every_op_in_c_and_matches_eager(block, device, grad_mode):
                 cpu_outs = block.forward(x)
         for k, (o, c) in enumerate(zip(outs, cpu_outs)):
             assert_bitwise_equal(o, c, f"{grad_mode} layer {k}: emulated device against the CPU")
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_loading_runs_the_quantizer_in_c(device):
+    """ComfyUI's load of a W4A8 and a W6A8 weight through the layout: the quantizer runs in "c",
+    and on a weight whose rotation is exact (few significant bits) the layout holds eager's
+    tensors bit for bit, in the default, the 6-bit and the asymmetric form (served() turns the CPU
+    speed rules off: the registry gives the CPU's uniform 4-bit forms to eager, tests/test_cpu_speed.py)."""
+    import comfy_kitchen_c
+    from test_w4a8_quant import assert_same, few_bit_weight
+
+    w = few_bit_weight(64, DIM, torch.bfloat16, 8)
+    forms = [{}, {"bits": 6}, {"symmetric": False}]
+    with saved_priority(registry):
+        comfy_kitchen_c.activate()
+        with device_context(device), served() as calls:
+            ours = [QuantizedTensor.from_float(w, "AsymW4A8Int8Layout", **kw) for kw in forms]
+    assert dict(calls) == {("quantize_w4a8_int8_weight", "c"): 3}, dict(calls)
+    with ck.use_backend("eager"):
+        refs = [QuantizedTensor.from_float(w, "AsymW4A8Int8Layout", **kw) for kw in forms]
+    for kw, o, r in zip(forms, ours, refs):
+        assert_same(AsymW4A8Int8Layout.get_plain_tensors(o), AsymW4A8Int8Layout.get_plain_tensors(r), f"{kw}")
 
 
 def test_the_count_sees_a_call_that_falls_through(block, monkeypatch):

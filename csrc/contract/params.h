@@ -126,6 +126,31 @@ typedef struct {
     ckc_float_kind out_kind;
 } ckc_dequantize_w4a8_int8_weight_params;
 
+/* The W4A8 / W6A8 quantizer on a rotated weight [rows, k] (math/w4a8_quant.h):
+ * per group its scale (into scale) and largest |shifted| value (into shifted),
+ * per row s_channel, then per group the stored scale s_rel, the codes into q
+ * and (ASYM) the correction. */
+typedef struct {
+    const void *w;           /* the rotated weight [rows, k] */
+    ckc_float_kind kind;
+    const float *noise;      /* [rows, k] uniform noise of stochastic rounding, or NULL */
+    const float *table;      /* the 16-level codebook (ALS at 4 bits), or NULL */
+    int64_t rows;
+    int64_t k;
+    int64_t group;
+    int bits;                /* 4 or 6 */
+    int mode;                /* ckc_w4a8q_mode */
+    int search;              /* 6 bits: the grid search of the stored scale */
+    int s_e4m3;              /* s_rel as e4m3 bytes, else float32 */
+    float *scale;            /* scratch [rows, k / group]: the groups' scales */
+    float *shifted;          /* scratch [rows, k / group]: their largest |shifted| value */
+    uint8_t *q;              /* [rows, k * bits / 8] the codes (canonical storage) */
+    void *s_rel;             /* [rows, k / group] */
+    float *s_channel;        /* [rows] */
+    void *correction;        /* [k / group, rows] of corr_kind (ASYM), or NULL */
+    ckc_float_kind corr_kind;
+} ckc_quantize_w4a8_int8_weight_params;
+
 /* ---- int8_linear and the GEMMs under it (csrc/ops/linear.c) ---- */
 
 /* c[m, n] = sum_k a[m, k] * b[n, k] in int32 (exact): a is the quantized
@@ -455,6 +480,7 @@ typedef union {
     ckc_prepare_int4_weight_for_int8_linear_params prepare_int4_weight_for_int8_linear;
     ckc_convrot_w4a4_linear_params convrot_w4a4_linear;
     ckc_dequantize_w4a8_int8_weight_params dequantize_w4a8_int8_weight;
+    ckc_quantize_w4a8_int8_weight_params quantize_w4a8_int8_weight;
     ckc_gemv_awq_w4a16_params gemv_awq_w4a16;
 } ckc_op_params;
 

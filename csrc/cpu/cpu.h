@@ -35,6 +35,7 @@ ckc_status ckc_cpu_entry_dequantize_convrot_w4a4_weight(const ckc_op_params *p, 
 ckc_status ckc_cpu_entry_prepare_int4_weight_for_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_convrot_w4a4_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_dequantize_w4a8_int8_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_cpu_entry_quantize_w4a8_int8_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_cpu_entry_gemv_awq_w4a16(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 
 /* ---- the device (cpu/dispatch.c) ---- */

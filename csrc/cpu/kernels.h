@@ -51,6 +51,9 @@ typedef struct {
     /* W4A8 / W6A8 weight decode (w4a8_impl.h) */
     ckc_status (*dequantize_w4a8_int8_weight)(const ckc_dequantize_w4a8_int8_weight_params *p, int nthreads,
                 ckc_error *err);
+    /* W4A8 / W6A8 quantizer (w4a8_quant_impl.h) */
+    ckc_status (*quantize_w4a8_int8_weight)(const ckc_quantize_w4a8_int8_weight_params *p, int nthreads,
+                ckc_error *err);
     /* AWQ W4A16 (awq_impl.h) */
     ckc_status (*gemv_awq_w4a16)(const ckc_gemv_awq_w4a16_params *p, int nthreads, ckc_error *err);
 } ckc_cpu_kernels;

@@ -21,6 +21,7 @@
 #include "mxfp8_impl.h"
 #include "w4a4_impl.h"
 #include "w4a8_impl.h"
+#include "w4a8_quant_impl.h"
 #include "awq_impl.h"
 
 #define CKC_CPU_TABLE_NAME2(isa) ckc_cpu_kernels_##isa
@@ -52,5 +53,6 @@ const ckc_cpu_kernels CKC_CPU_TABLE_NAME(CKC_CPU_ISA) = {
     cpu_w4a4_unpack,
     cpu_w4a4_linear,
     cpu_w4a8_dequant,
+    cpu_w4a8_quant,
     cpu_awq_gemv,
 };

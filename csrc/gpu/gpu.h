@@ -55,6 +55,7 @@ ckc_status ckc_gpu_entry_dequantize_convrot_w4a4_weight(const ckc_op_params *p, 
 ckc_status ckc_gpu_entry_prepare_int4_weight_for_int8_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_convrot_w4a4_linear(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_dequantize_w4a8_int8_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
+ckc_status ckc_gpu_entry_quantize_w4a8_int8_weight(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 ckc_status ckc_gpu_entry_gemv_awq_w4a16(const ckc_op_params *p, ckc_exec *exec, ckc_error *err);
 /* One one-thread kernel carrying the op's completion mark, nothing else: the
  * least an op can launch (the checks' own cost, benchmarks/bench_faults.py). */

@@ -108,6 +108,13 @@
 /* w4a8_gemv_kernel<BITS>: the codes' width (4 or 6). */
 #define CKC_W4A8_GEMV_KERNELS(X) X(4) X(6)
 
+/* ---- kernels/w4a8_quant.cu ---- */
+
+/* w4a8_quant_kernel<STEP>: the quantizer's step (contract/w4a8_quant_plan.h): 1 a
+ * thread per group (scales), 2 a thread per row (s_channel), 3 a thread per group
+ * (stored scales, codes, correction). */
+#define CKC_W4A8_QUANT_KERNELS(X) X(1) X(2) X(3)
+
 /* ---- kernels/awq.cu ---- */
 
 /* awq_gemv_kernel<KIND, VEC>: by the compute kind; VEC 1: 16-byte loads of the

@@ -55,6 +55,9 @@ ckc_status ckc_gpu_convrot_w4a4_linear(const ckc_convrot_w4a4_linear_params *p, 
 /* W4A8 / W6A8 weight decode (kernels/w4a8.cu) */
 ckc_status ckc_gpu_dequantize_w4a8_int8_weight(const ckc_dequantize_w4a8_int8_weight_params *p, ckc_exec *exec,
                                                ckc_error *err);
+/* W4A8 / W6A8 quantizer (kernels/w4a8_quant.cu) */
+ckc_status ckc_gpu_quantize_w4a8_int8_weight(const ckc_quantize_w4a8_int8_weight_params *p, ckc_exec *exec,
+                                             ckc_error *err);
 /* gemv_awq_w4a16 (kernels/awq.cu) */
 ckc_status ckc_gpu_gemv_awq_w4a16(const ckc_gemv_awq_w4a16_params *p, ckc_exec *exec, ckc_error *err);
 

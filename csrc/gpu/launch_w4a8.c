@@ -3,7 +3,8 @@
  * launch of 16-column chunks, 8-byte code loads and 16-byte stores where the
  * tensors' bases allow them (every row is a whole number of chunks).  Also
  * w4a8_linear's decode of a part of the weight and its GEMV of a few rows
- * (called from launch_linear.c). */
+ * (called from launch_linear.c), and the quantizer's three steps
+ * (kernels/w4a8_quant.cu). */
 #if defined(CKC_WITH_GPU)
 
 #include "kernel.h"
@@ -19,6 +20,12 @@ static ckc_kernel dequant[] = {CKC_W4A8_KERNELS(W4A8_ENTRY)};
 CKC_W4A8_GEMV_KERNELS(GEMV_DECL)
 #define GEMV_ENTRY(b) CKC_KERNEL_ENTRY(w4a8_gemv_kernel, "w4a8_gemv", "w4a8", CKC_KNAME1(w4a8_gemv_kernel, b), b, 0, 0, 0)
 static ckc_kernel gemv[] = {CKC_W4A8_GEMV_KERNELS(GEMV_ENTRY)};
+#define QUANT_DECL(s) CKC_EMU_THUNK_DECL(CKC_KNAME1(w4a8_quant_kernel, s))
+CKC_W4A8_QUANT_KERNELS(QUANT_DECL)
+#define QUANT_ENTRY(s) CKC_KERNEL_ENTRY(w4a8_quant_kernel, "w4a8_quant", "w4a8_quant", \
+                                        CKC_KNAME1(w4a8_quant_kernel, s), s, 0, 0, 0)
+static ckc_kernel quant[] = {CKC_W4A8_QUANT_KERNELS(QUANT_ENTRY)};
+#define W4A8Q_THREADS 128 /* kernels/w4a8_quant.cu's CKC_W4A8Q_THREADS */
 
 ckc_status
 ckc_gpu_w4a8_decode(const ckc_dequantize_w4a8_int8_weight_params *p, uintptr_t stream, ckc_done_mark done,
@@ -59,6 +66,30 @@ ckc_status
 ckc_gpu_dequantize_w4a8_int8_weight(const ckc_dequantize_w4a8_int8_weight_params *p, ckc_exec *exec, ckc_error *err)
 {
     CKC_ON_DEVICE(exec, err, dequantize(p, exec, err));
+}
+
+/* The quantizer's three steps, the completion mark on the last. */
+static ckc_status
+quantize(const ckc_quantize_w4a8_int8_weight_params *p, ckc_exec *exec, ckc_error *err)
+{
+    const ckc_done_mark none = {NULL, 0, NULL, NULL};
+    ckc_quantize_w4a8_int8_weight_params params = *p;
+    for (int step = 1; step <= 3; step++) {
+        const int64_t count = step == 2 ? p->rows : p->rows * (p->k / p->group);
+        const int64_t needed = count > 0 ? (count + W4A8Q_THREADS - 1) / W4A8Q_THREADS : 1;
+        const ckc_launch_cfg c = ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS,
+                                               W4A8Q_THREADS, 0, exec->stream);
+        ckc_done_mark mark = step == 3 ? ckc_exec_take_done_mark(exec) : none;
+        void *args[] = {&params, &mark};
+        CKC_TRY(CKC_LAUNCH_INSTANCE(quant, step, 0, 0, 0, &c, args, err));
+    }
+    return CKC_OK;
+}
+
+ckc_status
+ckc_gpu_quantize_w4a8_int8_weight(const ckc_quantize_w4a8_int8_weight_params *p, ckc_exec *exec, ckc_error *err)
+{
+    CKC_ON_DEVICE(exec, err, quantize(p, exec, err));
 }
 
 #endif /* CKC_WITH_GPU */

@@ -37,6 +37,7 @@
     X(prepare_int4_weight_for_int8_linear)                                                               \
     X(convrot_w4a4_linear)                                                                               \
     X(dequantize_w4a8_int8_weight)                                                                       \
+    X(quantize_w4a8_int8_weight)                                                                         \
     X(gemv_awq_w4a16)
 
 #endif /* CKC_OPS_OP_LIST_H */

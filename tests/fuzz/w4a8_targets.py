@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fuzz targets of the W4A8 / W6A8 ops (dequantize_w4a8_int8_weight, w4a8_int8_linear,
-w4a8_packed_linear) with eager's results as the oracle.
+"""Fuzz targets of the W4A8 / W6A8 ops (quantize_w4a8_int8_weight, dequantize_w4a8_int8_weight,
+w4a8_int8_linear, w4a8_packed_linear) with eager's results as the oracle.
+
+The quantizer's oracle is eager's own quantizer run on our rotation (its codebook choice, chunks,
+seeds and math): bit for bit.
 
 The dequantizer's result is a rotation of eager's unrotated float weight (bit for bit ours,
 tests/test_w4a8_parity.py): compared by oracle.compare_rotation against the exact rotation of
@@ -130,6 +133,69 @@ def _unpacked(a):
     return unpack_w4a8_mma_weight(a["qdata"], a["s_channel"].numel(), k)
 
 
+# ---- quantize_w4a8_int8_weight ------------------------------------------------------------------
+
+def make_quantize(d: Draw) -> dict:
+    """A finite weight (ours refuses others, eager's codes for them are casts of NaN), in every
+    form; sometimes of few significant bits (its rotation exact), sometimes heavy-tailed after
+    rotation (the codebook fitted), sometimes in chunks of a few rows."""
+    bits, group, k = _layout(d)
+    n = d.extent(40)
+    w = torch.randn(n, k, generator=d.g) * d.pick((0.02, 1.0, 300.0))
+    if d.chance(0.3):
+        w = torch.randint(-3, 4, (n, k), generator=d.g).float() * 2.0 ** -6
+        if d.chance(0.5):
+            w = torch.where(torch.rand(n, k, generator=d.g) < 0.06, torch.full_like(w, 0.75), w)
+    args = {"weight": d.layout(w.to(d.float_dtype(0))), "group_size": group, "bits": bits,
+            "convrot_groupsize": d.pick((16, 64, 256))}
+    if bits == 4:
+        args["symmetric"] = d.chance(0.8)
+        args["codebook"] = d.chance(0.7)
+        if d.chance(0.2):
+            args["codebook_tensor"] = torch.randn(16, generator=d.g).sort().values * 0.9
+    if d.chance(0.5):
+        args["scale_dtype"] = d.pick((torch.float8_e4m3fn, torch.float32))
+    if d.chance(0.3):
+        args["stochastic_rounding"] = d.int_in(0, 1000)
+    if bits == 6 and d.chance(0.3):
+        args["scale_search"] = False
+    return args
+
+
+def _our_rotation(w, convrot):
+    from comfy_kitchen_c import w4a8_quant
+    return w4a8_quant._rotated("fuzz", w.contiguous(), convrot)
+
+
+def ref_quantize(a):
+    """Eager's quantizer (its checks, its codebook choice, its chunks and seeds, its math) run on
+    our rotation: ours must match it bit for bit (tests/test_w4a8_quant.py; the rotations
+    themselves are compared within their bound by the rotation ops' targets)."""
+    kw = {"group_size": 16, "convrot_groupsize": 256, "symmetric": True, "scale_dtype": torch.float8_e4m3fn,
+          "codebook": True, "codebook_tensor": None, "stochastic_rounding": 0, "bits": 4, "scale_search": True}
+    kw.update({key: value for key, value in a.items() if key != "weight"})
+    EW.validate_w4a8_weight_shape(a["weight"], kw["group_size"], kw["convrot_groupsize"], kw["bits"])
+    return EW._quantize_w4a8_chunked(a["weight"], _our_rotation, kw["group_size"], kw["convrot_groupsize"],
+                                     kw["symmetric"], kw["scale_dtype"], kw["codebook"], kw["codebook_tensor"],
+                                     kw["stochastic_rounding"], kw["bits"], kw["scale_search"])
+
+
+def compare_quantize(ours, ref, a) -> None:
+    for name, x, y in zip(("qdata", "s_rel", "s_channel", "correction", "codebook"), ours, ref):
+        if x is None or y is None:
+            if (x is None) != (y is None):
+                raise oracle.Mismatch(f"quantize_w4a8_int8_weight: {name} {x is None} against eager's {y is None}")
+            continue
+        if x.dtype != y.dtype or x.shape != y.shape:
+            raise oracle.Mismatch(f"quantize_w4a8_int8_weight: {name} {x.dtype}{list(x.shape)} against eager's "
+                                  f"{y.dtype}{list(y.shape)}")
+        if x.dtype == torch.float8_e4m3fn:
+            x, y = x.view(torch.uint8), y.view(torch.uint8)
+        same = torch.equal(x, y) if not x.is_floating_point() else bool(((x == y) | (x.isnan() & y.isnan())).all())
+        if not same:
+            raise oracle.Mismatch(f"quantize_w4a8_int8_weight: {name} differs from eager's on our rotation")
+
+
 def targets(Target) -> list:
     bad_int8 = lambda d, a: d.pick((torch.zeros(4, 8), torch.zeros(3, 3, 3, dtype=torch.int8), None, "q"))  # noqa: E731
     bad_srel = lambda d, a: d.pick((torch.ones(2, 2), torch.ones(3, dtype=torch.float16), None))  # noqa: E731
@@ -141,6 +207,17 @@ def targets(Target) -> list:
                      "convrot_groupsize", "out_dtype", "input_act", "input_act_weight", "input_act_eps", "residual",
                      "residual_scale")
     return [
+        Target("quantize_w4a8_int8_weight",
+               ("weight", "group_size", "convrot_groupsize", "symmetric", "scale_dtype", "codebook", "codebook_tensor",
+                "stochastic_rounding", "bits", "scale_search"),
+               make_quantize, ref_quantize, compare_quantize,
+               {"weight": lambda d, a: d.pick((torch.zeros(4, 100), torch.zeros(2, 256, dtype=torch.int8),
+                                               torch.full((2, 256), float("nan")), None)),
+                "group_size": bad_group, "convrot_groupsize": lambda d, a: d.group(None),
+                "bits": lambda d, a: d.pick((5, 8, "4")), "scale_dtype": lambda d, a: d.pick((torch.float16, "e4m3")),
+                "codebook_tensor": lambda d, a: d.pick((torch.ones(8), "cb")),
+                "stochastic_rounding": lambda d, a: d.pick((1.5, "s"))},
+               zero_sign_free=True),
         Target("dequantize_w4a8_int8_weight",
                ("qdata", "s_rel", "s_channel", "codebook", "correction", "group_size", "convrot_groupsize",
                 "output_dtype"),
