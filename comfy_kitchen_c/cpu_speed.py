@@ -116,9 +116,10 @@ FLOAT16_LINEARS = ("int8_linear", "int8_linear_modulated", "int8_linear_rms_modu
 
 # quantize_w4a8_int8_weight's uniform 4-bit forms (codebook=False, or symmetric=False with its
 # correction): a few element-wise steps per value that eager's torch ops vectorize, where ours run a
-# value at a time through the shared group math (csrc/math/w4a8_quant.h), 0.5-0.7x eager at
-# 3072 x 3072 bfloat16, 1 and 2 threads (benchmarks/bench_w4a8_quant.py; benchmarks/README.md).
-# The codebook form (ComfyUI's default) and the 6-bit form are 2.3-3.8x eager: served.
+# value at a time through the shared group math (csrc/math/w4a8_quant.h): uniform 0.68x (1 thread)
+# and 0.79x (2), asymmetric 0.90x and 1.03x, at 3072 x 3072 bfloat16, medians of 3 alternating pairs
+# at f651c95 (benchmarks/bench_w4a8_quant.py; benchmarks/README.md).  The codebook form (ComfyUI's
+# default) 3.5-3.9x and the 6-bit form 2.7-3.2x eager: served.
 W4A8_UNIFORM_EAGER = True
 
 

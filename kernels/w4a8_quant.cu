@@ -10,6 +10,10 @@
 #include "gpu/kernel_args.h"
 #include "gpu/kernel_list.h"
 
+/* 128 threads and at least one block per SM: without the second bound ptxas holds a
+ * group's state (its scale, the searches' bounds, the sums' accumulators) in 48-64
+ * registers and spills the rest (100-230 bytes) in the loops; with it, 62-88 registers
+ * and no spill (benchmarks/gpu_model.py --check). */
 #define CKC_W4A8Q_THREADS 128
 
 template <int STEP>
@@ -25,7 +29,8 @@ w4a8_quant_body(ckc_quantize_w4a8_int8_weight_params p, ckc_done_mark done)
             ckc_w4a8q_step_channel(&p, i);
             continue;
         }
-        const int64_t n = i / groups;
+        /* a 32-bit division where the indices allow it (the 64-bit one is a library call) */
+        const int64_t n = count <= INT32_MAX ? (int64_t)((int32_t)i / (int32_t)groups) : i / groups;
         if (STEP == 1) {
             ckc_w4a8q_step_scale(&p, n, i - n * groups, reuse);
         } else {
@@ -36,7 +41,7 @@ w4a8_quant_body(ckc_quantize_w4a8_int8_weight_params p, ckc_done_mark done)
 }
 
 #define CKC_W4A8_QUANT_INSTANCES(s)                                                                    \
-    CKC_KERNEL_INSTANCE(CKC_KNAME1(w4a8_quant_kernel, s), __launch_bounds__(CKC_W4A8Q_THREADS),        \
+    CKC_KERNEL_INSTANCE(CKC_KNAME1(w4a8_quant_kernel, s), __launch_bounds__(CKC_W4A8Q_THREADS, 1),     \
                         (ckc_quantize_w4a8_int8_weight_params p, ckc_done_mark done),                 \
                         (w4a8_quant_body<s>(p, done)))
 CKC_W4A8_QUANT_KERNELS(CKC_W4A8_QUANT_INSTANCES)

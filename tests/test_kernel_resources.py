@@ -50,6 +50,8 @@ BLOCK_THREADS = {
     "w4_quant_kernel": 256, "w4_dequant_kernel": 256, "w4_unpack_kernel": 256, "w4_linear_kernel": 256,
     # kernels/w4a8.cu: CKC_ROW_THREADS; the GEMV CKC_GEMV_WARPS = 8 warps
     "w4a8_dequant_kernel": 256, "w4a8_gemv_kernel": 256,
+    # kernels/w4a8_quant.cu: CKC_W4A8Q_THREADS (a thread per group or row)
+    "w4a8_quant_kernel": 128,
     # kernels/awq.cu: CKC_AWQ_WARPS = 4 warps
     "awq_gemv_kernel": 128,
 }

@@ -45,6 +45,7 @@ ckc_w4a8q_group_of(const ckc_quantize_w4a8_int8_weight_params *p, int64_t n, int
     g.levels.table = p->table;
     g.levels.grid = 0;
     g.levels.s = 1.0f;
+    g.levels.inv_s = 1.0f;
     g.levels.count = ckc_w4a8q_count(p->table);
     g.levels.ascending = g.table_ascending;
     g.levels.pre = NULL;

@@ -40,6 +40,7 @@ typedef struct {
     const float *table;      /* the codebook (16 levels), or NULL: -31..31 */
     int grid;
     float s;
+    float inv_s;             /* 1 / s: the 6-bit walk's first guess only (exactness is the walk's) */
     int count;               /* 16 or 63 */
     int ascending;           /* non-decreasing, no NaN: the branchless search gives aten's index */
     const float *pre;        /* [count] the levels, or NULL */
@@ -154,7 +155,7 @@ ckc_w4a8q_search(const ckc_w4a8q_levels *l, float v)
         /* the 6-bit grid, round((i - 31) s) clamped: start at v's own level and
          * walk to the first index >= v (a step or two; runs of equal levels
          * where s < 1 or at the clamps) */
-        const float q = v / l->s;
+        const float q = v * l->inv_s;
         int pos = q > -40.0f && q < 40.0f ? (int)q + CKC_W4A8Q_W6_LEVELS : (q >= 40.0f ? l->count : 0);
         pos = pos < 0 ? 0 : (pos > l->count ? l->count : pos);
         while (pos > 0 && ckc_w4a8q_lv(l, pos - 1) >= v) {
@@ -224,6 +225,7 @@ ckc_w4a8q_set_grid(ckc_w4a8q_group *g, float s)
     g->grid.table = g->table;
     g->grid.grid = 1;
     g->grid.s = s;
+    g->grid.inv_s = 1.0f / s;
     g->grid.count = ckc_w4a8q_count(g->table);
     g->grid.ascending = g->table_ascending && s >= 0.0f && s < INFINITY;
     g->grid.pre = NULL;
@@ -296,6 +298,11 @@ ckc_w4a8q_term_err(const void *ctx, int64_t i)
     return d * d;
 }
 
+/* The group sums of ALS and of the scale search, in aten's order. */
+CKC_ATEN_SUM(ckc_w4a8q_sum_wl, ckc_w4a8q_term_wl)
+CKC_ATEN_SUM(ckc_w4a8q_sum_ll, ckc_w4a8q_term_ll)
+CKC_ATEN_SUM(ckc_w4a8q_sum_err, ckc_w4a8q_term_err)
+
 /* ---- phase 1: a group's scale, and the largest |shifted weight| it gives ---- */
 
 /* round(x) to nearest even, or floor(x + u) with noise. */
@@ -322,8 +329,8 @@ ckc_w4a8q_group_scale(ckc_w4a8q_group *g, int mode, int64_t size, float *scale, 
         ckc_w4a8q_fill(g, g->table != NULL ? ckc_w4a8q_at_least(amax, CKC_W4A8Q_TINY)
                        : ckc_w4a8q_at_least(amax / (float)CKC_W4A8Q_W6_LEVELS, CKC_W4A8Q_TINY), size);
         for (int pass = 0; pass < 2; pass++) {
-            const float num = ckc_aten_sum(ckc_w4a8q_term_wl, g, size);
-            const float den = ckc_w4a8q_at_least(ckc_aten_sum(ckc_w4a8q_term_ll, g, size), CKC_W4A8Q_TINY);
+            const float num = ckc_w4a8q_sum_wl(g, size);
+            const float den = ckc_w4a8q_at_least(ckc_w4a8q_sum_ll(g, size), CKC_W4A8Q_TINY);
             ckc_w4a8q_fill(g, ckc_w4a8q_at_least(num / den, CKC_W4A8Q_TINY), size);
         }
         for (int64_t i = 0; i < size; i++) {
@@ -389,7 +396,7 @@ ckc_w4a8q_search_scale(ckc_w4a8q_group *g, int64_t size, float s, uint8_t *byte,
     float best = s;
     const int keep = g->codes != NULL && g->best != NULL;
     ckc_w4a8q_set_grid(g, s);
-    float best_err = ckc_aten_sum(ckc_w4a8q_term_err, g, size);
+    float best_err = ckc_w4a8q_sum_err(g, size);
     const uint8_t base = *byte;
     if (keep) {
         uint8_t *t = g->best; /* the winner's indices into best, the room for the next into codes */
@@ -399,7 +406,7 @@ ckc_w4a8q_search_scale(ckc_w4a8q_group *g, int64_t size, float s, uint8_t *byte,
     for (int c = 1; c <= 2; c++) {
         const float candidate = ckc_w4a8q_candidate(s, base, e4m3, c);
         ckc_w4a8q_set_grid(g, candidate);
-        const float err = ckc_aten_sum(ckc_w4a8q_term_err, g, size);
+        const float err = ckc_w4a8q_sum_err(g, size);
         if (err < best_err) {
             best_err = err;
             best = candidate;
