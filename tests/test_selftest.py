@@ -3,6 +3,7 @@
 backend serves, and reports FAIL when an op is wrong (so it can actually fail)."""
 import importlib.util
 import io
+import re
 import subprocess
 import sys
 
@@ -40,7 +41,8 @@ def _verdicts(table: str, op: str) -> list[str]:
 def test_selftest_command_passes_and_covers_every_op():
     result = _cli("selftest")
     assert result.returncode == 0, result.stdout + result.stderr
-    missing = [op for op in _served_ops() if op not in result.stdout]
+    # the op's own name, not inside another's (quantize_w4a8_int8_weight in dequantize_w4a8_int8_weight)
+    missing = [op for op in _served_ops() if not re.search(rf"(?<![\w]){op}(?![\w])", result.stdout)]
     assert not missing, f"selftest does not check {missing}"
     assert "FAIL" not in result.stdout
 
@@ -103,6 +105,18 @@ def test_rules_reject_beyond_the_tolerances():
     assert selftest.rotated_dequant((one_ulp * 1.0078125,), (ref,)) is not None
     assert selftest.rotation((ref * 1.05,), (ref,)) is not None
     assert selftest.exact((torch.tensor([-0.0]),), (torch.tensor([0.0]),)) is not None
+
+    codes, srel = torch.zeros(10, 100, dtype=torch.int8), torch.ones(10, 20).to(torch.float8_e4m3fn)
+    sch, table = torch.ones(10), torch.linspace(-1, 1, 16)
+    ref = (codes, srel, sch, None, table)
+    moved = codes.clone()
+    moved[0, :5] = 1  # 0.5% of the code bytes: allowed
+    assert selftest.w4a8_codes((moved, srel, sch, None, table), ref) is None
+    moved[0, :20] = 1  # 2%: not
+    assert "code bytes differ" in selftest.w4a8_codes((moved, srel, sch, None, table), ref)
+    assert "channel scales" in selftest.w4a8_codes((codes, srel, sch * (1 + 1e-4), None, table), ref)
+    assert "codebooks differ" in selftest.w4a8_codes((codes, srel, sch, None, table * 1.5), ref)
+    assert "None" in selftest.w4a8_codes((codes, srel, sch, None, None), ref)
 
 
 def test_no_command_prints_help_and_exits_2():
