@@ -360,6 +360,8 @@ def op_bytes(op: str, m: int, k: int, esize: int, n: int | None) -> float:
         return n * k + m * k + 2 * m * n  # the weight once, the rows' codes, the outputs
     if op == "w4a8_gemv":  # 4-bit codes and an e4m3 scale per 16 values, once; the rows' codes, the outputs
         return n * k / 2 + n * k / 16 + m * k + 2 * m * n
+    if op == "w4a8_decode":  # m weight rows: 4-bit codes and e4m3 scales (groups of 16) in, the int8 grid out
+        return mk / 2 + mk / 16 + mk
     raise KeyError(op)
 
 
@@ -436,6 +438,8 @@ def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks:
         return Plan(op, quant.bytes + gemv.bytes, quant.launches + gemv.launches)
     if base == "quantize_int8_tensorwise":
         return plan_tensorwise(m, k, kind, esize)
+    if base == "w4a8_decode":
+        return plan_w4a8_decode(m, k)
     if base == "int8_linear_epilogue":
         return plan_epilogue(m, n, ks, arch)
     layout = plan_v2 if any(kk.name.startswith("ckc_tile_") for kk in ks.values()) else plan_v1
@@ -481,6 +485,21 @@ def plan_gemv(m: int, k: int, n: int) -> Plan:
     blocks = -(-n // 8)
     plan = Plan("int8_gemv", op_bytes("int8_gemv", m, k, 2, n))
     plan.launches.append(Launch("int8_gemv_kernel", (), 256, blocks, k / 32, 1 + m, 0, load_bytes=None))
+    return plan
+
+
+def plan_w4a8_decode(rows: int, k: int) -> Plan:
+    """kernels/w4a8.cu's decode to the int8 grid (w4a8_dequant_kernel<3>), the modelled part of
+    w4a8_linear's decoded GEMM path besides int8_linear's quantizer and epilogue (the GEMM is
+    cuBLASLt's): a grid-stride walk over 16-column chunks, 256-thread blocks, 4096 at most; per
+    chunk 8 bytes of nibbles and its group's e4m3 scale in, 16 bytes out.  Its DRAM bytes count the
+    int8 part written and read back, which the scratch's parts (at most W4A8_DECODE_BYTES) keep in
+    the L2 of GPUs with 16 MB or more: an upper bound there."""
+    chunks = rows * k // 16
+    blocks = max(1, min(-(-chunks // 256), 4096))
+    plan = Plan("w4a8_decode", op_bytes("w4a8_decode", rows, k, 1, None))
+    plan.launches.append(Launch("w4a8_dequant_kernel", (3,), 256, blocks, rows * k / (blocks * 256),
+                                0.5 + 1 / 16, 1, load_bytes=None))
     return plan
 
 
