@@ -22,7 +22,7 @@ w4a8_quant_body(ckc_quantize_w4a8_int8_weight_params p, ckc_done_mark done)
 {
     const int64_t groups = p.k / p.group;
     const int64_t count = STEP == 2 ? p.rows : p.rows * groups;
-    const ckc_w4a8q_reuse reuse = {NULL, NULL, NULL, NULL};
+    const ckc_w4a8q_reuse reuse = {NULL, NULL, NULL, NULL, NULL};
     for (int64_t i = (int64_t)blockIdx.x * CKC_W4A8Q_THREADS + threadIdx.x; i < count;
          i += (int64_t)gridDim.x * CKC_W4A8Q_THREADS) {
         if (STEP == 2) {

@@ -22,6 +22,7 @@ typedef struct {
     float *grid;             /* 64 floats */
     uint8_t *codes;          /* a group's worth */
     uint8_t *best;           /* a group's worth */
+    uint8_t *row_codes;      /* a row's worth (UNIFORM, ASYM) */
 } ckc_w4a8q_reuse;
 
 /* Group gi of row n as the math reads it. */
@@ -41,6 +42,7 @@ ckc_w4a8q_group_of(const ckc_quantize_w4a8_int8_weight_params *p, int64_t n, int
     g.grid_pre = r.grid;
     g.codes = r.codes;
     g.best = r.best;
+    g.row_codes = p->mode == CKC_W4A8Q_ALS ? NULL : r.row_codes;
     g.have_best = 0;
     g.levels.table = p->table;
     g.levels.grid = 0;
@@ -131,9 +133,8 @@ ckc_w4a8q_step_codes(const ckc_quantize_w4a8_int8_weight_params *p, int64_t n, i
         ckc_w4a8q_set_grid(&g, s);
     }
     if (p->mode == CKC_W4A8Q_ASYM) {
-        for (int64_t i = 0; i < p->group; i++) {
-            minimum = ckc_w4a8q_min(minimum, ckc_w4a8q_w(&g, i));
-        }
+        float maximum;
+        ckc_w4a8q_range(&g, p->group, &minimum, &maximum);
         ckc_w4a8q_store(p->correction, p->corr_kind, gi * p->rows + n, ckc_w4a8q_correction(scale, minimum));
     }
     ckc_w4a8q_pack(p, &g, n, minimum);

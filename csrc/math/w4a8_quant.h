@@ -60,6 +60,7 @@ typedef struct {
     float *grid_pre;         /* room for 64 grid levels (CPU), or NULL */
     uint8_t *codes;          /* room for the group's ALS level indices (CPU), or NULL: recomputed */
     uint8_t *best;           /* room for the scale search's best grid indices (CPU), or NULL */
+    uint8_t *row_codes;      /* the row's UNIFORM / ASYM codes, kept from phase 1 for phase 2 (CPU), or NULL */
     int have_best;           /* best holds the indices of the stored scale's grid */
     ckc_w4a8q_levels levels; /* the table's levels (ALS assignment) */
     ckc_w4a8q_levels grid;   /* the grid at the current stored scale (ckc_w4a8q_set_grid) */
@@ -78,17 +79,37 @@ ckc_w4a8q_at_least(float v, float m)
     return v < m ? m : v;
 }
 
+/* A magnitude as float32 bits: non-negative floats order as their bits, and a NaN's
+ * (above infinity's) win, as torch's amax lets NaN win; so a group's largest
+ * magnitude is an integer max, which the CPU's loops vectorize. */
+CKC_HD uint32_t
+ckc_w4a8q_abs_bits(float v)
+{
+    return ckc_f32_bits(v) & 0x7FFFFFFFu;
+}
+
+/* A float32 as an int32 that orders as the float does (negative ones with their magnitude
+ * bits flipped; -0 just below +0): a group's min and max as integer ones.  Finite weights
+ * only (the wrapper refuses others; a NaN orders as some value, a defined answer). */
+CKC_HD int32_t
+ckc_w4a8q_order_key(float v)
+{
+    const uint32_t u = ckc_f32_bits(v);
+    return (int32_t)(u ^ ((uint32_t)((int32_t)u >> 31) & 0x7FFFFFFFu));
+}
+
+CKC_HD float
+ckc_w4a8q_from_key(int32_t key)
+{
+    const uint32_t u = (uint32_t)key;
+    return ckc_f32_from_bits(u ^ ((uint32_t)((int32_t)u >> 31) & 0x7FFFFFFFu));
+}
+
 /* torch's max: NaN wins. */
 CKC_HD float
 ckc_w4a8q_max(float a, float b)
 {
     return (a != a || a > b) ? a : b;
-}
-
-CKC_HD float
-ckc_w4a8q_min(float a, float b)
-{
-    return (a != a || a < b) ? a : b;
 }
 
 /* An integer code clamp(q, lo, hi) as eager's .clamp().to(int32).  A NaN q
@@ -312,20 +333,91 @@ ckc_w4a8q_round(float x, const float *noise, int64_t i)
     return noise != NULL ? floorf(x + noise[i]) : rintf(x);
 }
 
+/* The group's largest magnitude (NaN wins). */
+CKC_HD float
+ckc_w4a8q_absmax(const ckc_w4a8q_group *g, int64_t size)
+{
+    uint32_t m = 0;
+    for (int64_t i = 0; i < size; i++) {
+        const uint32_t b = ckc_w4a8q_abs_bits(ckc_w4a8q_w(g, i));
+        m = b > m ? b : m;
+    }
+    return ckc_f32_from_bits(m);
+}
+
+/* The group's minimum and maximum (finite weights: ckc_w4a8q_order_key). */
+CKC_HD void
+ckc_w4a8q_range(const ckc_w4a8q_group *g, int64_t size, float *lo, float *hi)
+{
+    int32_t mn = INT32_MAX, mx = INT32_MIN;
+    for (int64_t i = 0; i < size; i++) {
+        const int32_t key = ckc_w4a8q_order_key(ckc_w4a8q_w(g, i));
+        mn = key < mn ? key : mn;
+        mx = key > mx ? key : mx;
+    }
+    *lo = ckc_w4a8q_from_key(mn);
+    *hi = ckc_w4a8q_from_key(mx);
+}
+
+/* UNIFORM's and ASYM's integer code of value i before its offset: round((w - offset) /
+ * scale) (or with noise) clamped to [lo, hi]. */
+CKC_HD int
+ckc_w4a8q_uniform(const ckc_w4a8q_group *g, int64_t i, float offset, float lo, float hi)
+{
+    return ckc_w4a8q_int(ckc_w4a8q_round((ckc_w4a8q_w(g, i) - offset) / g->scale, g->noise, g->c0 + i), lo, hi);
+}
+
+/* UNIFORM (asym 0: codes -8..7, stored + 8) and ASYM (codes 0..15, shifted - 8): the
+ * largest |shifted| of the group at g->scale, its codes kept in g->row_codes when the
+ * caller gave room.  (w - 0) is w for every finite w, so one loop serves both.  The
+ * group's fields are read into locals first, and the codes stored by a loop of their
+ * own: a byte store may alias anything, which would keep the CPU's loop scalar. */
+CKC_HD float
+ckc_w4a8q_uniform_shifted(ckc_w4a8q_group *g, int64_t size, int asym, float minimum)
+{
+    const float offset = asym ? minimum : 0.0f, lo = asym ? 0.0f : -8.0f, hi = asym ? 15.0f : 7.0f;
+    const float scale = g->scale, shift = asym ? -8.0f : 0.0f;
+    const float *w32 = g->w32 != NULL ? g->w32 + g->c0 : NULL;
+    const float *noise = g->noise != NULL ? g->noise + g->c0 : NULL;
+    uint32_t m = 0;
+    if (w32 != NULL && noise == NULL) {
+        for (int64_t i = 0; i < size; i++) {
+            const float c = (float)ckc_w4a8q_int(rintf((w32[i] - offset) / scale), lo, hi);
+            const uint32_t b = ckc_w4a8q_abs_bits((c + shift) * scale);
+            m = b > m ? b : m;
+        }
+    } else {
+        for (int64_t i = 0; i < size; i++) {
+            const float c = (float)ckc_w4a8q_uniform(g, i, offset, lo, hi);
+            const uint32_t b = ckc_w4a8q_abs_bits((c + shift) * scale);
+            m = b > m ? b : m;
+        }
+    }
+    if (g->row_codes != NULL) {
+        uint8_t *codes = g->row_codes + g->c0;
+        const int stored = asym ? 0 : 8;
+        if (w32 != NULL && noise == NULL) {
+            for (int64_t i = 0; i < size; i++) {
+                codes[i] = (uint8_t)(ckc_w4a8q_int(rintf((w32[i] - offset) / scale), lo, hi) + stored);
+            }
+        } else {
+            for (int64_t i = 0; i < size; i++) {
+                codes[i] = (uint8_t)(ckc_w4a8q_uniform(g, i, offset, lo, hi) + stored);
+            }
+        }
+    }
+    return ckc_f32_from_bits(m);
+}
+
 /* The group's scale (ALS: after the two passes) into *scale, and for ASYM its
  * minimum into *minimum; returns max |shifted| over the group, the row's
  * s_channel term. */
 CKC_HD float
 ckc_w4a8q_group_scale(ckc_w4a8q_group *g, int mode, int64_t size, float *scale, float *minimum)
 {
-    float amax = 0.0f, mx = -INFINITY, mn = INFINITY, shifted = 0.0f;
-    for (int64_t i = 0; i < size; i++) {
-        const float w = ckc_w4a8q_w(g, i);
-        amax = ckc_w4a8q_max(amax, fabsf(w));
-        mx = ckc_w4a8q_max(mx, w);
-        mn = ckc_w4a8q_min(mn, w);
-    }
+    float shifted = 0.0f, mn = 0.0f, mx = 0.0f;
     if (mode == CKC_W4A8Q_ALS) {
+        const float amax = ckc_w4a8q_absmax(g, size);
         ckc_w4a8q_fill(g, g->table != NULL ? ckc_w4a8q_at_least(amax, CKC_W4A8Q_TINY)
                        : ckc_w4a8q_at_least(amax / (float)CKC_W4A8Q_W6_LEVELS, CKC_W4A8Q_TINY), size);
         for (int pass = 0; pass < 2; pass++) {
@@ -337,17 +429,12 @@ ckc_w4a8q_group_scale(ckc_w4a8q_group *g, int mode, int64_t size, float *scale, 
             shifted = ckc_w4a8q_max(shifted, fabsf(ckc_w4a8q_level(g->table, ckc_w4a8q_index(g, i)) * g->scale));
         }
     } else if (mode == CKC_W4A8Q_UNIFORM) {
-        g->scale = ckc_w4a8q_at_least(amax / 7.0f, CKC_W4A8Q_TINY);
-        for (int64_t i = 0; i < size; i++) {
-            const float q = ckc_w4a8q_round(ckc_w4a8q_w(g, i) / g->scale, g->noise, g->c0 + i);
-            shifted = ckc_w4a8q_max(shifted, fabsf((float)ckc_w4a8q_int(q, -8.0f, 7.0f) * g->scale));
-        }
+        g->scale = ckc_w4a8q_at_least(ckc_w4a8q_absmax(g, size) / 7.0f, CKC_W4A8Q_TINY);
+        shifted = ckc_w4a8q_uniform_shifted(g, size, 0, 0.0f);
     } else {
+        ckc_w4a8q_range(g, size, &mn, &mx);
         g->scale = ckc_w4a8q_at_least((mx - mn) / 15.0f, CKC_W4A8Q_TINY);
-        for (int64_t i = 0; i < size; i++) {
-            const float q = ckc_w4a8q_round((ckc_w4a8q_w(g, i) - mn) / g->scale, g->noise, g->c0 + i);
-            shifted = ckc_w4a8q_max(shifted, fabsf((float)(ckc_w4a8q_int(q, 0.0f, 15.0f) - 8) * g->scale));
-        }
+        shifted = ckc_w4a8q_uniform_shifted(g, size, 1, mn);
     }
     *scale = g->scale;
     *minimum = mn;
@@ -430,19 +517,19 @@ ckc_w4a8q_search_scale(ckc_w4a8q_group *g, int64_t size, float s, uint8_t *byte,
 CKC_HD uint32_t
 ckc_w4a8q_code(const ckc_w4a8q_group *g, int mode, float minimum, int64_t i)
 {
-    const float w = ckc_w4a8q_w(g, i);
     if (mode == CKC_W4A8Q_ALS) {
-        const float t = w / g->s_channel;
+        const float t = ckc_w4a8q_w(g, i) / g->s_channel;
         const int idx = g->noise != NULL ? ckc_w4a8q_stochastic(&g->grid, t, g->noise[g->c0 + i])
                         : (g->have_best ? (int)g->best[i] : ckc_w4a8q_nearest(&g->grid, t));
         return (uint32_t)(g->table != NULL ? idx : idx + 1);
     }
-    if (mode == CKC_W4A8Q_UNIFORM) {
-        const float q = ckc_w4a8q_round(w / g->scale, g->noise, g->c0 + i);
-        return (uint32_t)(ckc_w4a8q_int(q, -8.0f, 7.0f) + 8);
+    if (g->row_codes != NULL) {
+        return g->row_codes[g->c0 + i]; /* phase 1's */
     }
-    const float q = ckc_w4a8q_round((w - minimum) / g->scale, g->noise, g->c0 + i);
-    return (uint32_t)ckc_w4a8q_int(q, 0.0f, 15.0f);
+    if (mode == CKC_W4A8Q_UNIFORM) {
+        return (uint32_t)(ckc_w4a8q_uniform(g, i, 0.0f, -8.0f, 7.0f) + 8);
+    }
+    return (uint32_t)ckc_w4a8q_uniform(g, i, minimum, 0.0f, 15.0f);
 }
 
 /* ASYM's correction of a group: (8 * scale + min) before its rounding to the
