@@ -114,20 +114,6 @@ FLOAT16_LINEAR_MIN_ROWS = 128
 FLOAT16_LINEARS = ("int8_linear", "int8_linear_modulated", "int8_linear_rms_modulated")
 
 
-# quantize_w4a8_int8_weight's uniform 4-bit forms (codebook=False, or symmetric=False with its
-# correction): a few element-wise steps per value that eager's torch ops vectorize, where ours run a
-# value at a time through the shared group math (csrc/math/w4a8_quant.h): uniform 0.68x (1 thread)
-# and 0.79x (2), asymmetric 0.90x and 1.03x, at 3072 x 3072 bfloat16, medians of 3 alternating pairs
-# at f651c95 (benchmarks/bench_w4a8_quant.py; benchmarks/README.md).  The codebook form (ComfyUI's
-# default) 3.5-3.9x and the 6-bit form 2.7-3.2x eager: served.
-W4A8_UNIFORM_EAGER = True
-
-
-def w4a8_uniform_form(kwargs: dict) -> bool:
-    """Whether a quantize_w4a8_int8_weight call asks for a uniform 4-bit form (eager's defaults)."""
-    return kwargs.get("bits", 4) == 4 and (not kwargs.get("symmetric", True) or not kwargs.get("codebook", True))
-
-
 def rule(op: str, dtype: torch.dtype, rows: int, elements: int, out_dtype: torch.dtype | None = None) -> str | None:
     """Why eager serves a CPU call of op faster than "c" (its first tensor's dtype, rows and
     elements; the output dtype where the op takes one), or None: the rules above."""
@@ -149,11 +135,6 @@ def rule(op: str, dtype: torch.dtype, rows: int, elements: int, out_dtype: torch
 def decline(op: str, kwargs: dict) -> str | None:
     """The registry's speed rule for a checked CPU call (backend.py): rule() of its main tensor
     (x; the dequantizers' int8 codes q; rms_gated_residual's activation)."""
-    if op == "quantize_w4a8_int8_weight":
-        if W4A8_UNIFORM_EAGER and w4a8_uniform_form(kwargs):
-            return "eager is faster on the CPU for the uniform 4-bit forms (comfy_kitchen_c/cpu_speed.py " \
-                   "W4A8_UNIFORM_EAGER)"
-        return None
     if op not in MIN_ELEMENTS and op not in EAGER_DTYPES and op not in FLOAT16_LINEARS:
         return None
     first = next((kwargs[name] for name in ("x", "q", "activation") if name in kwargs), None)

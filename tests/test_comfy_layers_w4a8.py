@@ -149,8 +149,7 @@ def test_forward_runs_every_op_in_c_and_matches_eager(block, device, grad_mode):
 def test_loading_runs_the_quantizer_in_c(device):
     """ComfyUI's load of a W4A8 and a W6A8 weight through the layout: the quantizer runs in "c",
     and on a weight whose rotation is exact (few significant bits) the layout holds eager's
-    tensors bit for bit, in the default, the 6-bit and the asymmetric form (served() turns the CPU
-    speed rules off: the registry gives the CPU's uniform 4-bit forms to eager, tests/test_cpu_speed.py)."""
+    tensors bit for bit, in the default, the 6-bit and the asymmetric form."""
     import comfy_kitchen_c
     from test_w4a8_quant import assert_same, few_bit_weight
 

@@ -94,6 +94,14 @@ CKC_HD void
 ckc_w4a8q_pack(const ckc_quantize_w4a8_int8_weight_params *p, const ckc_w4a8q_group *g, int64_t n, float minimum)
 {
     uint8_t *row = p->q + n * (p->k * p->bits / 8);
+    if (g->row_codes != NULL) { /* the uniform forms' codes, kept by phase 1: 4 bits, two to a byte */
+        const uint8_t *codes = g->row_codes + g->c0;
+        uint8_t *dst = row + g->c0 / 2;
+        for (int64_t j = 0; j < p->group / 2; j++) {
+            dst[j] = (uint8_t)((codes[2 * j] & 0xFu) | ((codes[2 * j + 1] & 0xFu) << 4));
+        }
+        return;
+    }
     for (int64_t c = 0; c < p->group; c += 4) {
         const uint32_t q0 = ckc_w4a8q_code(g, p->mode, minimum, c), q1 = ckc_w4a8q_code(g, p->mode, minimum, c + 1);
         const uint32_t q2 = ckc_w4a8q_code(g, p->mode, minimum, c + 2), q3 = ckc_w4a8q_code(g, p->mode, minimum, c + 3);
