@@ -164,9 +164,9 @@ def check_quantize_w4a8_int8_weight(weight, group_size=16, convrot_groupsize=256
         raise ArgumentError(f"{op}: argument 'scale_dtype': must be float32 or float8_e4m3fn, got {scale_dtype}")
     mode = _mode(op, check.boolean(op, "symmetric", symmetric), check.boolean(op, "codebook", codebook), bits)
     check.boolean(op, "scale_search", scale_search)
-    if codebook_tensor is not None and mode == MODE_ALS and bits == 4:
+    if codebook_tensor is not None:  # checked as a tensor even where the form does not use it
         check.tensor(op, "codebook_tensor", codebook_tensor, check.FLOAT_DTYPES, ndim=1)
-        if codebook_tensor.numel() != LEVELS:
+        if mode == MODE_ALS and bits == 4 and codebook_tensor.numel() != LEVELS:
             raise ArgumentError(f"{op}: argument 'codebook_tensor': expected {LEVELS} levels, got "
                                 f"{codebook_tensor.numel()}")
     seed = check.seed(op, stochastic_rounding)

@@ -110,8 +110,10 @@ def test_success_keeps_no_reference(op, device):
     items = result if isinstance(result, tuple) else (result,)
     fresh = tuple(torch.empty(1) for _ in items)  # held exactly as the results are, but made here
     for t, f in zip(items, fresh):
-        if any(t is v for v in args.values()):
-            continue  # the op hands an argument back (a float32 tensorwise scale, as eager's scale.to())
+        if t is None or any(t is v for v in args.values()):
+            # an optional result left out (the W4A8 quantizer's correction or codebook), or the op hands an
+            # argument back (a float32 tensorwise scale, as eager's scale.to())
+            continue
         assert sys.getrefcount(t) == sys.getrefcount(f) + (0 if isinstance(result, tuple) else 1), op
 
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The W4A8 / W6A8 quantizer's steps over its parameter block, shared by the CPU
- * (csrc/cpu/w4a8_quant.c: a row at a time, its groups in order) and the GPU
+ * (csrc/cpu/w4a8_quant_impl.h: a row at a time, its groups in order) and the GPU
  * (kernels/w4a8_quant.cu: a thread per group, then per row, then per group):
  *   1. per group: its scale and largest |shifted| value into the scratch;
  *   2. per row: s_channel from its groups' largest values;

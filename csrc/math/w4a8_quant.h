@@ -17,8 +17,9 @@
  *            round((w - min) / s), and a correction 8 s + min per group.
  * Rounding is to nearest even, or with noise u in [0, 1): floor(x + u) for the
  * integer forms, the upper level where x > lo + u (hi - lo) on the grid.
- * Every group sum is aten's (math/aten_sum.h); the maxima propagate NaN as
- * torch's amax does (the wrapper refuses non-finite weights anyway). */
+ * Every group sum is aten's (math/aten_sum.h); the magnitudes' maxima propagate
+ * NaN as torch's amax does, the asymmetric form's min and max assume finite
+ * weights (the wrapper refuses others; the results stay defined). */
 #ifndef CKC_MATH_W4A8_QUANT_H
 #define CKC_MATH_W4A8_QUANT_H
 
