@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from . import _checks as check
-from ._C import ArgumentError
+from ._C import ArgumentError, ArgumentTypeError
 from ._call import _run
 from ._proved import checked as _checked
 
@@ -169,6 +169,8 @@ def check_quantize_w4a8_int8_weight(weight, group_size=16, convrot_groupsize=256
         if mode == MODE_ALS and bits == 4 and codebook_tensor.numel() != LEVELS:
             raise ArgumentError(f"{op}: argument 'codebook_tensor': expected {LEVELS} levels, got "
                                 f"{codebook_tensor.numel()}")
+    if stochastic_rounding is None:  # eager compares it with 0: None is a TypeError there, not "off"
+        raise ArgumentTypeError(f"{op}: argument 'stochastic_rounding': expected an int, got None")
     seed = check.seed(op, stochastic_rounding)
     if weight.shape[0] == 0 and mode == MODE_ALS and bits == 4 and codebook_tensor is None:
         raise ArgumentError(f"{op}: argument 'weight': an empty weight has no values to choose a codebook from")
