@@ -15,7 +15,8 @@ decisions from seeded samples, not per-value work:
 * the noise of stochastic rounding: torch.rand from eager's seed per chunk of rows.
 
 The rows go through in eager's chunks (2^22 values), each chunk's noise seeded as eager seeds it,
-so a chunk's rotated copy is all the memory the call adds.  Parity (docs/parity.md): on the same
+so the call adds a chunk's worth of memory (its rotated copy, its noise, its scratch), and the
+codebook's choice a sample of at most 2^22 values.  Parity (docs/parity.md): on the same
 rotated weight the codes, scales and correction are eager's bit for bit; our rotation is within
 the rotated ops' bound of eager's, so a value that lies that close to a decision boundary may
 take the neighbouring code."""

@@ -155,9 +155,20 @@ def test_whole_op_where_the_rotation_is_exact(bits, symmetric, codebook, seed):
 def test_fitted_codebook_and_chunks(monkeypatch):
     """A heavy-tailed rotated weight makes eager fit its codebook (the kurtosis gate) from seeded samples;
     ours fits the same one on the same (exactly rotated) sample.  With chunks of 32 rows (both
-    sides' budget lowered) each chunk's stochastic seed is eager's (seed + first row)."""
+    sides' budget lowered) each chunk's stochastic seed is eager's (seed + first row); with the
+    samples' limits lowered too, every seeded draw of the choice runs on both sides."""
     monkeypatch.setattr(EW, "_QUANT_ROW_ELEM_BUDGET", 32 * 256)
     monkeypatch.setattr(Q, "CHUNK_VALUES", 32 * 256)
+    # the samples' limits lowered on both sides, so that each seeded draw runs: the row sample of the
+    # codebook's choice (40 of the 100 rows), the kurtosis gate's (4,096 values), the fit's (5,000)
+    monkeypatch.setattr(EW, "_CODEBOOK_SAMPLE_ELEMS", 40 * 256)
+    monkeypatch.setattr(Q, "CODEBOOK_SAMPLE_VALUES", 40 * 256)
+    monkeypatch.setattr(EW, "_KURTOSIS_SAMPLE", 4096)
+    monkeypatch.setattr(Q, "KURTOSIS_SAMPLE", 4096)
+    fit = EW._fit_codebook
+    monkeypatch.setattr(EW, "_fit_codebook", lambda values, levels=16, iterations=25, sample_size=5000:
+                        fit(values, levels, iterations, sample_size))
+    monkeypatch.setattr(Q, "FIT_SAMPLE", 5000)
     # heavy tails in the rotated domain: the weight is the rotation of spiky few-bit values (the
     # rotation is its own inverse, and both rotations are exact in float32 here)
     w = eager_rotate(few_bit_weight(100, 256, torch.float32, 1, spikes=True), 256)
