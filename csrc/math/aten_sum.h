@@ -8,9 +8,9 @@
  * needed, each the same float32 value eager's tensor holds.
  *
  * CKC_ATEN_SUM(name, term) defines `float name(const void *ctx, int64_t count)`
- * summing term(ctx, i): a function per term, so the term is inlined in the CUDA
- * kernels too (a call through a pointer there is a real call, with a stack
- * frame and spills).  Used by the W4A8 quantizer (math/w4a8_quant.h) for its
+ * summing term(ctx, i): a function per term, so that each term is a direct call
+ * the compilers inline, in the CUDA kernels too, rather than a call through a
+ * pointer left for them to resolve.  Used by the W4A8 quantizer (math/w4a8_quant.h) for its
  * group sums; rms.h keeps its own copy of the order for the square sums of its
  * hot loops, whose CPU form runs the 32 streams side by side
  * (csrc/cpu/rms_impl.h). */
