@@ -27,6 +27,7 @@
 
 #include "aten_sum.h"
 #include "float_bits.h"
+#include "w4a8.h"
 
 typedef enum { CKC_W4A8Q_ALS = 0, CKC_W4A8Q_UNIFORM = 1, CKC_W4A8Q_ASYM = 2 } ckc_w4a8q_mode;
 
@@ -128,10 +129,12 @@ ckc_w4a8q_count(const float *table)
     return table != NULL ? 16 : 2 * CKC_W4A8Q_W6_LEVELS + 1;
 }
 
+/* Level i of the table: the decoder's level (math/w4a8.h) of the code index i is
+ * stored as (i at 4 bits, i + 1 at 6: codes 1..63 for -31..31). */
 CKC_HD float
 ckc_w4a8q_level(const float *table, int i)
 {
-    return table != NULL ? table[i] : (float)(i - CKC_W4A8Q_W6_LEVELS);
+    return ckc_w4a8_level((uint32_t)(table != NULL ? i : i + 1), table, table != NULL ? 4 : 6);
 }
 
 /* Level i of the int8 grid at scale s: (level * s).round_().clamp_(-127, 127). */
@@ -216,7 +219,7 @@ ckc_w4a8q_nearest(const ckc_w4a8q_levels *l, float v)
 {
     const int last = l->count - 1;
     const int pos = ckc_w4a8q_search(l, v);
-    const int lo = pos - 1 < 0 ? 0 : (pos - 1 > last ? last : pos - 1);
+    const int lo = pos > 0 ? pos - 1 : 0; /* pos <= count: pos - 1 <= last */
     const int hi = pos > last ? last : pos;
     const float dlo = fabsf(v - ckc_w4a8q_lv(l, lo));
     const float dhi = fabsf(v - ckc_w4a8q_lv(l, hi));
@@ -474,6 +477,15 @@ ckc_w4a8q_candidate(float s, uint8_t byte, int e4m3, int c)
     return s * (c == 1 ? (float)(1.0 - 0.03) : (float)(1.0 + 0.03));
 }
 
+/* Swaps the search's two index buffers: the indices just found become the best's. */
+CKC_HD void
+ckc_w4a8q_keep_best(ckc_w4a8q_group *g)
+{
+    uint8_t *t = g->best;
+    g->best = g->codes;
+    g->codes = t;
+}
+
 /* The 6-bit search: of the stored scale and its two candidates (in that
  * order), the one whose grid reconstructs w / s_channel with the least
  * squared error (a later one only if strictly less).  Returns the scale;
@@ -487,9 +499,7 @@ ckc_w4a8q_search_scale(ckc_w4a8q_group *g, int64_t size, float s, uint8_t *byte,
     float best_err = ckc_w4a8q_sum_err(g, size);
     const uint8_t base = *byte;
     if (keep) {
-        uint8_t *t = g->best; /* the winner's indices into best, the room for the next into codes */
-        g->best = g->codes;
-        g->codes = t;
+        ckc_w4a8q_keep_best(g); /* the winner's indices into best, the room for the next into codes */
     }
     for (int c = 1; c <= 2; c++) {
         const float candidate = ckc_w4a8q_candidate(s, base, e4m3, c);
@@ -499,9 +509,7 @@ ckc_w4a8q_search_scale(ckc_w4a8q_group *g, int64_t size, float s, uint8_t *byte,
             best_err = err;
             best = candidate;
             if (keep) {
-                uint8_t *t = g->best;
-                g->best = g->codes;
-                g->codes = t;
+                ckc_w4a8q_keep_best(g);
             }
         }
     }
