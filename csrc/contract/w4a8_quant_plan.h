@@ -78,17 +78,6 @@ ckc_w4a8q_step_channel(const ckc_quantize_w4a8_int8_weight_params *p, int64_t n)
     p->s_channel[n] = ckc_w4a8q_channel(m);
 }
 
-/* A float32 value stored into element i of a tensor of `kind`. */
-CKC_HD void
-ckc_w4a8q_store(void *t, ckc_float_kind kind, int64_t i, float v)
-{
-    if (kind == CKC_F32) {
-        ((float *)t)[i] = v;
-    } else {
-        ((uint16_t *)t)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
-    }
-}
-
 /* The group's codes packed into row n's bytes, four columns at a time. */
 CKC_HD void
 ckc_w4a8q_pack(const ckc_quantize_w4a8_int8_weight_params *p, const ckc_w4a8q_group *g, int64_t n, float minimum)
@@ -143,7 +132,7 @@ ckc_w4a8q_step_codes(const ckc_quantize_w4a8_int8_weight_params *p, int64_t n, i
     if (p->mode == CKC_W4A8Q_ASYM) {
         float maximum;
         ckc_w4a8q_range(&g, p->group, &minimum, &maximum);
-        ckc_w4a8q_store(p->correction, p->corr_kind, gi * p->rows + n, ckc_w4a8q_correction(scale, minimum));
+        ckc_kind_store(p->correction, p->corr_kind, gi * p->rows + n, ckc_w4a8q_correction(scale, minimum));
     }
     ckc_w4a8q_pack(p, &g, n, minimum);
 }

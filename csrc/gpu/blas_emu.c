@@ -228,17 +228,6 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
     return status;
 }
 
-/* A value rounded into element i of a float row of the output's type (read: ckc_kind_value). */
-static void
-store_value(void *row, ckc_float_kind kind, int64_t i, float v)
-{
-    if (kind == CKC_F32) {
-        ((float *)row)[i] = v;
-    } else {
-        ((uint16_t *)row)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
-    }
-}
-
 /* Values of one row of NVFP4 codes times their block scales (exact in float32:
  * a 2-bit by 3-bit significand product). */
 static void
@@ -299,7 +288,7 @@ run_scaled_gemm(const void *ctx)
             for (int64_t t = 0; t < p->k; t++) {
                 acc += va[t] * vb[j * p->k + t];
             }
-            store_value(p->out, p->out_kind, i * p->n + j, alpha * acc + bias[j]);
+            ckc_kind_store(p->out, p->out_kind, i * p->n + j, alpha * acc + bias[j]);
         }
     }
     free(vb);

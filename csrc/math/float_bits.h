@@ -123,6 +123,18 @@ ckc_kind_value(const void *p, ckc_float_kind kind, int64_t i)
     return kind == CKC_BF16 ? ckc_bf16_to_f32(((const uint16_t *)p)[i]) : ckc_f16_to_f32(((const uint16_t *)p)[i]);
 }
 
+/* v rounded to the element type into element i of an array of it (the store of
+ * ckc_kind_value's read). */
+CKC_HD void
+ckc_kind_store(void *p, ckc_float_kind kind, int64_t i, float v)
+{
+    if (kind == CKC_F32) {
+        ((float *)p)[i] = v;
+    } else {
+        ((uint16_t *)p)[i] = kind == CKC_BF16 ? ckc_f32_to_bf16(v) : ckc_f32_to_f16(v);
+    }
+}
+
 /* Bytes of one element of the type. */
 CKC_HD int64_t
 ckc_kind_size(ckc_float_kind kind)
