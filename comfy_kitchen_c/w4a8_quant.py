@@ -205,7 +205,6 @@ def quantize_w4a8_int8_weight(weight, group_size=16, convrot_groupsize=256, symm
     block = max(1, CHUNK_VALUES // max(k, 1))
     for r0 in range(0, n, block):
         chunk = weight[r0:r0 + block].contiguous()
-        chunk_seed = seed + r0 if seed > 0 and n > block else seed
         _quantize_chunk(op, _rotated(op, chunk, convrot_groupsize), table, out, r0, group_size, bits, mode,
-                        bool(scale_search), chunk_seed)
+                        bool(scale_search), seed + r0 if seed > 0 else 0)  # eager's seed per chunk
     return out + (table,)
