@@ -106,10 +106,12 @@ def declared_ops() -> frozenset[str] | None:
 
 # Ops whose contract (the one "c" is at parity with: comfy_kitchen 0.2.40's) lives in a module an
 # older comfy_kitchen lacks although it declares the op: 0.2.31 has rms_gated_residual's name but no
-# eager residual module, and an older W4A8 storage without the MMA-packed records.  There "c" does
-# not register them: an older contract is not the one its kernels serve.
+# eager residual module, and an older W4A8 storage without the MMA-packed records (whose quantizer
+# takes no bits=, 6-bit storage being newer too).  There "c" does not register them: an older
+# contract is not the one its kernels serve.
 _CONTRACT_MODULES = {
     "rms_gated_residual": "comfy_kitchen.backends.eager.residual",
+    "quantize_w4a8_int8_weight": "comfy_kitchen.tensor.w4a8_packed",
     "dequantize_w4a8_int8_weight": "comfy_kitchen.tensor.w4a8_packed",
     "w4a8_int8_linear": "comfy_kitchen.tensor.w4a8_packed",
     "w4a8_packed_linear": "comfy_kitchen.tensor.w4a8_packed",
