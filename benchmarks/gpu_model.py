@@ -736,6 +736,15 @@ INSTRUCTION_LIMITS = {
     "dequantize_nvfp4": 22.0,                # 19.9
     "quantize_and_rotate_nvfp4": 85.5,       # 78.0
 }
+# Registers per thread (issue 22, item 3), bfloat16, on both targets: the plain row quantizer
+# holds a thread's 32 values as 16 raw words and codes them from there (kernels/int8_tile.cu,
+# ckc_tile_plain), capped at 48 (CKC_TILE_REGISTERS) so that three 448-thread blocks of a
+# 14336-value row share an SM (84 KB in flight) where 63 registers allowed two (56 KB).  The
+# rotated quantizer keeps 32 floats through its shuffles and stays at 64.
+REGISTER_LIMITS = {
+    "quantize_int8_rowwise": 48,
+    "int8_linear_quantize": 48,
+}
 # The memory-bound kernels held to the memory limits.
 HOT_OPS = ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "rotate_int8_convrot_weight",
            "dequantize_int8_simple", "dequantize_int8_simple_dtype", "dequantize_int8_convrot_weight",
@@ -820,6 +829,14 @@ def kernel_problems(kern: Kernel) -> list[str]:
     return problems
 
 
+def register_problems(op: str, kern: Kernel) -> list[str]:
+    """An op's kernel above its REGISTER_LIMITS entry."""
+    limit = REGISTER_LIMITS.get(op)
+    if limit is None or kern.registers <= limit:
+        return []
+    return [f"{op}: {kern.name}{kern.args} on sm_{kern.arch}: {kern.registers} registers, limit {limit}"]
+
+
 def check(commit: str | None = None) -> list[str]:
     """Every limit the kernels break, at the tests' shapes, on both targets."""
     problems = []
@@ -832,6 +849,7 @@ def check(commit: str | None = None) -> list[str]:
                     if limit is not None and met["per_element"]["total"] > limit:
                         problems.append(f"{op} {m}x{k}: {kern.name}{kern.args} on sm_{kern.arch}: "
                                         f"{met['per_element']['total']:.1f} instructions per element, limit {limit}")
+                    problems += register_problems(op, kern)
     for kern in kernels(commit).values():
         problems += kernel_problems(kern)
     return sorted(set(problems))

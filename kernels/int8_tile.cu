@@ -75,6 +75,35 @@ ckc_tile_code_noise(float q, float noise)
     return (uint8_t)ckc_int8_from_quotient(floorf(ckc_tile_round<KIND>(ckc_tile_round<KIND>(t) + noise)));
 }
 
+/* Where a row's threads hold their 32 values.  The rotation (G > 0) needs a
+ * thread's 32 consecutive values (tile.cuh); the plain quantizer (G = 0) only
+ * needs the row's absmax, so it walks the row warp-coalesced: chunk q (16 bytes,
+ * ckc_tile_chunk values) of thread j at column (q T + j) c, so that one load
+ * instruction of a warp reads 512 contiguous bytes and one code store writes 256
+ * (16-bit) or 128 (float32), where 32 consecutive values per thread make each of
+ * them touch 32 lines 64 or 128 bytes apart.  Rows of one pass only (the
+ * launcher gives longer plain rows to the general kernel). */
+template <int G, int ACT>
+struct ckc_tile_plain {
+    static constexpr bool walk = G == 0;
+    /* no activation either: the codes come straight from the raw words */
+    static constexpr bool value = G == 0 && ACT == CKC_ACT_NONE;
+};
+
+template <ckc_float_kind KIND, int G>
+__device__ __forceinline__ int64_t
+ckc_tile_first_col(int j)
+{
+    return G == 0 ? (int64_t)j * ckc_tile_chunk<KIND>::values : (int64_t)j * CKC_TILE;
+}
+
+template <ckc_float_kind KIND, int G>
+__device__ __forceinline__ int64_t
+ckc_tile_chunk_stride(const ckc_tile_geom &g)
+{
+    return G == 0 ? (int64_t)g.threads_per_row * ckc_tile_chunk<KIND>::values : ckc_tile_chunk<KIND>::values;
+}
+
 /* A thread's 32 values as the quantizer (or the plain rotation) sees them: loaded
  * words unpacked, activated (rounded to the element type as eager's activation
  * returns it), rotated and rounded to the element type (ckc_transform_chunk's
@@ -83,10 +112,11 @@ template <ckc_float_kind KIND, int G, int ACT, bool ABSMAX>
 __device__ __forceinline__ uint32_t
 ckc_tile_transform(const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &up, int j, float v[CKC_TILE])
 {
-    ckc_tile_unpack<KIND>(raw, v);
-    if (G == 0 && ACT == CKC_ACT_NONE) {
+    if (ckc_tile_plain<G, ACT>::value) {
+        /* the codes read the raw words (ckc_tile_code_word): 32 floats never live */
         return ABSMAX ? ckc_tile_raw_absmax<KIND>(raw) : 0u;
     }
+    ckc_tile_unpack<KIND>(raw, v);
     if (ACT != CKC_ACT_NONE) {
         /* swiglu only (ckc_tile_quantize_rows): no row factor, no column arguments */
         const ckc_act_args none = {};
@@ -116,73 +146,100 @@ ckc_tile_transform(const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &up, 
     return m.bits();
 }
 
-/* Codes of a thread's 32 values, 16-byte stores at out + col (when `live`). */
-template <ckc_float_kind KIND, int MODE>
-__device__ __forceinline__ void
-ckc_tile_store_codes(int8_t *out, int64_t col, bool live, const float v[CKC_TILE],
-                     const ckc_tile_raw<KIND> &noise, const ckc_tile_scale &s)
+/* Codes of values 4 q .. 4 q + 3 of a thread, in one word: of v, or of the raw
+ * words (RAW: the plain quantizer's, ckc_tile_plain); RECIP: the row's scale has
+ * the exact reciprocal (s.reciprocal, a template argument so that each store loop
+ * holds one form, not both behind a select per value). */
+template <ckc_float_kind KIND, int MODE, bool RAW, bool RECIP>
+__device__ __forceinline__ uint32_t
+ckc_tile_code_word(int q, const float v[CKC_TILE], const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &noise,
+                   const ckc_tile_scale &s)
 {
-    uint32_t w[CKC_TILE / 4];
-    if (MODE == CKC_TILE_CODES && s.reciprocal) {
-        CKC_UNROLL
-        for (int q = 0; q < CKC_TILE / 4; q++) {
-            w[q] = ckc_low_bytes4(ckc_tile_code_bf16(v[4 * q], s.inv), ckc_tile_code_bf16(v[4 * q + 1], s.inv),
-                                   ckc_tile_code_bf16(v[4 * q + 2], s.inv), ckc_tile_code_bf16(v[4 * q + 3], s.inv));
-        }
-    } else if (MODE == CKC_TILE_CODES) {
-        CKC_UNROLL
-        for (int q = 0; q < CKC_TILE / 4; q++) {
-            w[q] = ckc_low_bytes4(ckc_tile_code<KIND>(v[4 * q], s.divisor),
-                                   ckc_tile_code<KIND>(v[4 * q + 1], s.divisor),
-                                   ckc_tile_code<KIND>(v[4 * q + 2], s.divisor),
-                                   ckc_tile_code<KIND>(v[4 * q + 3], s.divisor));
-        }
-    } else {
-        float n[CKC_TILE];
-        float t[CKC_TILE];
-        ckc_tile_unpack<KIND>(noise, n);
-        if (s.reciprocal) {
-            CKC_UNROLL
-            for (int i = 0; i < CKC_TILE; i++) {
-                t[i] = v[i] * s.inv;
-            }
+    uint32_t c[4];
+    CKC_UNROLL
+    for (int e = 0; e < 4; e++) {
+        const float x = RAW ? ckc_tile_value<KIND>(raw, 4 * q + e) : v[4 * q + e];
+        if (MODE == CKC_TILE_CODES && RECIP) {
+            c[e] = ckc_tile_code_bf16(x, s.inv);
+        } else if (MODE == CKC_TILE_CODES) {
+            c[e] = ckc_tile_code<KIND>(x, s.divisor);
         } else {
-            CKC_UNROLL
-            for (int i = 0; i < CKC_TILE; i++) {
-                t[i] = v[i] / s.divisor;
-            }
-        }
-        CKC_UNROLL
-        for (int q = 0; q < CKC_TILE / 4; q++) {
-            w[q] = ckc_low_bytes4(ckc_tile_code_noise<KIND>(t[4 * q], n[4 * q]),
-                                   ckc_tile_code_noise<KIND>(t[4 * q + 1], n[4 * q + 1]),
-                                   ckc_tile_code_noise<KIND>(t[4 * q + 2], n[4 * q + 2]),
-                                   ckc_tile_code_noise<KIND>(t[4 * q + 3], n[4 * q + 3]));
+            const float t = RECIP ? x * s.inv : x / s.divisor;
+            c[e] = ckc_tile_code_noise<KIND>(t, ckc_tile_value<KIND>(noise, 4 * q + e));
         }
     }
-    if (live) {
-        ckc_bytes16 *d = (ckc_bytes16 *)(out + col);
-        d[0] = ckc_bytes16{{w[0], w[1], w[2], w[3]}};
-        d[1] = ckc_bytes16{{w[4], w[5], w[6], w[7]}};
+    return ckc_low_bytes4(c[0], c[1], c[2], c[3]);
+}
+
+/* ckc_tile_store_codes for one form of the scale (RECIP). */
+template <ckc_float_kind KIND, int G, int MODE, int ACT, bool RECIP>
+__device__ __forceinline__ void
+ckc_tile_put_codes(int8_t *out, int64_t col, int64_t stride, bool live, const float v[CKC_TILE],
+                   const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &noise, const ckc_tile_scale &s)
+{
+    constexpr bool RAW = ckc_tile_plain<G, ACT>::value;
+    if constexpr (ckc_tile_plain<G, ACT>::walk) {
+        constexpr int words = ckc_tile_chunk<KIND>::values / 4;
+        CKC_UNROLL
+        for (int q = 0; q < CKC_TILE / ckc_tile_chunk<KIND>::values; q++) {
+            int8_t *d = out + col + q * stride;
+            if constexpr (words == 2) {
+                const ckc_bytes8 b = {{ckc_tile_code_word<KIND, MODE, RAW, RECIP>(2 * q, v, raw, noise, s),
+                                       ckc_tile_code_word<KIND, MODE, RAW, RECIP>(2 * q + 1, v, raw, noise, s)}};
+                if (live) {
+                    *(ckc_bytes8 *)d = b;
+                }
+            } else {
+                const uint32_t w = ckc_tile_code_word<KIND, MODE, RAW, RECIP>(q, v, raw, noise, s);
+                if (live) {
+                    *(uint32_t *)d = w;
+                }
+            }
+        }
+    } else {
+        uint32_t w[CKC_TILE / 4];
+        CKC_UNROLL
+        for (int q = 0; q < CKC_TILE / 4; q++) {
+            w[q] = ckc_tile_code_word<KIND, MODE, RAW, RECIP>(q, v, raw, noise, s);
+        }
+        if (live) {
+            ckc_bytes16 *d = (ckc_bytes16 *)(out + col);
+            d[0] = ckc_bytes16{{w[0], w[1], w[2], w[3]}};
+            d[1] = ckc_bytes16{{w[4], w[5], w[6], w[7]}};
+        }
     }
 }
 
-/* Loads a thread's raw words for columns col .. col + 31 of row `row`: x, the up
- * half for swiglu, the noise.  Both inside the tensor (ckc_tile_load). */
+/* Codes of a thread's 32 values at out + col (when `live`): chunk by chunk at
+ * col + q * stride for the walk (8- or 4-byte stores), else two 16-byte stores. */
+template <ckc_float_kind KIND, int G, int MODE, int ACT>
+__device__ __forceinline__ void
+ckc_tile_store_codes(int8_t *out, int64_t col, int64_t stride, bool live, const float v[CKC_TILE],
+                     const ckc_tile_raw<KIND> &raw, const ckc_tile_raw<KIND> &noise, const ckc_tile_scale &s)
+{
+    if (s.reciprocal) {
+        ckc_tile_put_codes<KIND, G, MODE, ACT, true>(out, col, stride, live, v, raw, noise, s);
+    } else {
+        ckc_tile_put_codes<KIND, G, MODE, ACT, false>(out, col, stride, live, v, raw, noise, s);
+    }
+}
+
+/* Loads a thread's raw words of row `row`, chunks at col + q * stride
+ * (ckc_tile_load): x, the up half for swiglu, the noise.  All inside the tensor. */
 template <ckc_float_kind KIND, int MODE, int ACT>
 __device__ __forceinline__ void
-ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, uint32_t zero, ckc_tile_raw<KIND> &raw,
-                  ckc_tile_raw<KIND> &up, ckc_tile_raw<KIND> &noise)
+ckc_tile_load_row(const ckc_tile_rows_args &a, int64_t row, int64_t col, int64_t stride, uint32_t zero,
+                  ckc_tile_raw<KIND> &raw, ckc_tile_raw<KIND> &up, ckc_tile_raw<KIND> &noise)
 {
     const int64_t esize = ckc_kind_size(KIND);
     const char *x = (const char *)a.x + row * a.x_stride * esize;
-    ckc_tile_load<KIND>(x, col, raw);
+    ckc_tile_load<KIND>(x, col, stride, raw);
     if (ACT == CKC_ACT_SWIGLU) {
-        ckc_tile_load<KIND>(x + a.cols * esize, col, up);
+        ckc_tile_load<KIND>(x + a.cols * esize, col, stride, up);
     }
     if (MODE == CKC_TILE_CODES_NOISE) {
         /* the noise is used last: tie it to x so that its loads are issued with x's */
-        ckc_tile_load<KIND>((const char *)a.noise + row * a.cols * esize, col, noise);
+        ckc_tile_load<KIND>((const char *)a.noise + row * a.cols * esize, col, stride, noise);
         ckc_tile_together(raw.w, noise.w, 4, zero);
     }
 }
@@ -202,9 +259,10 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
     if (CODES && j == 0) {
         row_max[threadIdx.y] = 0;
     }
-    if (g.segments == 1) {
-        const int64_t col = (int64_t)j * CKC_TILE;
-        ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, g.zero, raw, up, noise);
+    if (ckc_tile_plain<G, ACT>::walk || g.segments == 1) {
+        const int64_t col = ckc_tile_first_col<KIND, G>(j);
+        const int64_t stride = ckc_tile_chunk_stride<KIND, G>(g);
+        ckc_tile_load_row<KIND, MODE, ACT>(a, row, col, stride, g.zero, raw, up, noise);
         if (!CODES) {
             ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
             ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live_row, v);
@@ -215,7 +273,8 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
             if (j == 0 && live_row) {
                 a.scale[r] = s.scale;
             }
-            ckc_tile_store_codes<KIND, MODE>((int8_t *)a.out + row * a.out_stride, col, live_row, v, noise, s);
+            ckc_tile_store_codes<KIND, G, MODE, ACT>((int8_t *)a.out + row * a.out_stride, col, stride, live_row, v,
+                                                     raw, noise, s);
         }
     } else {
         /* Rows longer than one pass of the block: 32 * T columns at a time; columns
@@ -228,7 +287,8 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
         do {
             const int64_t col = s * step + (int64_t)j * CKC_TILE;
             const bool live = live_row && col < a.cols;
-            ckc_tile_load_row<KIND, CKC_TILE_CODES, ACT>(a, row, live ? col : 0, g.zero, raw, up, noise);
+            ckc_tile_load_row<KIND, CKC_TILE_CODES, ACT>(a, row, live ? col : 0, ckc_tile_chunk<KIND>::values, g.zero,
+                                                         raw, up, noise);
             if (!CODES) {
                 ckc_tile_transform<KIND, G, ACT, false>(raw, up, j, v);
                 ckc_tile_store_values<KIND>((char *)a.out + row * a.cols * ckc_kind_size(KIND), col, live, v);
@@ -248,18 +308,33 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
             do {
                 const int64_t col = s * step + (int64_t)j * CKC_TILE;
                 const bool live = live_row && col < a.cols;
-                ckc_tile_load_row<KIND, MODE, ACT>(a, row, live ? col : 0, g.zero, raw, up, noise);
+                ckc_tile_load_row<KIND, MODE, ACT>(a, row, live ? col : 0, ckc_tile_chunk<KIND>::values, g.zero, raw,
+                                                   up, noise);
                 ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
-                ckc_tile_store_codes<KIND, MODE>((int8_t *)a.out + row * a.out_stride, col, live, v, noise, sc);
+                ckc_tile_store_codes<KIND, G, MODE, ACT>((int8_t *)a.out + row * a.out_stride, col, 0, live, v, raw,
+                                                         noise, sc);
             } while (++s < g.segments);
         }
     }
     ckc_done_mark_arrive(done);
 }
 
+/* Registers per thread of an instance, a cap (__maxnreg__) where a block size bound would
+ * only give 65536 per SM over CKC_TILE_THREADS:
+ *   48 for the plain 16-bit quantizer (issue 22, item 3), whose live values are its 16 raw
+ *      words: three blocks of a 14336-value row (448 threads) per SM instead of two.
+ *      float32's 32 raw words do not fit 48 without spilling (sm_120);
+ *   128 for the noise and swiglu instances, as their 512-thread bound allowed (64 spills
+ *      float16 swiglu's and float32 noise's plain walks on every target);
+ *   64 for the rest, as their 1024-thread bound allowed. */
+#define CKC_TILE_REGISTERS(k, g, mode, act)                                                                   \
+    ((g) == 0 && (k) != 0 && (mode) == CKC_TILE_CODES && (act) == CKC_ACT_NONE ? 48                            \
+     : CKC_TILE_THREADS(mode, act) == CKC_TILE_WIDE_THREADS                    ? 128                           \
+                                                                               : 64)
+
 #define CKC_TILE_ROWS_INSTANCE(k, g, mode, act)                                                                 \
     CKC_KERNEL_INSTANCE(CKC_KNAME4(ckc_tile_rows_kernel, k, g, mode, act),                                       \
-                        __launch_bounds__(CKC_TILE_THREADS(mode, act)),                                          \
+                        CKC_MAX_REGISTERS(CKC_TILE_REGISTERS(k, g, mode, act)),                                   \
                         (ckc_tile_rows_args a, ckc_tile_geom geom, ckc_done_mark done),                          \
                         (ckc_tile_rows_body<(ckc_float_kind)k, g, mode, act>(a, geom, done)))
 CKC_TILE_ROWS_KERNELS(CKC_TILE_ROWS_INSTANCE)

@@ -44,20 +44,28 @@ struct ckc_tile_raw {
     uint32_t w[KIND == CKC_F32 ? CKC_TILE : CKC_TILE / 2];
 };
 
-/* Loads 32 values from row + col with 16-byte loads, all issued before any use.
- * The address must be inside the tensor: callers point threads of rows past the
- * tensor (or of columns past a row) at its first row (or column) and store
- * nothing from them; a load under a condition is one the compiler may sink below
- * the first use of the others. */
+/* Values of a 16-byte chunk: 8 of a 16-bit type, 4 of float32. */
+template <ckc_float_kind KIND>
+struct ckc_tile_chunk {
+    static constexpr int values = KIND == CKC_F32 ? 4 : 8;
+};
+
+/* Loads 32 values with 16-byte loads, all issued before any use: chunk q (its
+ * ckc_tile_chunk values) from row + col + q * stride, stride in elements (the
+ * chunk's width for 32 consecutive values; the row's threads times it for the
+ * warp walk of the plain quantizer, int8_tile.cu).  The addresses must be inside
+ * the tensor: callers point threads of rows past the tensor (or of columns past
+ * a row) at its first row (or column) and store nothing from them; a load under
+ * a condition is one the compiler may sink below the first use of the others. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
-ckc_tile_load(const void *row, int64_t col, ckc_tile_raw<KIND> &raw)
+ckc_tile_load(const void *row, int64_t col, int64_t stride, ckc_tile_raw<KIND> &raw)
 {
     constexpr int n = (int)(sizeof(raw.w) / 16);
-    const ckc_bytes16 *s = (const ckc_bytes16 *)((const char *)row + col * ckc_kind_size(KIND));
+    const char *base = (const char *)row + col * ckc_kind_size(KIND);
     CKC_UNROLL
     for (int q = 0; q < n; q++) {
-        const ckc_bytes16 b = s[q];
+        const ckc_bytes16 b = *(const ckc_bytes16 *)(base + q * stride * ckc_kind_size(KIND));
         CKC_UNROLL
         for (int i = 0; i < 4; i++) {
             raw.w[4 * q + i] = b.w[i];
@@ -96,6 +104,21 @@ ckc_tile_word_floats(uint32_t w, float v[4])
     }
 }
 
+/* Value i of the raw words as a float. */
+template <ckc_float_kind KIND>
+__device__ __forceinline__ float
+ckc_tile_value(const ckc_tile_raw<KIND> &raw, int i)
+{
+    if constexpr (KIND == CKC_F32) {
+        return ckc_f32_from_bits(raw.w[i]);
+    } else if constexpr (KIND == CKC_BF16) {
+        const uint32_t w = raw.w[i / 2];
+        return ckc_f32_from_bits(i % 2 == 0 ? w << 16 : w & 0xFFFF0000u);
+    } else {
+        return ckc_half_value(KIND, (uint16_t)(raw.w[i / 2] >> (16 * (i % 2))));
+    }
+}
+
 /* The values of the raw words as floats. */
 template <ckc_float_kind KIND>
 __device__ __forceinline__ void
@@ -103,14 +126,7 @@ ckc_tile_unpack(const ckc_tile_raw<KIND> &raw, float v[CKC_TILE])
 {
     CKC_UNROLL
     for (int i = 0; i < CKC_TILE; i++) {
-        if constexpr (KIND == CKC_F32) {
-            v[i] = ckc_f32_from_bits(raw.w[i]);
-        } else if constexpr (KIND == CKC_BF16) {
-            const uint32_t w = raw.w[i / 2];
-            v[i] = ckc_f32_from_bits(i % 2 == 0 ? w << 16 : w & 0xFFFF0000u);
-        } else {
-            v[i] = ckc_half_value(KIND, (uint16_t)(raw.w[i / 2] >> (16 * (i % 2))));
-        }
+        v[i] = ckc_tile_value<KIND>(raw, i);
     }
 }
 

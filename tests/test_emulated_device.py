@@ -35,9 +35,11 @@ def on_both(fn, *args, **kwargs):
 
 
 # (rows, K): one row, K equal to the group, K not a multiple of 16, a row of two
-# chunks per thread, a row longer than one segment of registers (the two-pass
-# path), and a typical shape.
-ROW_SHAPES = [(1, 256), (5, 1024), (3, 100), (2, 5120), (2, 20480), (40, 3072)]
+# chunks per thread, rows of one pass of the tile kernels (20480: 640 threads a row),
+# a row longer than one pass (33024: the general kernels' two-pass path for the plain
+# quantizer, the tile's segments for the rotated one), a typical shape, and rows of
+# 168 threads, so that a warp holds the end of one row and the start of the next.
+ROW_SHAPES = [(1, 256), (5, 1024), (3, 100), (2, 5120), (2, 20480), (2, 33024), (40, 3072), (6, 5376)]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)

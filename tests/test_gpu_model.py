@@ -11,7 +11,8 @@ M = 4096, K = 14336 and 3072:
   or not), and element loads of 64 or 128 bits in the element kernels the model does not plan
   (gpu_model.VECTOR_KERNELS: FP8, RoPE and the later formats'), but for their scalar fallbacks;
 * enough bytes in flight per SM to cover 800 ns of DRAM latency at the datasheet bandwidth
-  (H200: 4.8 TB/s x 800 ns / 132 SMs = 29 KB; 5070 Ti: 896 GB/s x 800 ns / 70 = 10 KB).
+  (H200: 4.8 TB/s x 800 ns / 132 SMs = 29 KB; 5070 Ti: 896 GB/s x 800 ns / 70 = 10 KB);
+* at most 48 registers for the plain row quantizer (issue 22, item 3: three blocks per SM).
 
 Each check is shown to fail on a planted kernel that breaks it (test_each_limit_catches_...).
 Needs nvcc and a cuobjdump (triton ships one), no GPU; the compiled code is cached under
@@ -42,6 +43,24 @@ def test_instructions_per_element(op, limit, gpu, m, k):
         per_element = met["per_element"]["total"]
         assert per_element <= limit, f"{op} on sm_{kern.arch} ({kern.name}{kern.args}): {per_element:.1f} " \
                                      f"instructions per element, limit {limit}"
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("op,limit", sorted(model.REGISTER_LIMITS.items()))
+def test_registers(op, limit, gpu):
+    for launch, kern, met in model.hot_launches(op, 4096, 14336, gpu):
+        assert not model.register_problems(op, kern), f"{kern.registers} registers, limit {limit}"
+        assert met["blocks_per_sm"] * launch.threads >= 3 * 448, "three blocks of a 14336-value row per SM"
+
+
+def test_the_register_limit_names_a_kernel_above_it():
+    def kernel(registers):
+        return model.Kernel("ckc_tile_rows_kernel__2_0_0_0", "ckc_tile_rows_kernel", (2, 0, 0, 0), "90",
+                            "int8_tile.cu", [], registers=registers)
+
+    assert model.register_problems("quantize_int8_rowwise", kernel(56)) == [
+        "quantize_int8_rowwise: ckc_tile_rows_kernel(2, 0, 0, 0) on sm_90: 56 registers, limit 48"]
+    assert model.register_problems("quantize_int8_rowwise", kernel(48)) == []
 
 
 @pytest.mark.parametrize("gpu", GPUS)

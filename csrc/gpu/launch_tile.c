@@ -67,13 +67,16 @@ ckc_tile_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_
     if (g.segments == 0 || p->rows == 0 || lay->q_stride != p->cols || !ckc_aligned16(p->x, lay->x_stride * esize) ||
         !ckc_aligned16(p->q, p->cols) || (p->noise != NULL && !ckc_aligned16(p->noise, p->cols * esize)) ||
         (p->noise != NULL && lay->act != CKC_ACT_NONE) || (p->kind == CKC_F32 && lay->act != CKC_ACT_NONE) ||
-        (lay->act != CKC_ACT_NONE && lay->act != CKC_ACT_SWIGLU) || !tile_group(p->group, 1)) {
+        (lay->act != CKC_ACT_NONE && lay->act != CKC_ACT_SWIGLU) || !tile_group(p->group, 1) ||
+        (p->group == 0 && g.segments > 1)) {
         /* Activated float32 rows (no hot path: int8_linear's inputs are 16-bit) stay with the
          * general kernels: their tile instances spilled around the division's and expf's
          * slow-path calls on sm_75, sm_100 and sm_120 (tests/test_kernel_resources.py).  So do
          * gelu_tanh rows (its 16-bit instances spilled 8 bytes around tanhf's slow path on
          * sm_100) and the activations with per-column arguments or row factors (rms_norm,
-         * situ, the modulations): the tile instances know swiglu only. */
+         * situ, the modulations): the tile instances know swiglu only.  Plain rows longer than
+         * one pass (over 32768 values, 16384 for swiglu) too: the plain instances walk a row in
+         * one pass (int8_tile.cu, ckc_tile_plain). */
         return 0;
     }
     a = rows_args(p->x, lay->x_stride, p->noise, p->q, lay->q_stride, p->scale, p->rows, p->cols);
