@@ -4,10 +4,11 @@
  * plain rotation, and rotated dequantization with a per-row or single scale, one
  * instance per element type, group size (0, 64, 256, 1024) and mode, so that
  * every stage unrolls to straight-line code.  Rows of up to 32768 values are read
- * once and kept in registers; longer ones are read twice (absmax pass, then code
- * pass), 32768 columns at a time.  Results are bit for bit those of the general
- * kernels of kernels/int8.cu, which take every call these do not.  Device code
- * only: the launchers are csrc/gpu/launch_tile.c. */
+ * once and kept in registers; longer rotated ones are read twice (absmax pass, then
+ * code pass), 32768 columns at a time (longer plain ones go to the general kernels:
+ * the plain quantizer's warp walk is one pass, ckc_tile_plain).  Results are bit
+ * for bit those of the general kernels of kernels/int8.cu, which take every call
+ * these do not.  Device code only: the launchers are csrc/gpu/launch_tile.c. */
 #include "done_mark.cuh"
 #include "tile.cuh"
 
@@ -259,6 +260,9 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
     if (CODES && j == 0) {
         row_max[threadIdx.y] = 0;
     }
+    /* the walk (G = 0) has no values mode and one pass only: the launcher gives longer plain
+     * rows to the general kernels, so the segments' branch below is not even compiled for it */
+    static_assert(!(ckc_tile_plain<G, ACT>::walk && MODE == CKC_TILE_VALUES), "plain rows: codes only");
     if (ckc_tile_plain<G, ACT>::walk || g.segments == 1) {
         const int64_t col = ckc_tile_first_col<KIND, G>(j);
         const int64_t stride = ckc_tile_chunk_stride<KIND, G>(g);
@@ -276,7 +280,7 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
             ckc_tile_store_codes<KIND, G, MODE, ACT>((int8_t *)a.out + row * a.out_stride, col, stride, live_row, v,
                                                      raw, noise, s);
         }
-    } else {
+    } else if constexpr (!ckc_tile_plain<G, ACT>::walk) {
         /* Rows longer than one pass of the block: 32 * T columns at a time; columns
          * past the row are whole rotation groups, read as copies of its first
          * columns and never stored.  The loops run at least once (do-while, which

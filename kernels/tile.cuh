@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The row tile of the memory-bound row kernels (kernels/int8.cu): a thread holds
- * CKC_TILE = 32 consecutive values of a row in registers, a row is held by
+ * CKC_TILE = 32 values of a row in registers (consecutive ones where a rotation
+ * needs them; the plain quantizer's warp walk takes 16-byte chunks T apart,
+ * int8_tile.cu's ckc_tile_plain), a row is held by
  * T = K / 32 threads (threadIdx.x), and a block holds R rows (threadIdx.y), R
  * chosen so that R * T is a whole number of warps: no lane idles whatever K
  * (3072: 96 threads, 5120: 160, 5376: 4 rows of 168, 14336: 448, up to 32768 in

@@ -222,6 +222,8 @@ EMULATED_CASES = [
     (40, 512, 48, torch.bfloat16, "channel", True, 256, None),
     (17, 1024, 16, torch.float32, "channel", False, 1024, "swiglu"),
     (9, 8192, 16, torch.bfloat16, "scalar", False, 256, None),    # rows longer than one segment
+    (33, 96, 16, torch.bfloat16, "channel", True, 0, "swiglu"),    # the plain tile's warp walk, swiglu
+    (33, 96, 16, torch.float16, "channel", False, 0, "swiglu"),
 ]
 
 

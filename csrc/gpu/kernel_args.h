@@ -80,8 +80,8 @@ typedef struct {
 
 enum { CKC_TILE_CODES = 0, CKC_TILE_CODES_NOISE = 1, CKC_TILE_VALUES = 2 };
 
-/* Threads per block at most (and the kernel's launch bound) of an instance: a
- * macro, as a launch bound needs a constant expression. */
+/* Threads per block at most of an instance (its register cap follows from it,
+ * int8_tile.cu's CKC_TILE_REGISTERS): a macro, as the cap needs a constant expression. */
 #define CKC_TILE_THREADS(mode, act)                                                                            \
     ((mode) == CKC_TILE_CODES_NOISE || (act) != CKC_ACT_NONE ? CKC_TILE_WIDE_THREADS : CKC_TILE_MAX_THREADS)
 

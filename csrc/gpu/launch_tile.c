@@ -75,8 +75,9 @@ ckc_tile_quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_
          * gelu_tanh rows (its 16-bit instances spilled 8 bytes around tanhf's slow path on
          * sm_100) and the activations with per-column arguments or row factors (rms_norm,
          * situ, the modulations): the tile instances know swiglu only.  Plain rows longer than
-         * one pass (over 32768 values, 16384 for swiglu) too: the plain instances walk a row in
-         * one pass (int8_tile.cu, ckc_tile_plain). */
+         * one pass (over 32768 values, 16384 for swiglu and stochastic rounding, whose instances
+         * take 512 threads) too: the plain instances walk a row in one pass (int8_tile.cu,
+         * ckc_tile_plain). */
         return 0;
     }
     a = rows_args(p->x, lay->x_stride, p->noise, p->q, lay->q_stride, p->scale, p->rows, p->cols);
