@@ -88,21 +88,22 @@ template <int G, int ACT>
 struct ckc_tile_plain {
     static constexpr bool walk = G == 0;
     /* no activation either: the codes come straight from the raw words */
-    static constexpr bool value = G == 0 && ACT == CKC_ACT_NONE;
+    static constexpr bool value = walk && ACT == CKC_ACT_NONE;
 };
 
+/* Thread j's first column, and the columns between its chunks (ckc_tile_load). */
 template <ckc_float_kind KIND, int G>
 __device__ __forceinline__ int64_t
 ckc_tile_first_col(int j)
 {
-    return G == 0 ? (int64_t)j * ckc_tile_chunk<KIND>::values : (int64_t)j * CKC_TILE;
+    return (int64_t)j * (ckc_tile_plain<G, CKC_ACT_NONE>::walk ? ckc_tile_chunk<KIND>::values : CKC_TILE);
 }
 
 template <ckc_float_kind KIND, int G>
 __device__ __forceinline__ int64_t
 ckc_tile_chunk_stride(const ckc_tile_geom &g)
 {
-    return G == 0 ? (int64_t)g.threads_per_row * ckc_tile_chunk<KIND>::values : ckc_tile_chunk<KIND>::values;
+    return (int64_t)ckc_tile_chunk<KIND>::values * (ckc_tile_plain<G, CKC_ACT_NONE>::walk ? g.threads_per_row : 1);
 }
 
 /* A thread's 32 values as the quantizer (or the plain rotation) sees them: loaded
@@ -315,8 +316,8 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
                 ckc_tile_load_row<KIND, MODE, ACT>(a, row, live ? col : 0, ckc_tile_chunk<KIND>::values, g.zero, raw,
                                                    up, noise);
                 ckc_tile_transform<KIND, G, ACT, true>(raw, up, j, v);
-                ckc_tile_store_codes<KIND, G, MODE, ACT>((int8_t *)a.out + row * a.out_stride, col, 0, live, v, raw,
-                                                         noise, sc);
+                ckc_tile_store_codes<KIND, G, MODE, ACT>((int8_t *)a.out + row * a.out_stride, col,
+                                                         ckc_tile_chunk<KIND>::values, live, v, raw, noise, sc);
             } while (++s < g.segments);
         }
     }
