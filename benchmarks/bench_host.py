@@ -156,6 +156,8 @@ def table(args, yardstick, yard_name: str, eager: bool) -> list[str]:
              + ("" if eager else " comfy_kitchen's dispatch floor us |"),
              "|---|---:|" + ("---:|---:|" if eager else "") + "---:|---:|---:|" + ("" if eager else "---:|")]
     for label, ours, eager_fn, op_args in cases():
+        if args.only and not any(text in label for text in args.only):
+            continue
         public = getattr(comfy_kitchen, ours.__name__, None)
         if not eager:
             try:
@@ -190,6 +192,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="also write the table to this markdown file")
     parser.add_argument("--emulated", action="store_true",
                         help="time the GPU path on the emulated device, kernels not run (see above)")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="time only the cases whose label contains TEXT (repeatable)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # tiny inputs: no worker wake-ups in either implementation
     comfy_kitchen_c.activate()

@@ -17,6 +17,11 @@ from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# Argument types that are never tensors: skipped by identity (isinstance against torch.Tensor, with
+# its subclass check, costs more than a set look-up of the type).
+_PLAIN = frozenset({type(None), int, float, bool, str, torch.dtype})
+_TENSOR = torch.Tensor
+_STRIDED = torch.strided
 # comfy_kitchen's output dtype codes (its DTYPE_CODE_TO_DTYPE), from the codes C exports
 DTYPE_CODE_TO_DTYPE = {_C.DTYPES[name]: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}
 # From C (csrc/contract/codes.h): rows and row length each stay below 2^31 (C kernels, CUDA
@@ -31,18 +36,24 @@ def _names(dtypes) -> str:
 
 def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim: int = 0, empty: bool = False):
     """A tensor of one of ``dtypes`` with ``ndim`` (or at least ``min_ndim``) dims; with no
-    elements only where ``empty`` (the op's own rules then say which empty shapes it serves)."""
-    if not isinstance(value, torch.Tensor):
+    elements only where ``empty`` (the op's own rules then say which empty shapes it serves).
+
+    Every call of every op runs this once per tensor argument, so the passing case reads each
+    attribute once and calls nothing else (strided() inlined): about 0.25 us, where the layered
+    form cost 0.42 (benchmarks/README.md, "The host path's checks")."""
+    if not isinstance(value, _TENSOR):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a torch.Tensor, got {type(value).__name__}")
-    strided(op, name, value)
+    if value.layout is not _STRIDED:
+        strided(op, name, value)
     if value.dtype not in dtypes:
         raise ArgumentTypeError(
             f"{op}: argument '{name}': expected dtype {_names(dtypes)}, got {_names([value.dtype])}")
     if not (value.is_cpu or value.is_cuda):  # a third of the cost of comparing value.device.type
         raise ArgumentTypeError(f"{op}: argument '{name}': unsupported device {value.device} (cpu or cuda)")
-    if ndim is not None and value.dim() != ndim:
+    dims = value.dim()
+    if ndim is not None and dims != ndim:
         raise ArgumentError(f"{op}: argument '{name}': expected {ndim} dimensions, got shape {list(value.shape)}")
-    if value.dim() < min_ndim:
+    if dims < min_ndim:
         raise ArgumentError(
             f"{op}: argument '{name}': expected at least {min_ndim} dimensions, got shape {list(value.shape)}")
     if not empty and value.numel() == 0:
@@ -60,10 +71,14 @@ def strided(op: str, name: str, value: torch.Tensor) -> None:
 
 def rows_of(op: str, name: str, value: torch.Tensor) -> tuple[int, int]:
     """(rows, row length) of a tensor seen as [-1, shape[-1]], within the kernels' limits."""
-    k = value.shape[-1] if value.dim() else 1
-    rows = 1
-    for n in value.shape[:-1]:  # not numel // k, which a row length of 0 would divide by zero
-        rows *= n
+    shape = value.shape
+    k = shape[-1] if shape else 1
+    if k:
+        rows = value.numel() // k
+    else:  # not numel // k, which a row length of 0 would divide by zero
+        rows = 1
+        for n in shape[:-1]:
+            rows *= n
     if rows > MAX_EXTENT or k > MAX_EXTENT:
         raise ArgumentError(
             f"{op}: argument '{name}': {rows} rows of {k} elements; rows and row length must each be below 2^31")
@@ -74,7 +89,7 @@ def same_device(op: str, **tensors) -> None:
     """All tensors among the arguments (None and numbers are skipped) on one device."""
     first_name, device = None, None
     for n, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
+        if type(t) in _PLAIN or not isinstance(t, _TENSOR):
             continue
         if device is None:
             first_name, device = n, t.device
@@ -222,10 +237,6 @@ def _params(check) -> tuple[str, tuple[str, ...]]:
     return check.__name__.removeprefix("check_"), tuple(inspect.signature(check).parameters)
 
 
-# Argument types that are never tensors: skipped by identity (isinstance against torch.Tensor costs
-# ~0.3 us per argument, this whole check must cost less than that per call).
-_PLAIN = frozenset({type(None), int, float, bool, str, torch.dtype})
-_TENSOR = torch.Tensor
 
 
 def copies_fit(check, args) -> None:

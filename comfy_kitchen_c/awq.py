@@ -71,10 +71,10 @@ def gemv_awq_w4a16(x, qweight, wscales, wzeros, bias=None, group_size=64):
     compute = wscales.dtype
     shape = (*x.shape[:-1], n)
     if rows == 0:  # eager's empty result, nothing to launch
-        return torch.empty(shape, dtype=_promoted(compute, bias), device=x.device)
+        return torch.empty(size=shape, dtype=_promoted(compute, bias), device=x.device)
     # x in the compute dtype (eager's x.to(compute)), handed over as float32
     x32 = x.reshape(rows, k).to(compute).to(torch.float32).contiguous()
-    out = torch.empty((rows, n), dtype=_promoted(compute, bias), device=x.device)
+    out = torch.empty(size=(rows, n), dtype=_promoted(compute, bias), device=x.device)
     _run("gemv_awq_w4a16", op, x.device,
          (x32, qweight.contiguous().view(torch.uint8), wscales.contiguous(), wzeros.contiguous(),
           None if bias is None else bias.contiguous(), out), (group_size,))

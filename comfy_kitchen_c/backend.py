@@ -17,6 +17,7 @@ import torch
 
 from . import _C, _proved, cpu_speed, op_list, ops
 from ._C import KitchenError
+from ._checks import _PLAIN
 from ._kernels import KERNELS
 
 BACKEND_NAME = "c"
@@ -40,7 +41,8 @@ def unsupported_gpu(kwargs, minimum=MIN_COMPUTE_CAPABILITY) -> str | None:
     Checked per call and per tensor device (the registry's own compute-capability
     check looks only at the current device, and would reject CPU-only machines)."""
     for name, value in kwargs.items():
-        if isinstance(value, torch.Tensor) and value.is_cuda:
+        # a type look-up first: most arguments are None, numbers, strings or dtypes (_checks._PLAIN)
+        if type(value) not in _PLAIN and isinstance(value, torch.Tensor) and value.is_cuda:
             cc = ops.compute_capability(value.device.index)
             if cc < minimum:
                 return (f"argument '{name}' is on {value.device} with compute capability {cc[0]}.{cc[1]}; "
@@ -49,9 +51,16 @@ def unsupported_gpu(kwargs, minimum=MIN_COMPUTE_CAPABILITY) -> str | None:
 
 
 def _on_cpu(kwargs) -> bool:
-    """Whether a call runs our CPU kernels: CPU tensors, and not on the emulated device (whose
-    CPU tensors run the GPU kernels: the CPU's speed rules are not its)."""
-    return KERNELS.get() is _C and any(isinstance(v, torch.Tensor) and v.is_cpu for v in kwargs.values())
+    """Whether a call runs our CPU kernels: its first tensor on the CPU, and not on the emulated
+    device (whose CPU tensors run the GPU kernels: the CPU's speed rules are not its).  The first
+    tensor speaks for the call: a call whose tensors are on different devices is refused by the
+    op's check (check.same_device) whatever this says, so only the refusal's reason could differ."""
+    if KERNELS.get() is not _C:
+        return False
+    for value in kwargs.values():
+        if type(value) not in _PLAIN and isinstance(value, torch.Tensor):
+            return value.is_cpu
+    return False
 
 
 def _call_rule(op: op_list.Op):
@@ -64,7 +73,8 @@ def _call_rule(op: op_list.Op):
     minimum = op.min_cc
 
     def rule(kwargs):
-        if not op.registry_cpu and _on_cpu(kwargs):
+        on_cpu = _on_cpu(kwargs)
+        if not op.registry_cpu and on_cpu:
             reason = "eager is faster on the CPU (comfy_kitchen_c/op_list.py); ours runs on CUDA tensors"
             logger.debug("backend 'c' declines %s: %s", op.name, reason)
             return ValidationResult.fail("__device__", reason)
@@ -78,7 +88,7 @@ def _call_rule(op: op_list.Op):
             # TypeError: a required argument missing, or one the op does not have (a newer comfy_kitchen's)
             logger.debug("backend 'c' declines %s: %s", op.name, exc)
             return ValidationResult.fail("__call__", str(exc))
-        slower = cpu_speed.decline(op.name, kwargs) if _on_cpu(kwargs) else None
+        slower = cpu_speed.decline(op.name, kwargs) if on_cpu else None
         if slower is not None:  # a valid call eager runs faster (cpu_speed.py: the shapes, the figures)
             logger.debug("backend 'c' declines %s: %s", op.name, slower)
             return ValidationResult.fail("__speed__", slower)

@@ -50,7 +50,7 @@ def quantize_per_tensor_fp8(x, scale, output_type=torch.float8_e4m3fn):
     op = "quantize_per_tensor_fp8"
     _checked(check_quantize_per_tensor_fp8, x, scale, output_type)
     xc = x.contiguous()
-    q = torch.empty(xc.shape, dtype=torch.uint8, device=x.device)
+    q = torch.empty(size=xc.shape, dtype=torch.uint8, device=x.device)
     _run("quantize_per_tensor_fp8", op, x.device, (xc, scale, q), (_format(op, "output_type", output_type),))
     return q.view(output_type).view(_result_shape(x, scale))
 
@@ -71,7 +71,7 @@ def dequantize_per_tensor_fp8(x, scale, output_type=torch.bfloat16):
     op = "dequantize_per_tensor_fp8"
     _checked(check_dequantize_per_tensor_fp8, x, scale, output_type)
     xc = x.contiguous()
-    out = torch.empty(xc.shape, dtype=output_type, device=x.device)
+    out = torch.empty(size=xc.shape, dtype=output_type, device=x.device)
     # float16 and bfloat16 scales are exact in float32: the kernels read one float32
     _run("dequantize_per_tensor_fp8", op, x.device, (xc.view(torch.uint8), scale.to(torch.float32), out),
          (int(x.dtype == torch.float8_e5m2),))
@@ -96,7 +96,7 @@ def stochastic_rounding_fp8(x, rng, output_type=torch.float8_e4m3fn):
     op = "stochastic_rounding_fp8"
     _checked(check_stochastic_rounding_fp8, x, rng, output_type)
     xc = x.contiguous()
-    q = torch.empty(xc.shape, dtype=torch.uint8, device=x.device)
+    q = torch.empty(size=xc.shape, dtype=torch.uint8, device=x.device)
     _run("stochastic_rounding_fp8", op, x.device, (xc, rng.contiguous(), q),
          (_format(op, "output_type", output_type),))
     return q.view(output_type)

@@ -9,6 +9,7 @@ stores y (csrc/math/linear.h).  Re-exported by ``comfy_kitchen_c.ops``.
 from __future__ import annotations
 
 import functools
+import math
 import struct
 
 import torch
@@ -176,7 +177,8 @@ def check_int8_linear(x, weight=None, weight_scale=None, bias=None, out_dtype=No
         _eps(op, "input_act_eps", input_act_eps)
     n = _check_product(op, x, k, weight, weight_scale, bias, out_dtype, convrot, convrot_groupsize,
                        "activated " if input_act in _PAIRED else "")
-    _check_residual(op, residual, residual_scale, (*x.shape[:-1], n), x)
+    if residual is not None:  # eager ignores residual_scale without a residual (_check_residual)
+        _check_residual(op, residual, residual_scale, (*x.shape[:-1], n), x)
     return k, n, act
 
 
@@ -202,7 +204,10 @@ def check_int8_linear_rms_modulated(x, norm_weight=None, norm_eps=None, modulati
 # ---- the ops ------------------------------------------------------------------------------------
 
 def _float_bits(value: float) -> int:
-    """The bits of value rounded to float32 (to nearest even, as c10's double -> float)."""
+    """The bits of value rounded to float32 (to nearest even, as c10's double -> float).  +0.0 (every
+    call without rms_norm) skips the struct round trip; -0.0 compares equal to it but has a bit set."""
+    if value == 0.0 and math.copysign(1.0, value) > 0:
+        return 0
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
@@ -227,6 +232,8 @@ def _broadcast_served(fn, x, residual, n: int, *args, **kwargs):
     depends on its x row alone (and on its residual row, so only the dimensions where the residual
     repeats too), so fn computes the distinct rows and the result is expanded to the full output,
     made contiguous as eager's is.  None when x has no such dimension (fn then runs as usual)."""
+    if x.is_contiguous():  # no dimension of more than one element has stride 0
+        return None
     lead, strides = x.shape[:-1], x.stride()
     dims = [d for d in range(len(lead)) if lead[d] > 1 and strides[d] == 0]  # one stride read per call
     if not dims:
@@ -280,9 +287,10 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     gpu = _gpu_path(device)
     # the decoded part within the call's memory bound too (half of it at most)
     decode = min(W4A8_DECODE_BYTES, max(linear_memory_limit() // 2, 1)) if codes is not None else 0
-    vectors = [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
+    vectors = (None, None) if act_weight is None and modulation is None else \
+        [None if t is None else t.contiguous().reshape(-1) for t in (act_weight, modulation)]
     if not gpu and _library_gemm(m, k, n):
-        out = torch.empty(out_shape, dtype=out_dtype, device=device)
+        out = torch.empty(size=out_shape, dtype=out_dtype, device=device)
         _linear_cpu_parts(op, _rows_view(op, x), w, w_scale, bias, out, residual, residual_scale, group, act, k, vectors,
                           _float_bits(eps), norm_kind)
         return out
@@ -299,7 +307,7 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
         w = weight_cache.derived(weight, f"padded to {padded_shape}", functools.partial(_padded, w, padded_shape),
                                  linear_memory_limit())
     scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
-    out = torch.empty(out_shape, dtype=out_dtype, device=device)
+    out = torch.empty(size=out_shape, dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
     ints = (act, group, k_align, n_align, _float_bits(eps), norm_kind)
@@ -364,9 +372,9 @@ def _linear_cpu_parts(op: str, x2, w, w_scale, bias, out, residual, residual_sca
     # rows of a non-contiguous x are copied a chunk at a time, within the same bound
     copied = 0 if x2.is_contiguous() else x2.shape[1] * x2.element_size()
     rows = max(1, min(m, linear_memory_limit() // (k + 4 + 4 * n + k * elem + copied)))
-    q = torch.empty((rows, k), dtype=torch.int8)
+    q = torch.empty(size=(rows, k), dtype=torch.int8)
     x_scale = torch.empty(rows, dtype=torch.float32)
-    acc = torch.empty((rows, n), dtype=torch.int32)
+    acc = torch.empty(size=(rows, n), dtype=torch.int32)
     act_rows = torch.empty(rows * k * elem, dtype=torch.uint8) if act else None
     out2 = out.view(m, n)
     res2 = None if residual is None else residual.view(m, n)

@@ -61,9 +61,9 @@ def quantize_mxfp8(x, pad_32x=False):
     _checked(check_quantize_mxfp8, x, pad_32x)
     rows, cols = x.shape
     out_rows, out_cols = (_round_up(rows, BLOCK), _round_up(cols, BLOCK)) if pad_32x else (rows, cols)
-    qx = torch.empty((out_rows, out_cols), dtype=torch.uint8, device=x.device)
+    qx = torch.empty(size=(out_rows, out_cols), dtype=torch.uint8, device=x.device)
     # The kernels write the scale buffer's padding too (scale 0): no memset.
-    scales = torch.empty(_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
+    scales = torch.empty(size=_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
     _run("quantize_mxfp8", op, x.device, (x.contiguous(), qx, scales), ())
     return qx.view(torch.float8_e4m3fn), scales.view(E8M0) if E8M0 is not None else scales
 
@@ -88,7 +88,7 @@ def dequantize_mxfp8(qx, block_scales, output_type=torch.bfloat16):
     output_type = _checked(check_dequantize_mxfp8, qx, block_scales, output_type)
     rows, cols = qx.shape
     scales = block_scales.contiguous().view(torch.uint8).reshape(_scale_shape(rows, cols))
-    out = torch.empty((rows, cols), dtype=output_type, device=qx.device)
+    out = torch.empty(size=(rows, cols), dtype=output_type, device=qx.device)
     _run("dequantize_mxfp8", op, qx.device, (qx.contiguous().view(torch.uint8), scales, out), ())
     return out
 
@@ -141,7 +141,7 @@ def scaled_mm_mxfp8(a, b, block_scale_a, block_scale_b, bias=None, out_dtype=Non
     if _gpu_path(device) and _cublaslt_mxfp8(device, out_dtype, n) and m > 0 and n > 0:
         scale_a = block_scale_a.contiguous().view(torch.uint8).reshape(_scale_shape(m, k))
         scale_b = block_scale_b.contiguous().view(torch.uint8).reshape(_scale_shape(n, k))
-        out = torch.empty((m, n), dtype=out_dtype, device=device)
+        out = torch.empty(size=(m, n), dtype=out_dtype, device=device)
         if device.type == "cuda":
             _blas_search_dirs()
         _run("scaled_mm_mxfp8", op, device, (a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8),

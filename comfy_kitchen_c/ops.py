@@ -162,8 +162,8 @@ def _quantize_rows(op: str, x: torch.Tensor, group: int, seed: int):
     """Row-wise quantization of x viewed as [-1, K], rotated first when group > 0.  The C op takes
     x of any rank as its rows of K, so q and scale are allocated in their final shapes."""
     xc = x.contiguous()
-    q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
-    scale = torch.empty((*xc.shape[:-1], 1), dtype=torch.float32, device=x.device)
+    q = torch.empty(size=xc.shape, dtype=torch.int8, device=x.device)
+    scale = torch.empty(size=(*xc.shape[:-1], 1), dtype=torch.float32, device=x.device)
     _run("quantize_int8_rowwise", op, x.device, (xc, q, scale, _noise(xc, seed)), (group,))
     return q, scale
 
@@ -240,7 +240,7 @@ def _number_scale(value, shape: tuple, device: torch.device) -> torch.Tensor:
 def _tensorwise_scale(x: torch.Tensor, scale):
     """(float32 scale tensor, 1 if the kernel computes it) for a checked scale."""
     if scale is None or isinstance(scale, str):
-        return torch.empty((), dtype=torch.float32, device=x.device), 1
+        return torch.empty(size=(), dtype=torch.float32, device=x.device), 1
     if isinstance(scale, torch.Tensor):
         return scale.to(device=x.device, dtype=torch.float32), 0
     return _number_scale(scale, (), x.device), 0
@@ -263,7 +263,7 @@ def quantize_int8_tensorwise(x, scale=None, stochastic_rounding=0):
     seed = _checked(check_quantize_int8_tensorwise, x, scale, stochastic_rounding)
     scale_t, compute = _tensorwise_scale(x, scale)
     xc = x.contiguous()
-    q = torch.empty(xc.shape, dtype=torch.int8, device=x.device)
+    q = torch.empty(size=xc.shape, dtype=torch.int8, device=x.device)
     _run("quantize_int8_tensorwise", op, x.device, (xc, q, scale_t, _noise(x, seed)), (compute,))
     if isinstance(scale, torch.Tensor) and scale.dim() > x.dim():
         # eager's q is x / scale: broadcast, it takes the one-element scale's extra leading dims
@@ -315,11 +315,11 @@ def _check_dequant(op, q, scale, ndim=None) -> int:
 
 def _dequantize(op: str, q: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype, group: int):
     if q.numel() == 0:  # as eager: an empty result of q's shape (no rows to view q as)
-        return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+        return torch.empty(size=q.shape, dtype=out_dtype, device=q.device)
     s = scale.to(dtype=torch.float32)  # exact: scale values are float16/bfloat16/float32
     s = s.expand(q.shape).contiguous() if mode == _SCALE_FULL else s.contiguous()
     q2 = _as_rows(q)
-    out = torch.empty(q2.shape, dtype=out_dtype, device=q.device)
+    out = torch.empty(size=q2.shape, dtype=out_dtype, device=q.device)
     _run("dequantize_int8_convrot_weight_dtype", op, q.device, (q2, s, out), (mode, group))
     return out if q2 is q else out.view(q.shape)
 
@@ -426,7 +426,7 @@ def dequantize_int8_embedding(q, scale, indices, group_size, output_dtype_code):
     if indices is None:
         raise ArgumentTypeError(f"{op}: argument 'indices' is required")
     mode, group, out_dtype = _checked(check_dequantize_int8_embedding, q, scale, indices, group_size, output_dtype_code)
-    out = torch.empty((*indices.shape, q.shape[1]), dtype=out_dtype, device=q.device)
+    out = torch.empty(size=(*indices.shape, q.shape[1]), dtype=out_dtype, device=q.device)
     if out.numel() == 0:
         return out
     s = scale.to(dtype=torch.float32).contiguous()  # exact: scale values are float16/bfloat16/float32
@@ -508,9 +508,9 @@ def _quantize_nvfp4(op: str, x, per_tensor_scale, pad_16x, hi_first, group: int)
     rows, cols = x.shape
     out_rows, out_cols = (_round_up(rows, _NVFP4_BLOCK), _round_up(cols, _NVFP4_BLOCK)) if pad_16x else (rows, cols)
     xc = x.contiguous()
-    qx = torch.empty((out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
+    qx = torch.empty(size=(out_rows, out_cols // 2), dtype=torch.uint8, device=x.device)
     # The kernels write the scale buffer's padding too (scale 0): no memset launch.
-    scales = torch.empty(_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
+    scales = torch.empty(size=_scale_shape(out_rows, out_cols), dtype=torch.uint8, device=x.device)
     pts = _per_tensor_scale(per_tensor_scale, x.device)
     _run("quantize_nvfp4", op, x.device, (xc, pts, qx, scales), (int(bool(hi_first)), group))
     return qx, scales.view(torch.float8_e4m3fn)
@@ -548,7 +548,7 @@ def dequantize_nvfp4(qx, per_tensor_scale, block_scales, output_type=torch.bfloa
     _checked(check_dequantize_nvfp4, qx, per_tensor_scale, block_scales, output_type, hi_first)
     rows, cols = qx.shape[0], 2 * qx.shape[1]
     scales = block_scales.contiguous().view(torch.uint8).reshape(_scale_shape(rows, cols))
-    out = torch.empty((rows, cols), dtype=output_type, device=qx.device)
+    out = torch.empty(size=(rows, cols), dtype=output_type, device=qx.device)
     pts = _per_tensor_scale(per_tensor_scale, qx.device)
     _run("dequantize_nvfp4", op, qx.device, (qx.contiguous(), pts, scales, out), (int(bool(hi_first)),))
     return out
@@ -620,7 +620,7 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
         alpha_beta = torch.cat([alpha, torch.zeros(1, dtype=torch.float32, device=device)])
         scale_a = block_scale_a.contiguous().view(torch.uint8).reshape(_scale_shape(m, k))
         scale_b = block_scale_b.contiguous().view(torch.uint8).reshape(_scale_shape(n, k))
-        out = torch.empty((m, n), dtype=out_dtype, device=device)
+        out = torch.empty(size=(m, n), dtype=out_dtype, device=device)
         if device.type == "cuda":
             _blas_search_dirs()
         _run("scaled_mm_nvfp4", op, device, (a.contiguous(), b.contiguous(), scale_a, scale_b, alpha_beta, bias_out, out),

@@ -71,7 +71,7 @@ def rms_gated_residual(activation, norm_weight, residual, gate, eps=1.0e-5):
     (gd, gm), (rd, rm), out_dtype, bits = _checked(check_rms_gated_residual, activation, norm_weight, residual,
                                                    gate, eps)
     act = activation.contiguous()
-    out = torch.empty(act.shape, dtype=out_dtype, device=act.device)
+    out = torch.empty(size=act.shape, dtype=out_dtype, device=act.device)
     _run(OP, OP, act.device, (act, norm_weight.contiguous(), residual.contiguous(), gate.contiguous(), out),
          (gd, gm, rd, rm, bits))
     return out

@@ -51,8 +51,8 @@ def _per_row(op: str, name: str, value, n: int, device, dtypes=check.FLOAT_DTYPE
 def _quantize_rows(op: str, x2d: torch.Tensor, group: int, seed: int):
     """(packed int8 codes [rows, K / 2], float32 scales [rows]) of the rows of x2d, each group
     of `group` columns rotated first (0: none)."""
-    q = torch.empty((x2d.shape[0], x2d.shape[1] // 2), dtype=torch.int8, device=x2d.device)
-    scale = torch.empty((x2d.shape[0],), dtype=torch.float32, device=x2d.device)
+    q = torch.empty(size=(x2d.shape[0], x2d.shape[1] // 2), dtype=torch.int8, device=x2d.device)
+    scale = torch.empty(size=(x2d.shape[0],), dtype=torch.float32, device=x2d.device)
     _run("quantize_convrot_w4a4_weight", op, x2d.device, (x2d, q.view(torch.uint8), scale, _noise(x2d, seed)),
          (group,))
     return q, scale
@@ -102,7 +102,7 @@ def dequantize_convrot_w4a4_weight(qdata, scales, convrot_groupsize=256, quant_g
     op = "dequantize_convrot_w4a4_weight"
     output_dtype = _checked(check_dequantize_convrot_w4a4_weight, qdata, scales, convrot_groupsize, quant_group_size, output_dtype)
     q = qdata.contiguous().view(torch.uint8)
-    out = torch.empty((qdata.shape[0], 2 * qdata.shape[1]), dtype=output_dtype, device=qdata.device)
+    out = torch.empty(size=(qdata.shape[0], 2 * qdata.shape[1]), dtype=output_dtype, device=qdata.device)
     _run("dequantize_convrot_w4a4_weight", op, qdata.device,
          (q, scales.to(torch.float32).contiguous(), out), (convrot_groupsize,))
     return out
@@ -120,7 +120,7 @@ def prepare_int4_weight_for_int8_linear(weight):
     """int8 [N, 2C]: the signed nibbles of weight [N, C] (low nibble first), bit for bit."""
     op = "prepare_int4_weight_for_int8_linear"
     _checked(check_prepare_int4_weight_for_int8_linear, weight)
-    out = torch.empty((weight.shape[0], 2 * weight.shape[1]), dtype=torch.int8, device=weight.device)
+    out = torch.empty(size=(weight.shape[0], 2 * weight.shape[1]), dtype=torch.int8, device=weight.device)
     _run("prepare_int4_weight_for_int8_linear", op, weight.device, (weight.contiguous().view(torch.uint8), out), ())
     return out
 
@@ -158,7 +158,7 @@ def convrot_w4a4_linear(x, qweight, wscales, bias=None, convrot_groupsize=256, q
     k = x.shape[-1]
     x2d = x.reshape(-1, k).contiguous()
     m, n = x2d.shape[0], qweight.shape[0]
-    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    out = torch.empty(size=(m, n), dtype=x.dtype, device=x.device)
     qa, x_scale = _quantize_rows(op, x2d, convrot_groupsize, 0)
     qa, qw = qa.view(torch.uint8), qweight.contiguous().view(torch.uint8)
     ws, b = wscales.contiguous(), None if bias is None else bias.contiguous()
@@ -170,7 +170,7 @@ def convrot_w4a4_linear(x, qweight, wscales, bias=None, convrot_groupsize=256, q
 
 
 def _unpacked(op: str, packed: torch.Tensor) -> torch.Tensor:
-    out = torch.empty((packed.shape[0], 2 * packed.shape[1]), dtype=torch.int8, device=packed.device)
+    out = torch.empty(size=(packed.shape[0], 2 * packed.shape[1]), dtype=torch.int8, device=packed.device)
     _run("prepare_int4_weight_for_int8_linear", op, packed.device, (packed, out), ())
     return out
 
@@ -183,7 +183,7 @@ def _linear_library(op: str, qa, x_scale, qw, ws, bias, out) -> None:
     m, n = out.shape
     a8, w8t = _unpacked(op, qa), _unpacked(op, qw).t()
     rows = max(1, min(m, linear_memory_limit() // (4 * n)))
-    acc = torch.empty((rows, n), dtype=torch.int32)
+    acc = torch.empty(size=(rows, n), dtype=torch.int32)
     for r0 in range(0, m, rows):
         c = min(rows, m - r0)
         torch._int_mm(a8[r0:r0 + c], w8t, out=acc[:c])

@@ -127,7 +127,7 @@ def dequantize_w4a8_int8_weight(qdata, s_rel, s_channel, codebook=None, correcti
 def _dequantize(op: str, qdata, s_rel, s_channel, codebook, correction, group: int, convrot: int, dtype, n: int,
                 k: int, bits: int):
     """dequantize_w4a8_int8_weight on checked arguments: the decode (C), then the rotation (C)."""
-    out = torch.empty((n, k), dtype=dtype, device=qdata.device)
+    out = torch.empty(size=(n, k), dtype=dtype, device=qdata.device)
     if n == 0:
         return out
     _decode(op, qdata, s_rel, codebook, s_channel, correction, out, group, bits, False)
@@ -153,7 +153,7 @@ def _check_linear_rest(op: str, x, s_channel, codebook, correction, bias, convro
     if k_x != k:
         raise ArgumentError(f"{op}: argument 'x': input K={k_x}{' (activated)' if paired else ''} does not match "
                             f"qdata K={k}")
-    stand_in = torch.empty((), dtype=torch.int8, device=s_channel.device).expand(n, k)
+    stand_in = torch.empty(size=(), dtype=torch.int8, device=s_channel.device).expand(n, k)
     try:
         _, _, act = check_int8_linear(x, stand_in, s_channel, bias, out_dtype, True, convrot_groupsize, input_act,
                                       input_act_weight, input_act_eps, residual, residual_scale)
@@ -208,7 +208,7 @@ def _correction_linear(op: str, x, qdata, s_rel, s_channel, codebook, correction
         weight = _dequantize(op, qdata, s_rel, s_channel, codebook, correction, group, convrot, x.dtype, n, k, bits)
         return fl(x, weight, bias).to(out_dtype)
     rows = max(1, linear.W4A8_DECODE_BYTES // (k * x.element_size()))
-    y = torch.empty(x.shape[:-1] + (n,), dtype=x.dtype, device=x.device)
+    y = torch.empty(size=x.shape[:-1] + (n,), dtype=x.dtype, device=x.device)
     for n0 in range(0, n, rows):
         n1 = min(n, n0 + rows)
         part = _dequantize(op, qdata[n0:n1], None if s_rel is None else s_rel[n0:n1], s_channel[n0:n1], codebook,
@@ -234,7 +234,7 @@ def w4a8_int8_linear(x, qdata, s_rel, s_channel, codebook=None, correction=None,
         q, codes = _codes(qdata, s_rel, codebook, group_size, bits, False)
         return _linear_tail(op, x, q, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
                             input_act_eps, residual, residual_scale, k, n, codes)
-    weight8 = torch.empty((n, k), dtype=torch.int8, device=qdata.device)
+    weight8 = torch.empty(size=(n, k), dtype=torch.int8, device=qdata.device)
     _decode(op, qdata, s_rel, codebook, None, None, weight8, group_size, bits, False)
     return _linear_tail(op, x, weight8, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
                         input_act_eps, residual, residual_scale, k, n)
@@ -288,7 +288,7 @@ def w4a8_packed_linear(x, qdata, s_rel, s_channel, codebook=None, correction=Non
         q, codes = _codes(qdata, None, codebook, 16, bits, True)
         return _linear_tail(op, x, q, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
                             input_act_eps, residual, residual_scale, k, n, codes)
-    weight8 = torch.empty((n, k), dtype=torch.int8, device=qdata.device)
+    weight8 = torch.empty(size=(n, k), dtype=torch.int8, device=qdata.device)
     _decode(op, qdata, None, codebook, None, None, weight8, 16, bits, True)
     return _linear_tail(op, x, weight8, s_channel, bias, convrot_groupsize, out_dtype, act, input_act_weight,
                         input_act_eps, residual, residual_scale, k, n)

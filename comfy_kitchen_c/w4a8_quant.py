@@ -120,7 +120,7 @@ def _quantize_chunk(op: str, rotated, table, out, r0: int, group: int, bits: int
     r1 = r0 + rows
     e4m3 = s_rel.dtype == torch.float8_e4m3fn
     scratch = torch.empty(2 * rows * (k // group), dtype=torch.float32, device=rotated.device)
-    corr = None if correction is None else torch.empty((k // group, rows), dtype=correction.dtype,
+    corr = None if correction is None else torch.empty(size=(k // group, rows), dtype=correction.dtype,
                                                        device=rotated.device)
     srel = s_rel[r0:r1].view(torch.uint8) if e4m3 else s_rel[r0:r1]
     _run("quantize_w4a8_int8_weight", op, rotated.device,
@@ -198,10 +198,10 @@ def quantize_w4a8_int8_weight(weight, group_size=16, convrot_groupsize=256, symm
     if mode == MODE_ALS and bits == 4:
         table = codebook_tensor.to(device=dev, dtype=torch.float32).contiguous() if codebook_tensor is not None \
             else _decide_table(op, weight, group_size, convrot_groupsize)
-    out = (torch.empty((n, k * bits // 8), dtype=torch.int8, device=dev),
-           torch.empty((n, k // group_size), dtype=scale_dtype, device=dev),
-           torch.empty((n,), dtype=torch.float32, device=dev),
-           torch.empty((k // group_size, n), dtype=weight.dtype, device=dev) if mode == MODE_ASYM else None)
+    out = (torch.empty(size=(n, k * bits // 8), dtype=torch.int8, device=dev),
+           torch.empty(size=(n, k // group_size), dtype=scale_dtype, device=dev),
+           torch.empty(size=(n,), dtype=torch.float32, device=dev),
+           torch.empty(size=(k // group_size, n), dtype=weight.dtype, device=dev) if mode == MODE_ASYM else None)
     block = max(1, CHUNK_VALUES // max(k, 1))
     for r0 in range(0, n, block):
         chunk = weight[r0:r0 + block].contiguous()

@@ -333,3 +333,12 @@ def test_the_kernel_checks_its_own_arguments():
         call(out=torch.empty(4, 0, dtype=torch.bfloat16))
     with pytest.raises(ArgumentError, match="int8_linear: argument 'bias'"):
         call(bias=torch.ones(9))
+
+
+@pytest.mark.parametrize("value,bits", [(0.0, 0), (-0.0, 0x80000000), (1e-6, 0x358637BD), (1e-5, 0x3727C5AC)])
+def test_eps_goes_to_c_as_its_float32_bits_with_the_sign_of_zero(value, bits):
+    """linear._float_bits skips the struct round trip for +0.0 (every call without rms_norm): -0.0
+    compares equal to it and must not take that path (nor a cache keyed by value)."""
+    from comfy_kitchen_c import linear
+
+    assert linear._float_bits(value) == bits

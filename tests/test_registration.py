@@ -153,6 +153,21 @@ def test_gpus_below_the_built_architectures_fall_through(monkeypatch, fresh_capa
 NOT_SERVED = op_list.NOT_SERVED
 
 
+@pytest.mark.parametrize("on_cuda", ["x", "weight"])
+def test_a_call_on_two_devices_is_declined_whichever_tensor_comes_first(monkeypatch, fresh_capabilities, on_cuda):
+    """The rule takes the call's first tensor as the call's device (backend._on_cpu): a call whose
+    tensors are on two devices must still be declined, by the op's check, in either order."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (9, 0))
+    args = {"x": torch.randn(4, 64), "weight": torch.zeros(8, 64, dtype=torch.int8),
+            "weight_scale": torch.ones(8, 1), "bias": None, "out_dtype": torch.bfloat16}
+    args[on_cuda] = args[on_cuda].as_subclass(FakeCudaTensor)
+    op = next(o for o in op_list.OPS if o.name == "int8_linear")
+    result = backend._call_rule(op)(args)
+    assert not result.success
+    assert "is on cuda:0 but" in result.failure_reason or "is on cpu but" in result.failure_reason \
+        or result.failed_param == "__device__", result
+
+
 def test_every_int8_and_nvfp4_op_of_eager_is_served():
     eager = registry._capabilities["eager"]
     ours = registry._capabilities["c"]
