@@ -40,12 +40,15 @@ def _rot(op: str, value, d: int) -> int:
     return 0 if value >= d else value
 
 
-def _check_x(op: str, name: str, x, freqs_cis, scale, scale_name: str, split_half: bool, rot: int = 0):
-    """(freqs_cis as the C op takes it, rot) for the one tensor x and its scale."""
+def _check_x(op: str, name: str, x, freqs_cis, scale, scale_name: str, split_half: bool, rot: int = 0,
+             like=None):
+    """(freqs_cis as the C op takes it, rot, the rotated part of x) for the one tensor x and its
+    scale; like: the pair's other (rotated part, freqs_cis as taken), rope._check_one's."""
     check.tensor(op, name, x, check.FLOAT_DTYPES, min_ndim=1, empty=True)
     d = x.shape[-1]
     rot = _rot(op, rot, d)
-    f = _check_one(op, name, x[..., :rot] if rot else x, freqs_cis, split_half)
+    rotated = x[..., :rot] if rot else x
+    f = _check_one(op, name, rotated, freqs_cis, split_half, like)
     check.tensor(op, scale_name, scale, check.FLOAT_DTYPES, ndim=1)
     check.same_device(op, **{name: x, scale_name: scale})
     if scale.shape[0] != d:
@@ -53,7 +56,7 @@ def _check_x(op: str, name: str, x, freqs_cis, scale, scale_name: str, split_hal
                             f"dimension {d}")
     if torch.is_grad_enabled() and scale.requires_grad:
         raise ArgumentError(f"{op}: argument '{scale_name}': requires grad (backend 'c' is inference only)")
-    return f, rot
+    return f, rot, rotated
 
 
 def _pair(op: str, q, k, freqs_cis, q_scale, k_scale, epsilon, split_half: bool, rot_dim: int = 0):
@@ -62,8 +65,8 @@ def _pair(op: str, q, k, freqs_cis, q_scale, k_scale, epsilon, split_half: bool,
         k_scale = q_scale
     # rot per tensor: eager slices each of q and k at rot_dim, so one of last dimension <= rot_dim is
     # rotated whole (0) while the other rotates its first rot_dim values
-    fq, rot_q = _check_x(op, "q", q, freqs_cis, q_scale, "q_scale", split_half, rot_dim)
-    fk, rot_k = _check_x(op, "k", k, freqs_cis, k_scale, "k_scale", split_half, rot_dim)
+    fq, rot_q, q_rotated = _check_x(op, "q", q, freqs_cis, q_scale, "q_scale", split_half, rot_dim)
+    fk, rot_k, _ = _check_x(op, "k", k, freqs_cis, k_scale, "k_scale", split_half, rot_dim, (q_rotated, fq))
     return fq, fk, k_scale, (rot_q, rot_k), bits
 
 

@@ -29,40 +29,61 @@ def _trim(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
     return freqs_cis
 
 
-def _check_one(op: str, name: str, x, freqs_cis, split_half: bool) -> torch.Tensor:
+def _check_one(op: str, name: str, x, freqs_cis, split_half: bool, like=None) -> torch.Tensor:
     """freqs_cis as the C op takes it (x's rank + 2 dims, leading ones 1 or x's), for the one
-    tensor x; refuses what eager would broadcast otherwise or computes in another dtype."""
+    tensor x; refuses what eager would broadcast otherwise or computes in another dtype.
+    like: (x', result) of the pair's other tensor, checked with this freqs_cis: x's own checks
+    run, and where x has x''s shape the freqs part (a function of the shapes alone) is its result."""
     check.tensor(op, name, x, check.FLOAT_DTYPES, min_ndim=1, empty=True)
     check.tensor(op, "freqs_cis", freqs_cis, (torch.float32,), min_ndim=3, empty=True)
     check.same_device(op, **{name: x, "freqs_cis": freqs_cis})
-    if x.ndim > _MAX_NDIM:
-        raise ArgumentError(f"{op}: argument '{name}': at most {_MAX_NDIM} dimensions, got shape {list(x.shape)}")
+    shape = x.shape
+    ndim = len(shape)
+    if ndim > _MAX_NDIM:
+        raise ArgumentError(f"{op}: argument '{name}': at most {_MAX_NDIM} dimensions, got shape {list(shape)}")
     check.rows_of(op, name, x)
-    d = x.shape[-1]
+    d = shape[-1]
     if d % 2:
         raise ArgumentError(f"{op}: argument '{name}': last dimension {d} is odd (RoPE rotates pairs)")
-    if torch.is_grad_enabled() and (x.requires_grad or freqs_cis.requires_grad):
+    if (x.requires_grad or freqs_cis.requires_grad) and torch.is_grad_enabled():
         raise ArgumentError(f"{op}: argument '{name}': requires grad (backend 'c' is inference only)")
     if not split_half and x.numel() == 0:
         # as eager, whose reshape(..., -1, 1, 2) of no elements is ambiguous
-        raise ArgumentError(f"{op}: argument '{name}': empty tensor of shape {list(x.shape)}")
+        raise ArgumentError(f"{op}: argument '{name}': empty tensor of shape {list(shape)}")
+    if like is not None and like[0].shape == shape:
+        return like[1]
     f = freqs_cis if split_half else _trim(x, freqs_cis)
-    lead = tuple(f.shape[:-3])
-    if tuple(f.shape[-3:]) != (d // 2, 2, 2) or len(lead) > x.ndim - 1:
+    lead = f.shape[:-3]
+    if f.shape[-3:] != (d // 2, 2, 2) or len(lead) > ndim - 1:
         raise ArgumentError(f"{op}: argument 'freqs_cis': shape {list(freqs_cis.shape)} does not fit "
-                            f"'{name}' of shape {list(x.shape)} (expected [..., {d // 2}, 2, 2])")
-    lead = (1,) * (x.ndim - 1 - len(lead)) + lead
-    for fd, xd in zip(lead, x.shape[:-1]):
-        if fd not in (1, xd):
+                            f"'{name}' of shape {list(shape)} (expected [..., {d // 2}, 2, 2])")
+    full = len(lead) == ndim - 1  # ComfyUI's freqs_cis [B, 1, T, D/2, 2, 2] for x [B, H, T, D]: no reshape
+    if not full:
+        lead = (1,) * (ndim - 1 - len(lead)) + tuple(lead)
+    for fd, xd in zip(lead, shape[:-1]):
+        if fd != 1 and fd != xd:
             raise ArgumentError(f"{op}: argument 'freqs_cis': shape {list(freqs_cis.shape)} does not broadcast "
-                                f"to '{name}' of shape {list(x.shape)}")
-    return f.reshape(*lead, d // 2, 2, 2)
+                                f"to '{name}' of shape {list(shape)}")
+    return f if full else f.reshape(*lead, d // 2, 2, 2)
+
+
+def _check_pair(op: str, xq, xk, freqs_cis, split_half: bool) -> tuple:
+    """_check_one for xq, then for xk (taking xq's freqs part where the shapes agree)."""
+    fq = _check_one(op, "xq", xq, freqs_cis, split_half)
+    return fq, _check_one(op, "xk", xk, freqs_cis, split_half, like=(xq, fq))
 
 
 def _check_inplace(op: str, *xs, readonly=(), names=None) -> None:
     """Eager's check_rope_inplace rules, refused here with the argument named (x; or xq, xk: each
-    alone first, then the pair, whose overlap is xk's fault) so that eager raises its own error."""
+    alone first, then the pair, whose overlap is xk's fault) so that eager raises its own error.
+    One call of eager's check over them all comes first (it checks each as alone, then the pair):
+    only a refusal runs the named sequence, which refuses again, naming the argument."""
     from comfy_kitchen._rope_utils import check_rope_inplace
+    try:
+        check_rope_inplace(*xs, readonly=readonly)
+        return
+    except (RuntimeError, ValueError):
+        pass
     names = names or (("x",) if len(xs) == 1 else ("xq", "xk"))
     for name, x in zip(names, xs):
         try:
@@ -103,8 +124,7 @@ def apply_rope1(x, freqs_cis):
 
 
 def check_apply_rope(xq, xk, freqs_cis):
-    return (_check_one("apply_rope", "xq", xq, freqs_cis, False),
-            _check_one("apply_rope", "xk", xk, freqs_cis, False))
+    return _check_pair("apply_rope", xq, xk, freqs_cis, False)
 
 
 def apply_rope(xq, xk, freqs_cis):
@@ -123,8 +143,7 @@ def apply_rope1_(x, freqs_cis):
 
 
 def check_apply_rope_(xq, xk, freqs_cis):
-    fs = (_check_one("apply_rope_", "xq", xq, freqs_cis, False),
-          _check_one("apply_rope_", "xk", xk, freqs_cis, False))
+    fs = _check_pair("apply_rope_", xq, xk, freqs_cis, False)
     _check_inplace("apply_rope_", xq, xk, readonly=(freqs_cis,))
     return fs
 
@@ -145,8 +164,7 @@ def apply_rope_split_half1(x, freqs_cis):
 
 
 def check_apply_rope_split_half(xq, xk, freqs_cis):
-    return (_check_one("apply_rope_split_half", "xq", xq, freqs_cis, True),
-            _check_one("apply_rope_split_half", "xk", xk, freqs_cis, True))
+    return _check_pair("apply_rope_split_half", xq, xk, freqs_cis, True)
 
 
 def apply_rope_split_half(xq, xk, freqs_cis):
@@ -165,8 +183,7 @@ def apply_rope_split_half1_(x, freqs_cis):
 
 
 def check_apply_rope_split_half_(xq, xk, freqs_cis):
-    fs = (_check_one("apply_rope_split_half_", "xq", xq, freqs_cis, True),
-          _check_one("apply_rope_split_half_", "xk", xk, freqs_cis, True))
+    fs = _check_pair("apply_rope_split_half_", xq, xk, freqs_cis, True)
     _check_inplace("apply_rope_split_half_", xq, xk, readonly=(freqs_cis,))
     return fs
 

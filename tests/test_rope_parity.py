@@ -112,6 +112,43 @@ def test_refusals_name_op_and_argument(call, needle):
         call()
 
 
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+@pytest.mark.parametrize("ks,fs", [
+    ((1, 2, 17, 64), (1, 1, 17, 32, 2, 2)),   # fewer k heads than q's (grouped-query attention)
+    ((1, 4, 9, 64), (1, 1, 20, 32, 2, 2)),    # a shorter k: freqs trimmed to its own length
+])
+def test_paired_ops_take_each_tensors_own_freqs(device, ks, fs):
+    """The pair's check reuses xq's freqs_cis for xk only where the shapes agree (rope._check_pair):
+    an xk of another shape gets its own trim and broadcast, as eager's."""
+    q, f = _inputs((1, 4, 17, 64) if fs[2] == 17 else (1, 4, 20, 64), fs, torch.bfloat16)
+    k = torch.randn(ks, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    with _kernels(device):
+        for ours, ref in zip(ops.apply_rope(q, k, f), E.apply_rope(q, k, f)):
+            assert_bitwise_equal(ours, ref, "apply_rope")
+        if fs[2] == 17:
+            for ours, ref in zip(ops.apply_rope_split_half(q, k, f), E.apply_rope_split_half(q, k, f)):
+                assert_bitwise_equal(ours, ref, "apply_rope_split_half")
+
+
+def test_paired_ops_name_xk_when_only_its_shape_does_not_fit():
+    f = torch.randn(1, 1, 4, 4, 2, 2)
+    with pytest.raises(ArgumentError, match="argument 'freqs_cis': .* does not broadcast to 'xk'"):
+        ops.apply_rope(torch.randn(2, 3, 4, 8), torch.randn(2, 3, 6, 8), f)
+    with pytest.raises(ArgumentError, match="argument 'freqs_cis': .* does not fit 'xk'"):
+        ops.apply_rope_split_half(torch.randn(2, 3, 4, 8), torch.randn(2, 3, 4, 6), f)
+
+
+def test_paired_in_place_names_the_tensor_that_cannot_be_written():
+    """One call of eager's check over the pair comes first (rope._check_inplace); a refusal still
+    names the tensor: xq when xq alone overlaps itself, xk when xk does."""
+    f = torch.randn(1, 1, 4, 4, 2, 2)
+    for name in ("xq", "xk"):
+        good, bad = torch.randn(2, 3, 4, 8), torch.randn(1, 1, 4, 8).expand(2, 3, 4, 8)
+        xq, xk = (bad, good) if name == "xq" else (good, bad)
+        with pytest.raises(ArgumentError, match=f"apply_rope_: argument '{name}': .*internal overlap"):
+            ops.apply_rope_(xq, xk, f)
+
+
 def test_paired_in_place_refuses_overlapping_tensors():
     x = torch.randn(2, 3, 4, 8)
     with pytest.raises(ArgumentError, match="apply_rope_: argument 'xk'"):
