@@ -39,7 +39,7 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
     elements only where ``empty`` (the op's own rules then say which empty shapes it serves).
 
     Every call of every op runs this once per tensor argument, so the passing case reads each
-    attribute once and calls nothing else (strided() inlined): about 0.25 us, where the layered
+    attribute once and calls nothing else (strided() inlined): 0.25-0.33 us, where the layered
     form cost 0.42 (benchmarks/README.md, "The host path's checks")."""
     if not isinstance(value, _TENSOR):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a torch.Tensor, got {type(value).__name__}")
