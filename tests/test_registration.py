@@ -168,6 +168,32 @@ def test_a_call_on_two_devices_is_declined_whichever_tensor_comes_first(monkeypa
         or result.failed_param == "__device__", result
 
 
+class _OnlyOnCuda(FakeCudaTensor):
+    """A fake CUDA tensor that is not on the CPU either (FakeCudaTensor keeps is_cpu)."""
+
+    @property
+    def is_cpu(self):
+        return False
+
+
+def test_an_ignored_cpu_argument_does_not_make_a_gpu_call_a_cpu_one(monkeypatch, fresh_capabilities):
+    """The call's device is its first tensor's (backend._on_cpu): a CUDA call with a CPU tensor the
+    op ignores (residual_scale without a residual) is a GPU call, which the CPU's speed rules
+    (cpu_speed.py: eager is faster for float16 x from 128 rows on the CPU) must not decline.  Any
+    CPU tensor used to make it a CPU call."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (9, 0))
+    args = {"x": torch.randn(256, 64, dtype=torch.float16).as_subclass(_OnlyOnCuda),
+            "weight": torch.zeros(32, 64, dtype=torch.int8).as_subclass(_OnlyOnCuda),
+            "weight_scale": torch.ones(32, 1).as_subclass(_OnlyOnCuda), "bias": None,
+            "out_dtype": torch.bfloat16, "residual": None, "residual_scale": torch.ones(1)}
+    op = next(o for o in op_list.OPS if o.name == "int8_linear")
+    result = backend._call_rule(op)(args)
+    assert result.success, result
+    args["x"] = torch.randn(256, 64, dtype=torch.float16)  # the same call on the CPU: the speed rule holds
+    args["weight"], args["weight_scale"] = torch.zeros(32, 64, dtype=torch.int8), torch.ones(32, 1)
+    assert backend._call_rule(op)(args).failed_param == "__speed__"
+
+
 def test_every_int8_and_nvfp4_op_of_eager_is_served():
     eager = registry._capabilities["eager"]
     ours = registry._capabilities["c"]
