@@ -370,7 +370,8 @@ def _v1_chunks(k: int, most: int) -> int:
     return 1 if needed <= 1 else (2 if needed <= 2 else most)
 
 
-def plan_v1(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int | None, ks: dict, arch: str) -> Plan:
+def plan_v1(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int | None, ks: dict, arch: str,
+            commit: str | None = None) -> Plan:
     """Launches of the kernels up to this redesign (8a578f0 .. f34a4f9): one 256-thread block per
     row, chunks of 16 values per thread; elementwise dequantization; one thread per NVFP4 block."""
     plan = Plan(op, op_bytes(op, m, k, esize, n))
@@ -422,14 +423,16 @@ def plan_v1(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
 FLOAT32_OUT = {"dequantize_int8_simple", "dequantize_int8_convrot_weight"}
 
 
-def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks: dict, arch: str) -> Plan:
+def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks: dict, arch: str,
+             commit: str | None = None) -> Plan:
+    """The launches of an op at a shape with the kernels ks (of commit: None, the working tree)."""
     kind, esize = DTYPES["float32" if op in FLOAT32_OUT else dtype]
     base = op[:-len("_dtype")] if op.endswith("_dtype") else op
     if base in ("int8_linear", "w4a8_int8_linear"):
         if m > GEMV_ROWS or n is None:
             raise KeyError(f"{base}: the GEMM (cuBLASLt, on decoded parts for W4A8) is not modelled; "
                            "int8_linear_quantize and int8_linear_epilogue are its modelled parts")
-        quant = plan_for("int8_linear_quantize", m, k, dtype, group, n, ks, arch)
+        quant = plan_for("int8_linear_quantize", m, k, dtype, group, n, ks, arch, commit)
         gemv = plan_gemv(m, k, n) if base == "int8_linear" else plan_w4a8_gemv(m, k, n)
         for launch in quant.launches:
             launch.bytes = quant.bytes / len(quant.launches)
@@ -443,7 +446,7 @@ def plan_for(op: str, m: int, k: int, dtype: str, group: int, n: int | None, ks:
     if base == "int8_linear_epilogue":
         return plan_epilogue(m, n, ks, arch)
     layout = plan_v2 if any(kk.name.startswith("ckc_tile_") for kk in ks.values()) else plan_v1
-    plan = layout(base, m, k, kind, esize, group, n, ks, arch)
+    plan = layout(base, m, k, kind, esize, group, n, ks, arch, commit)
     plan.op = op
     return plan
 
@@ -606,7 +609,7 @@ def predict(op: str, m: int, k: int, dtype: str = "bfloat16", gpu: str = "h200",
     marks: with the flight record's completion mark (on by default, as ops run)."""
     g = GPUS[GPU_ALIASES.get(gpu, gpu)]
     ks = kernels(commit)
-    plan = plan_for(op, m, k, dtype, group, n, ks, g.arch)
+    plan = plan_for(op, m, k, dtype, group, n, ks, g.arch, commit)
     if not plan.launches:
         return None
     launches = []
@@ -662,7 +665,17 @@ def tile_geometry_chunks(chunks: int, rows: int, max_threads: int) -> tuple[int,
     return t, r, -(-chunks // t)
 
 
-def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int | None, ks: dict, arch: str) -> Plan:
+@functools.lru_cache(maxsize=None)
+def plain_rows_in_one_pass(commit: str | None) -> bool:
+    """Whether the tile kernels of commit take plain rows (G = 0) in one pass only (31c267e on: the
+    warp walk, kernels/int8_tile.cu's ckc_tile_plain), the longer ones going to the general
+    kernels: csrc/gpu/launch_tile.c's refusal of a G = 0 row of more than one segment."""
+    launcher = tree_at(commit) / "csrc" / "gpu" / "launch_tile.c"
+    return launcher.is_file() and "p->group == 0 && g.segments > 1" in launcher.read_text()
+
+
+def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int | None, ks: dict, arch: str,
+            commit: str | None = None) -> Plan:
     """Launches of the row-tile kernels (kernels/int8_tile.cu): 32 values per thread, rows
     sized to whole warps; the general kernels (plan_v1) take what these do not."""
     quant = op in ("quantize_int8_rowwise", "quantize_and_rotate_rowwise", "quantize_int8_convrot_weight",
@@ -673,6 +686,8 @@ def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
         (g > 0 or find_kernel(ks, arch, "ckc_tile_dequant_kernel", (kind, 0)) is not None)
     if (quant or op == "rotate_int8_convrot_weight" or tile_dequant) and g in TILE_GROUPS:
         geom = tile_geometry(k, m, 1024)
+        if geom is not None and quant and g == 0 and geom[2] > 1 and plain_rows_in_one_pass(commit):
+            geom = None  # over 32768 values: the general kernels' (launch_tile.c)
         if geom is not None:
             t, r, segments = geom
             plan = Plan(op, op_bytes(op, m, k, esize, n))
@@ -762,7 +777,7 @@ def hot_launches(op: str, m: int, k: int, gpu: str, commit: str | None = None, d
     """[(launch, kernel, metrics)] of an op's kernels at a shape, as the model sees them."""
     g = GPUS[GPU_ALIASES.get(gpu, gpu)]
     ks = kernels(commit)
-    plan = plan_for(op, m, k, dtype, table_group(op), None, ks, g.arch)
+    plan = plan_for(op, m, k, dtype, table_group(op), None, ks, g.arch, commit)
     result = []
     for launch in plan.launches:
         kern = find_kernel(ks, g.arch, launch.name, launch.args)
@@ -906,7 +921,7 @@ def metric_rows(commit: str | None, k: int = 14336) -> list[list[str]]:
             g = GPUS[gpu]
             ks = kernels(commit)
             try:
-                plan = (plan_noise if noise else plan_for)(op, 4096, k, "bfloat16", group, None, ks, g.arch)
+                plan = (plan_noise if noise else plan_for)(op, 4096, k, "bfloat16", group, None, ks, g.arch, commit)
             except KeyError:
                 continue
             for launch in plan.launches:
@@ -932,9 +947,9 @@ METRIC_HEADER = ["op", "group", "rounding", "target", "kernel", "instr/elt", "fm
                  "regs", "blocks x threads /SM", "KB in flight /SM", "loads first", "spills/local"]
 
 
-def plan_noise(op, m, k, dtype, group, n, ks, arch):
+def plan_noise(op, m, k, dtype, group, n, ks, arch, commit=None):
     """The stochastic-rounding instance of a row quantizer (its noise loaded too)."""
-    plan = plan_for(op, m, k, dtype, group, n, ks, arch)
+    plan = plan_for(op, m, k, dtype, group, n, ks, arch, commit)
     kind, esize = DTYPES[dtype]
     for launch in plan.launches:
         launch.in_bytes = 2 * esize

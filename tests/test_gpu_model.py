@@ -63,6 +63,19 @@ def test_the_register_limit_names_a_kernel_above_it():
     assert model.register_problems("quantize_int8_rowwise", kernel(48)) == []
 
 
+@pytest.mark.parametrize("commit,walk", [(None, True), (model.MEASURED_COMMIT, False)])
+def test_plain_rows_past_one_pass_are_planned_where_the_launcher_sends_them(commit, walk):
+    """Since the warp walk (31c267e) launch_tile.c sends a plain row of more than 32768 values to
+    the general kernels; before, the tile kernel took it in segments.  Rotated rows stay tiled."""
+    ks = model.kernels(commit)
+    assert model.plain_rows_in_one_pass(commit) is walk
+    for k, tiled in ((32768, True), (33024, not walk)):
+        plan = model.plan_for("quantize_int8_rowwise", 4096, k, "bfloat16", 0, None, ks, "90", commit)
+        assert [launch.name == "ckc_tile_rows_kernel" for launch in plan.launches] == [tiled], (k, plan)
+    rotated = model.plan_for("quantize_and_rotate_rowwise", 4096, 33024, "bfloat16", 256, None, ks, "90", commit)
+    assert [launch.name for launch in rotated.launches] == ["ckc_tile_rows_kernel"]
+
+
 @pytest.mark.parametrize("gpu", GPUS)
 @pytest.mark.parametrize("m,k", SHAPES)
 @pytest.mark.parametrize("op", model.HOT_OPS)
