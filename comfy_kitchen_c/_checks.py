@@ -237,8 +237,6 @@ def _params(check) -> tuple[str, tuple[str, ...]]:
     return check.__name__.removeprefix("check_"), tuple(inspect.signature(check).parameters)
 
 
-
-
 def copies_fit(check, args) -> None:
     """Every non-contiguous tensor among a call's arguments (check's parameters in order) has a copy
     that fits its device (fits): run after the op's check, before the op copies anything."""
