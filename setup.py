@@ -53,9 +53,13 @@ ISA_SOURCES = {
                                   "msvc": ["/arch:AVX512"]},
 }
 # Compute capabilities built as real code (SASS): Turing, Ampere (A100, RTX 30),
-# Ada (RTX 40), Hopper, Blackwell (B200, RTX 50).  The newest also ships as PTX,
-# which the driver compiles for GPUs newer than this list.
-CUDA_ARCHS = "75;80;86;89;90;100;120"
+# Ada (RTX 40), Hopper, Blackwell (B200, RTX 50), Jetson Thor (11.0).  The newest also
+# ships as PTX, which the driver compiles for GPUs newer than this list.  Each runs on
+# GPUs of its major and a minor at least its own (sm_86 on 8.7, sm_100 on 10.3,
+# sm_120 on 12.1).
+CUDA_ARCHS = "75;80;86;89;90;100;110;120"
+# Architectures that only a CUDA 13 toolchain knows (CUDA 12 called Thor 10.1).
+CUDA13_ONLY_ARCHS = {"110"}
 # The device layer (runtime seam and GEMM seam): exactly one per extension.  The
 # others are not compiled at all: their #if guards would leave empty translation
 # units, which ISO C forbids (MSVC /W4: C4206).
@@ -69,7 +73,8 @@ GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c", "csrc/gpu/launch_fli
                  "csrc/gpu/launch_awq.c"]
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
-    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/cuda_driver.c"] + GPU_LAUNCHERS,
+    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/cuda_driver.c",
+             "csrc/gpu/fatbin_info.c"] + GPU_LAUNCHERS,
     "emu": ["csrc/gpu/runtime_emu.c", "csrc/gpu/blas_emu.c"] + GPU_LAUNCHERS,
 }
 
@@ -136,18 +141,59 @@ def arch_list() -> list[str]:
     return list(local_gpu_archs()) or every[-1:]
 
 
-def gencode_flags() -> list[str]:
-    archs = arch_list()
-    flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
-    return flags + [f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
-
-
 NVCC = find_nvcc()
+
+
+def toolchain_archs() -> list[str]:
+    """arch_list() less what this nvcc cannot build (a CUDA 12 nvcc knows no sm_110)."""
+    return [a for a in arch_list() if nvcc_version() >= 13000 or a not in CUDA13_ONLY_ARCHS]
 
 
 def cuda_archs() -> list[str]:
     """The architectures built, as compute capabilities ("7.5", "8.0", ...)."""
-    return [f"{a[:-1]}.{a[-1]}" for a in arch_list()]
+    return [f"{a[:-1]}.{a[-1]}" for a in toolchain_archs()]
+
+
+# ---- the CUDA 12 assembler: SASS that drivers from CUDA 12.0 (R525) on can load ----
+# A CUDA 13 nvcc's cubins need a CUDA 13 driver (R580): their ELF ABI is new.  So the SASS of
+# every architecture a CUDA 12 ptxas knows is assembled by one (PyPI's nvidia-cuda-nvcc-cu12,
+# a build requirement) from the PTX nvcc 13 writes, its `.version` lowered to the newest ISA
+# that ptxas reads; the SASS of architectures only CUDA 13 knows, and the PTX for newer GPUs,
+# come from nvcc 13 (docs/install.md: which drivers run which GPUs).
+PTXAS12_ISA = {12080: "8.7", 12090: "8.8"}  # the newest PTX ISA each CUDA 12 ptxas reads
+PTXAS12_ARCHS = {"75", "80", "86", "89", "90", "100", "120"}
+
+
+def tool_version(tool: str) -> int:
+    """A CUDA tool's release as 1000 * major + 10 * minor (`--version`'s "release 12.9")."""
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout
+    major, minor = re.search(r"release (\d+)\.(\d+)", out).groups()
+    return 1000 * int(major) + 10 * int(minor)
+
+
+@functools.lru_cache(maxsize=None)
+def find_ptxas12() -> str | None:
+    """A CUDA 12.8+ ptxas: COMFY_KITCHEN_C_PTXAS, else the nvidia-cuda-nvcc-cu12 package's;
+    None when nvcc is itself CUDA 12 (its cubins already load on CUDA 12 drivers) or none is found."""
+    if NVCC is None or nvcc_version() < 13000:
+        return None
+    exe = "ptxas.exe" if sys.platform == "win32" else "ptxas"
+    candidates = [os.environ.get("COMFY_KITCHEN_C_PTXAS")]
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("nvidia.cuda_nvcc")
+        candidates += [os.path.join(d, "bin", exe) for d in (spec.submodule_search_locations or [])] if spec else []
+    except (ImportError, ValueError):
+        pass
+    for ptxas in filter(None, candidates):
+        if os.path.isfile(ptxas) and tool_version(ptxas) in PTXAS12_ISA:
+            return ptxas
+    return None
+
+
+def fatbinary() -> str:
+    exe = "fatbinary.exe" if sys.platform == "win32" else "fatbinary"
+    return os.path.join(os.path.dirname(NVCC), exe)
 
 
 @functools.lru_cache(maxsize=None)
@@ -163,7 +209,16 @@ def nvcc_version() -> int:
     return 1000 * int(major) + 10 * int(minor)
 
 
-def write_fatbins_c(path: str, fatbins: list[str], cuda_version: int, archs: list[str]) -> bool:
+def sass_toolchains() -> list[tuple[str, int]]:
+    """(architecture, the CUDA version of the toolchain that assembles its SASS): fatbin_commands' choice.
+    The driver an image needs follows it (csrc/gpu/fatbin_info.c); a cubin's ELF ABI does not say (CUDA
+    12.9's ptxas writes the ABI of CUDA 13 for sm_100 and newer)."""
+    ptxas12 = find_ptxas12()
+    return [(a, tool_version(ptxas12) if ptxas12 and a in PTXAS12_ARCHS else nvcc_version()) for a in toolchain_archs()]
+
+
+def write_fatbins_c(path: str, fatbins: list[str], cuda_version: int, archs: list[str], ptxas12: int = 0,
+                    toolchains: list[tuple[str, int]] = ()) -> bool:
     """The fatbins as C data (csrc/gpu/fatbins.h): 64-bit words, so that each image is
     8-byte aligned as cuModuleLoadData wants, little-endian as every CUDA host is, and
     numbers rather than a string literal, which MSVC caps at 64 KiB.  Written only when it
@@ -185,6 +240,10 @@ def write_fatbins_c(path: str, fatbins: list[str], cuda_version: int, archs: lis
     lines += ["", "const ckc_fatbin ckc_fatbins[CKC_FATBIN_MAX] = {", *entries, "};",
               f"const int ckc_fatbin_count = {len(entries)};",
               f"const int ckc_kernels_cuda_version = {cuda_version};",
+              f"const int ckc_kernels_ptxas12_version = {ptxas12};",
+              "const ckc_sass_toolchain ckc_kernels_sass[] = {"
+              + ", ".join(f"{{{a}, {v}}}" for a, v in toolchains) + ("" if toolchains else "{0, 0}") + "};",
+              f"const int ckc_kernels_sass_count = {len(toolchains)};",
               f'const char ckc_kernels_archs[] = "{" ".join(archs)}";', ""]
     text = "\n".join(lines)
     if os.path.exists(path) and Path(path).read_text() == text:
@@ -193,31 +252,78 @@ def write_fatbins_c(path: str, fatbins: list[str], cuda_version: int, archs: lis
     return True
 
 
-def nvcc_command(source: str, fatbin: str, include_dirs: list[str], ccbin: str | None = None) -> list[str]:
-    """One .cu file for every architecture, device code only.  No FMA contraction and
-    IEEE division (nvcc's defaults but --fmad): the kernels round exactly like the CPU
-    path.  Compressed, without line tables: 0.5 MiB per architecture for int8.cu
-    instead of 2.1 (the machine-code checks compile their own, benchmarks/gpu_model.py)."""
+def nvcc_base(source: str, include_dirs: list[str], ccbin: str | None) -> list[str]:
+    """nvcc on one .cu file, device code only.  No FMA contraction and IEEE division (nvcc's
+    defaults but --fmad): the kernels round exactly like the CPU path."""
     werror = os.environ.get("COMFY_KITCHEN_C_WERROR") == "1"
-    return [NVCC, "-std=c++17", "-O3", "--fmad=false", "--fatbin", source, "-o", fatbin, "-Xfatbin", "-compress-all",
-            *[f"-I{d}" for d in include_dirs], *gencode_flags(), *(["-ccbin", ccbin] if ccbin else []),
-            *(["-Werror", "all-warnings"] if werror else [])]
+    return [NVCC, "-std=c++17", "-O3", "--fmad=false", source, *[f"-I{d}" for d in include_dirs],
+            *(["-ccbin", ccbin] if ccbin else []), *(["-Werror", "all-warnings"] if werror else [])]
 
 
-def fatbin_key(source: str, cmd: list[str]) -> str:
+def fatbin_commands(source: str, fatbin: str, include_dirs: list[str], ccbin: str | None = None) -> list[list[str]]:
+    """The commands that make one .cu file's fatbin: per architecture SASS (a CUDA 12 ptxas's
+    from lowered PTX where find_ptxas12() has one and knows the architecture, else nvcc's),
+    the newest architecture's PTX, packed by fatbinary with LZ4 ("speed": every CUDA 12
+    driver reads it; zstd needs 12.4).  Without line tables: the machine-code checks compile
+    their own (benchmarks/gpu_model.py).  A step of the form ["lower", src, dst, isa] rewrites
+    src's `.version` directive to isa."""
+    base = nvcc_base(source, include_dirs, ccbin)
+    work = fatbin + ".parts"
+    stem = Path(source).stem
+    archs, ptxas12 = toolchain_archs(), find_ptxas12()
+    steps, images = [], []
+    for a in archs:
+        cubin = os.path.join(work, f"{stem}.sm_{a}.cubin")
+        if ptxas12 and a in PTXAS12_ARCHS:
+            ptx, lowered = os.path.join(work, f"{stem}.compute_{a}.ptx"), os.path.join(work, f"{stem}.sm_{a}.ptx")
+            steps += [[*base, "-ptx", f"-arch=compute_{a}", "-o", ptx],
+                      ["lower", ptx, lowered, PTXAS12_ISA[tool_version(ptxas12)]],
+                      [ptxas12, "-O3", "--fmad=false", f"-arch=sm_{a}", lowered, "-o", cubin]]
+        else:
+            steps.append([*base, "-cubin", f"-arch=sm_{a}", "-o", cubin])
+        images.append(f"--image3=kind=elf,sm={a},file={cubin}")
+    newest_ptx = os.path.join(work, f"{stem}.compute_{archs[-1]}.ptx")
+    if not any(s[-1] == newest_ptx for s in steps):
+        steps.append([*base, "-ptx", f"-arch=compute_{archs[-1]}", "-o", newest_ptx])
+    images.append(f"--image3=kind=ptx,sm={archs[-1]},file={newest_ptx}")
+    return steps + [[fatbinary(), f"--create={fatbin}", "-64", "-compress-all", "--compress-mode=speed", *images]]
+
+
+def lower_ptx_version(src: str, dst: str, isa: str) -> None:
+    """src's PTX with its `.version` directive set to isa (the newest a CUDA 12 ptxas reads): the
+    PTX nvcc 13 writes for these kernels uses nothing newer, and ptxas refuses what it does not
+    know, so a kernel that did would fail the build, not run wrong."""
+    text = Path(src).read_text()
+    lowered, n = re.subn(r"^\.version \d+\.\d+$", f".version {isa}", text, count=1, flags=re.M)
+    if n != 1:
+        raise RuntimeError(f"{src}: no .version directive")
+    Path(dst).write_text(lowered)
+
+
+def run_step(step: list[str]) -> None:
+    if step[0] == "lower":
+        lower_ptx_version(*step[1:])
+    else:
+        subprocess.check_call(step, cwd=ROOT)
+
+
+def fatbin_key(source: str, cmd: list[list[str]]) -> str:
     """What a fatbin depends on: its source, every header a kernel may include, nvcc's
     version and its command (the output path and -Werror left out)."""
     h = hashlib.sha256()
     for path in [ROOT / source] + sorted(p for folder in ("csrc", "kernels") for p in (ROOT / folder).rglob("*")
                                          if p.suffix in (".h", ".cuh")):
         h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    # warnings as errors changes no byte of a fatbin that compiles
-    h.update(repr([c for c in cmd[1:] if not c.endswith(".fatbin") and c not in ("-Werror", "all-warnings")]).encode())
+    # warnings as errors changes no byte of a fatbin that compiles; paths are the build's own
+    h.update(repr([[Path(c).name if os.sep in c or "/" in c else c for c in step[1:]
+                    if c not in ("-Werror", "all-warnings")] for step in cmd]).encode())
     h.update(nvcc_version_text().encode())
+    if find_ptxas12():
+        h.update(str(tool_version(find_ptxas12())).encode())
     return h.hexdigest()[:16]
 
 
-def compile_fatbin(source: str, fatbin: str, cmd: list[str]) -> None:
+def compile_fatbin(source: str, fatbin: str, cmd: list[list[str]]) -> None:
     """Runs nvcc, or takes the fatbin from COMFY_KITCHEN_C_FATBIN_CACHE (a folder) where an
     earlier build of the same sources, headers and command left it: CI's builds (the
     editable install, the Linux and Windows wheels) compile the seven architectures once."""
@@ -227,8 +333,11 @@ def compile_fatbin(source: str, fatbin: str, cmd: list[str]) -> None:
         print(f"{source}: fatbin from {cached}")
         shutil.copyfile(cached, fatbin)
         return
-    print(" ".join(cmd))
-    subprocess.check_call(cmd, cwd=ROOT)
+    os.makedirs(fatbin + ".parts", exist_ok=True)
+    for step in cmd:
+        print(" ".join(step))
+        run_step(step)
+    shutil.rmtree(fatbin + ".parts", ignore_errors=True)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(fatbin, str(cached) + ".part")
@@ -244,7 +353,7 @@ def build_fatbins(folder: str, include_dirs: list[str], headers_mtime: float, fo
     for source in gpu_kernel_sources():
         fatbin = os.path.join(folder, Path(source).stem + ".fatbin")
         if force or is_stale(fatbin, source, headers_mtime):
-            stale.append((source, fatbin, nvcc_command(source, fatbin, include_dirs, ccbin)))
+            stale.append((source, fatbin, fatbin_commands(source, fatbin, include_dirs, ccbin)))
         fatbins.append(fatbin)
     # One nvcc per file, as many at once as there are cores: the sm_90 build on the H200
     # machine (16 cores) took 152 s one file after another, past gpu_check's budget.
@@ -258,7 +367,9 @@ def build_fatbins(folder: str, include_dirs: list[str], headers_mtime: float, fo
             raise
     changed = bool(stale)
     generated = os.path.join(folder, "fatbins.c")
-    changed = write_fatbins_c(generated, fatbins, nvcc_version(), cuda_archs()) or changed
+    ptxas12 = find_ptxas12()
+    changed = write_fatbins_c(generated, fatbins, nvcc_version(), cuda_archs(),
+                              tool_version(ptxas12) if ptxas12 else 0, sass_toolchains()) or changed
     return generated, changed
 
 
@@ -366,7 +477,7 @@ class BuildExt(build_ext):
         compiler = [getattr(self.compiler, a, None) for a in ("compiler_so", "compiler_cxx", "cc")]
         return repr([ext.name, sorted(ext.define_macros), ext.include_dirs, self.c_flags, self.cxx_flags,
                      self.sanitizer_link, emu_races() and ext.name.endswith("_C_emu"), compiler, NVCC,
-                     gencode_flags() if NVCC else None, sys.version])
+                     (toolchain_archs(), find_ptxas12()) if NVCC else None, sys.version])
 
     def object_folder(self, ext) -> str:
         """build/objects/<ext>-<configuration hash>, marked as just used; the folders of
@@ -474,13 +585,18 @@ class BuildExt(build_ext):
         shared-memory race detector (csrc/emu/emu_races.cpp): the kernel sources get GCC's
         ThreadSanitizer instrumentation, whose calls the emulator implements itself (no TSan
         runtime is linked, so it combines with no other sanitizer)."""
+        kernels = gpu_kernel_sources()
+        runtime = [s for s in emulated_device_sources() if s not in kernels]
         if not emu_races():
-            return [(emulated_device_sources(), self.cxx_flags, cxx)]
+            if self.msvc or os.environ.get("COMFY_KITCHEN_C_SANITIZE"):
+                return [(emulated_device_sources(), self.cxx_flags, cxx)]  # UBSan's own alignment check, if any
+            # A GPU faults on a misaligned access: the kernels check theirs, the runtime handles it
+            # (csrc/emu/emu_runtime.cpp, CKC_EMU_ALIGNMENT_CHECK).
+            checked = self.cxx_flags + ["-DCKC_EMU_ALIGNMENT_CHECK=1"]
+            return [(kernels, checked + ["-fsanitize=alignment"], cxx), (runtime, checked, cxx)]
         if self.msvc or os.environ.get("COMFY_KITCHEN_C_SANITIZE"):
             raise RuntimeError("COMFY_KITCHEN_C_EMU_RACES=1 needs GCC and no COMFY_KITCHEN_C_SANITIZE")
         flags = self.cxx_flags + ["-DCKC_EMU_RACE_DETECT=1"]
-        kernels = gpu_kernel_sources()
-        runtime = [s for s in emulated_device_sources() if s not in kernels]
         instrument = ["-fsanitize=thread", "-Wno-tsan", "--param=tsan-instrument-func-entry-exit=0"]
         return [(kernels, flags + instrument, cxx), (runtime, flags, cxx)]
 

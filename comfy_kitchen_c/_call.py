@@ -55,6 +55,27 @@ def _run(kernel: str, op: str, device: torch.device, tensors, ints) -> None:
 _round_up = functools.lru_cache(maxsize=4096)(_C.round_up)
 
 
+def gemm_workspace(device: torch.device) -> torch.Tensor | None:
+    """cuBLASLt's workspace for one GPU GEMM, from torch's caching allocator (which serves a nearly
+    full GPU from its cache and a CUDA-graph capture from the graph's pool): comfy_kitchen's sizes,
+    32 MiB from Hopper on, else 4 MiB (4 MiB on the emulated device and the stand-in driver).
+    None when torch cannot have it now: the GEMM then runs on an algorithm that needs none."""
+    size = 32 << 20 if device.type == "cuda" and compute_capability(device.index)[0] >= 9 else 4 << 20
+    try:
+        return torch.empty(size=(size,), dtype=torch.uint8, device=device)
+    except torch.OutOfMemoryError:
+        return None
+
+
+def gpu_compute_capability(device: torch.device) -> tuple[int, int] | None:
+    """The compute capability a GPU call runs on: the CUDA device's, the stand-in driver's device's
+    (comfy_kitchen_c/standin.py), None on the emulated device (whose C references of cuBLASLt's
+    GEMMs take every shape)."""
+    if device.type == "cuda":
+        return compute_capability(device.index)
+    return getattr(KERNELS.get(), "compute_capability", None)
+
+
 def _gpu_path(device: torch.device) -> bool:
     """Whether a call runs the GPU kernels: CUDA tensors, or any tensor on the emulated device."""
     return device.type == "cuda" or KERNELS.get() is not _C

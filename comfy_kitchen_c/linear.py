@@ -17,7 +17,7 @@ import torch
 from . import _C, cpu_speed, settings, weight_cache
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
-from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability
+from ._call import _blas_search_dirs, _gpu_path, _run, compute_capability, gemm_workspace
 from ._proved import checked as _checked
 
 # Codes shared with C (csrc/contract/codes.h, csrc/math/activation.h), read from _C: comfy_kitchen's
@@ -30,6 +30,7 @@ _KIND = {getattr(torch, name): _C.DTYPES[name] for name in ("float32", "float16"
 # The largest bound C's plan takes (an int64): any larger bound (set_linear_memory_limit takes any
 # positive integer) means the same, no chunking.
 _PLAN_LIMIT_MAX = 2**62
+_GEMV_ROWS = _C.LINEAR_GEMV_ROWS  # rows up to this take the GPU's GEMV, not cuBLASLt
 
 # w4a8_linear's decoded weight rows (GPU): at most this many bytes of the int8 grid at a time, each
 # part multiplied right after it is decoded, so a call never holds the whole decoded weight (what
@@ -310,13 +311,16 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
     out = torch.empty(size=out_shape, dtype=out_dtype, device=device)
     if device.type == "cuda":
         _blas_search_dirs()
+    # rows past the GEMV's run cuBLASLt's GEMM, on the workspace torch gives it
+    workspace = gemm_workspace(device) if gpu and m > _GEMV_ROWS else None
     ints = (act, group, k_align, n_align, _float_bits(eps), norm_kind)
     if codes is None:
-        _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale), ints)
+        _run("int8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale,
+                                         workspace), ints)
     else:
         s_rel, codebook, form = codes
         _run("w4a8_linear", op, device, (xc, w, w_scale, bias, out, scratch, *vectors, residual, residual_scale, s_rel,
-                                         codebook), ints + (*form, decode))
+                                         codebook, workspace), ints + (*form, decode))
     return out
 
 

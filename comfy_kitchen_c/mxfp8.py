@@ -10,7 +10,7 @@ import torch
 from . import _C
 from . import _checks as check
 from ._C import ArgumentError, ArgumentTypeError
-from ._call import _blas_search_dirs, _gpu_path, _round_up, _run, compute_capability
+from ._call import _blas_search_dirs, _gpu_path, _round_up, _run, gemm_workspace, gpu_compute_capability
 from ._kernels import KERNELS
 from ._proved import checked as _checked
 
@@ -121,10 +121,10 @@ def _cublaslt_mxfp8(device: torch.device, out_dtype: torch.dtype, n: int) -> boo
     """Whether cuBLASLt's block-scaled MXFP8 GEMM takes the call: compute capability 10.0+, rows of
     the output 16-byte aligned (n % 8) and a 16-bit output, as for the FP4 GEMM.  The emulated
     device runs its C reference of that GEMM for every shape."""
-    if device.type != "cuda":
+    cc = gpu_compute_capability(device)
+    if cc is None:
         return KERNELS.get() is not _C
-    return compute_capability(device.index) >= (10, 0) and n % 8 == 0 and out_dtype in (torch.float16,
-                                                                                         torch.bfloat16)
+    return cc >= (10, 0) and n % 8 == 0 and out_dtype in (torch.float16, torch.bfloat16)
 
 
 def scaled_mm_mxfp8(a, b, block_scale_a, block_scale_b, bias=None, out_dtype=None):
@@ -145,7 +145,7 @@ def scaled_mm_mxfp8(a, b, block_scale_a, block_scale_b, bias=None, out_dtype=Non
         if device.type == "cuda":
             _blas_search_dirs()
         _run("scaled_mm_mxfp8", op, device, (a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8),
-                                             scale_a, scale_b, bias_out, out), ())
+                                             scale_a, scale_b, bias_out, out, gemm_workspace(device)), ())
         return out
     y = dequantize_mxfp8(a, block_scale_a, torch.float32) @ dequantize_mxfp8(b, block_scale_b, torch.float32).T
     if bias_out is not None:

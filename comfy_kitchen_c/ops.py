@@ -26,6 +26,8 @@ from ._call import (  # noqa: F401 (re-exported: tests and backend.py use them t
     _round_up,
     _run,
     compute_capability,
+    gemm_workspace,
+    gpu_compute_capability,
 )
 from ._kernels import KERNELS
 from ._proved import checked as _checked
@@ -596,10 +598,10 @@ def _cublaslt_fp4(device: torch.device, out_dtype: torch.dtype, n: int, k: int) 
     """Whether cuBLASLt's block-scaled FP4 GEMM takes the call: compute capability 10.0+ and the
     shapes and output types comfy_kitchen's cuda backend passes it (k % 32, n % 8, 16-bit out).
     The emulated device runs its C reference of that GEMM for every shape."""
-    if device.type != "cuda":
+    cc = gpu_compute_capability(device)
+    if cc is None:
         return KERNELS.get() is not _C
-    return (compute_capability(device.index) >= (10, 0) and k % 32 == 0 and n % 8 == 0
-            and out_dtype in (torch.float16, torch.bfloat16))
+    return cc >= (10, 0) and k % 32 == 0 and n % 8 == 0 and out_dtype in (torch.float16, torch.bfloat16)
 
 
 def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b, bias=None,
@@ -623,8 +625,8 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
         out = torch.empty(size=(m, n), dtype=out_dtype, device=device)
         if device.type == "cuda":
             _blas_search_dirs()
-        _run("scaled_mm_nvfp4", op, device, (a.contiguous(), b.contiguous(), scale_a, scale_b, alpha_beta, bias_out, out),
-             ())
+        _run("scaled_mm_nvfp4", op, device, (a.contiguous(), b.contiguous(), scale_a, scale_b, alpha_beta, bias_out, out,
+                                             gemm_workspace(device)), ())
         return out
     one = torch.ones(1, dtype=torch.float32, device=device)
     y = dequantize_nvfp4(a, one, block_scale_a, torch.float32) @ dequantize_nvfp4(b, one, block_scale_b,

@@ -132,6 +132,8 @@ SETTINGS = {s.name: s for s in (
        read_by_c=True),
     _s("CUDA_DRIVER", path, None, "a library file", "the OS's (libcuda.so.1, nvcuda.dll)",
        "the CUDA driver library the GPU kernels are launched through", read_by_c=True),
+    _s("CUBLASLT", path, None, "a library file", "the one torch loaded, else the search of docs/linear.md",
+       "the cuBLASLt library the GPU GEMMs run on", read_by_c=True),
     _s("GEMM_TUNING", boolean, True, _BOOL, "on",
        "time int8_linear's eligible cuBLASLt algorithms at a shape's first call and keep the fastest "
        "(docs/linear.md)", read_by_c=True),
@@ -164,7 +166,7 @@ IMPORT_TIME = tuple(name for name, s in SETTINGS.items()
 # Read by setup.py when building (docs/settings.md's table, "(build)"): known names, never
 # reported as misspellings when they are left set in the environment.
 BUILD_TIME = tuple(PREFIX + n for n in ("WERROR", "NO_CUDA", "CUDA_ARCHS", "FATBIN_CACHE", "SANITIZE",
-                                        "EMU_RACES", "EMULATED", "BUILD_JOBS"))
+                                        "EMU_RACES", "EMULATED", "BUILD_JOBS", "PTXAS"))
 KNOWN = tuple(SETTINGS) + BUILD_TIME
 
 

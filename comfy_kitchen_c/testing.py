@@ -16,6 +16,7 @@ forbids during a capture fails as it fails there (csrc/emu/emu_graphs.cpp).
 from __future__ import annotations
 
 import contextlib
+import os
 
 from . import settings
 from ._call import CAPTURED_TENSORS
@@ -45,10 +46,31 @@ def _emu():
     return _C_emu
 
 
+# CKC_TEST_DEVICE=standin (tests/cuda_standin/run.py): emulated_device() runs the
+# driver path on the stand-in CUDA driver instead (comfy_kitchen_c/standin.py), so that the
+# suites written for the emulated device run through the real driver code too.
+_STANDIN = os.environ.get("CKC_TEST_DEVICE") == "standin"
+
+
+def emulated_only(what: str) -> None:
+    """Skips the calling test under the stand-in driver: `what` is the emulated device's own
+    (its fault injection, its GEMM heuristic), which the stand-in models its own way
+    (tests/test_standin_driver.py)."""
+    if _STANDIN:
+        import pytest
+        pytest.skip(f"{what} is the emulated device's; under the stand-in driver its own tests cover it")
+
+
 @contextlib.contextmanager
 def emulated_device():
     """Within the block (and this thread or task), ops on CPU tensors run the GPU kernels
-    on the emulated device."""
+    on the emulated device (or, under tests/cuda_standin/run.py, through the stand-in
+    CUDA driver, whose kernels are the emulated device's)."""
+    if _STANDIN:
+        from . import standin
+        with standin.driver():
+            yield
+        return
     token = KERNELS.set(_emu())
     try:
         yield

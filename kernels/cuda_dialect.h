@@ -95,9 +95,14 @@ ckc_emu_run(void (*kernel)(A...), const char *log, const unsigned *grid, const u
     return ckc_emu_run_args(kernel, log, grid, block, smem, stream, args, std::index_sequence_for<A...>());
 }
 
+/* The runners are exported from _C_emu: the stand-in CUDA driver (tests/cuda_standin) runs a
+ * kernel the driver path launches by its runner's symbol, ckc_emu_thunk_<kernel>. */
+#define CKC_EMU_EXPORTED __attribute__((visibility("default")))
+
 #define CKC_KERNEL_INSTANCE(name, bounds, params, call)                                                         \
     extern "C" void name params { call; }                                                                       \
-    extern "C" int CKC_DIALECT_PASTE(ckc_emu_thunk_, name)(const char *log, const unsigned *grid, const unsigned *block, \
+    extern "C" CKC_EMU_EXPORTED int CKC_DIALECT_PASTE(ckc_emu_thunk_, name)(const char *log, const unsigned *grid,  \
+                                                                          const unsigned *block,                  \
                                                     size_t smem, uintptr_t stream, void **args)                 \
     {                                                                                                           \
         return ckc_emu_run(name, log, grid, block, smem, stream, args);                                          \

@@ -263,3 +263,17 @@ def sigkilled(proc):
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+
+
+# ---- under the stand-in CUDA driver (tests/cuda_standin/run.py) ----
+# Every test holds the driver path to the CUDA driver's rules: a test after which the stand-in
+# logged a refusal (a call a real driver refuses, or one that breaks on it) fails, naming it.
+# Tests that provoke refusals on purpose read them (comfy_kitchen_c.standin.violations()).
+if os.environ.get("CKC_TEST_DEVICE") == "standin":
+    @pytest.fixture(autouse=True)
+    def _no_driver_rule_broken():
+        from comfy_kitchen_c import standin
+        standin.violations()
+        yield
+        refused = standin.violations()
+        assert not refused, "the stand-in CUDA driver refused: " + "; ".join(refused)

@@ -18,7 +18,7 @@ from comfy_kitchen_c import ops
 
 if sys.platform == "win32":
     pytest.skip("the emulated device is not built on Windows yet", allow_module_level=True)
-from comfy_kitchen_c.testing import emulated_device, has_emulated_device  # noqa: E402
+from comfy_kitchen_c.testing import emulated_device, emulated_only, has_emulated_device  # noqa: E402
 
 if not has_emulated_device():
     pytest.skip("this build has no emulated device (_C_emu: development builds only)", allow_module_level=True)
@@ -182,6 +182,7 @@ def test_misaligned_codes_and_scales_take_the_scalar_path(group):
 
 def test_emulated_device_is_scoped():
     from comfy_kitchen_c import _C, _C_emu
+    emulated_only("_C_emu in KERNELS")
     with emulated_device():
         assert ops.KERNELS.get() is _C_emu
     assert ops.KERNELS.get() is _C

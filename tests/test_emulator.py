@@ -201,3 +201,24 @@ def test_divergent_lanes_with_disjoint_sub_masks(races_plain, races_detector, sc
 def test_the_race_detector_reports_a_read_across_unsynchronized_half_warps(races_detector):
     out = result(races_detector, "warp_cross_half")
     assert out.startswith("fault:") and "read-after-write race" in out and "__syncwarp" in out, out
+
+
+# ---- the emulated device faults on a misaligned vector access, as a GPU does ----
+
+ALIGNMENT_TEST = ROOT / "tests" / "emu" / "emu_alignment_test.cu"
+# What setup.py compiles _C_emu's kernels with (and its runtime's handler of the check).
+ALIGNMENT_FLAGS = ["-fsanitize=alignment", "-DCKC_EMU_ALIGNMENT_CHECK=1"]
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["checked", "unchecked"])
+def test_a_misaligned_16_byte_load_faults_only_where_checked(tmp_path, checked):
+    exe = build(tmp_path, ALIGNMENT_TEST, ALIGNMENT_FLAGS if checked else [])
+    assert "RESULT aligned ok" in run(exe, "aligned").stdout
+    r = run(exe, "misaligned")
+    if checked:
+        assert "RESULT misaligned fault: kernel 'copy16_kernel'" in r.stdout, r.stdout
+        assert "misaligned address: a 16-byte aligned access" in r.stdout, r.stdout
+    else:
+        # without the check the planted bug is no kernel fault: the host's aligned vector load
+        # crashes the process, or the CPU reads the bytes as if nothing were wrong
+        assert r.returncode != 0 or "RESULT misaligned ok" in r.stdout, r.stdout

@@ -107,7 +107,7 @@ def test_tuning_off_takes_the_heuristic(blas):
 
 
 def test_inside_a_capture_nothing_is_timed_nor_kept(blas):
-    gemm(16)  # the workspaces and the spare, made outside any capture
+    gemm(16)
     blas.blas_reset()
     blas.blas_fake_timings(1.0, 9.0, 9.0, 0.5, 9.0)
     blas.blas_fake_capturing(True)

@@ -312,7 +312,8 @@ def test_the_kernel_checks_its_own_arguments():
         scratch = torch.empty(scratch_bytes, dtype=torch.uint8)
         comfy_kitchen_c._C.int8_linear("int8_linear", x.__dlpack__(), weight.__dlpack__(), ws.__dlpack__(),
                                        None if bias is None else bias.__dlpack__(), out.__dlpack__(),
-                                       scratch.__dlpack__(), None, None, None, None, act, 0, 1, 1, 0, -1, 0, 1)
+                                       scratch.__dlpack__(), None, None, None, None, None, act, 0, 1, 1, 0, -1, 0,
+                                       1)
 
     call()
     assert_bitwise_equal(out, E.int8_linear(x, w, ws, None, torch.bfloat16), "direct call")

@@ -2,7 +2,7 @@
 """int8_linear's GPU path on the emulated device, beyond parity at small shapes
 (tests/test_int8_linear.py): the epilogue's grid walk where the chunk has more vectors than
 the capped grid has threads (8 outputs per step, or 1), with unaligned per-channel vectors;
-the GEMM seam's plan cache, algorithm filter and workspaces (csrc/gpu/blas_plan.c, which the
+the GEMM seam's plan cache, algorithm filter and the caller's workspace (csrc/gpu/blas_plan.c, which the
 emulated device runs against heuristic answers the tests make up); and the scales given as
 Python numbers, which must never become a host-to-device copy (a synchronization on a GPU,
 and an error inside a CUDA-graph capture)."""
@@ -13,7 +13,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from comfy_kitchen_c import ops
-from comfy_kitchen_c.testing import emulated_device
+from comfy_kitchen_c.testing import emulated_device, emulated_only
 
 from conftest import assert_bitwise_equal
 
@@ -56,7 +56,7 @@ def test_epilogue_walk_covers_every_output_beyond_the_grid(m, n, offset, out_dty
     assert_bitwise_equal(on_emulated(*args), ops.int8_linear(*args), f"emulated vs cpu {m}x{n}")
 
 
-# ---- the plan cache, the filter and the workspaces ----
+# ---- the plan cache, the filter and the workspace ----
 
 class OnStream:
     """The emulated module with int8_linear's stream argument replaced (ops pass 0 for CPU
@@ -92,6 +92,7 @@ DEFAULT_HEURISTIC = [(1, 1 * MIB, 4, 1), (1, 2 * MIB, 1, 0), (1, 0, 1, 0)]  # bl
 @pytest.fixture
 def blas():
     """A fresh plan cache and the default heuristic answer, restored after."""
+    emulated_only("the GEMM heuristic and counters of _C_emu")
     emu.blas_reset(256)
     emu.blas_fake_heuristic(DEFAULT_HEURISTIC)
     yield emu
@@ -161,29 +162,23 @@ def test_no_acceptable_algorithm_is_a_clear_error(blas):
     assert blas.blas_stats()["entries"] == 0
 
 
-def test_workspaces_are_made_outside_captures_and_a_spare_serves_a_new_stream_inside_one(blas):
-    with stream(9001):
-        gemm(64)
-    s = blas.blas_stats()
-    assert s["spares"] == 1  # a spare is ready before any capture
-    made = s["workspaces"]
+def test_the_gemm_runs_on_the_callers_workspace_or_on_none(blas, monkeypatch):
+    """The workspace is the caller's (torch's allocator: ops' gemm_workspace), the same on a new
+    stream and inside a capture, and nothing of the seam allocates; when torch cannot give one
+    (gemm_workspace answers None), the GEMM runs on an algorithm that needs none."""
+    from comfy_kitchen_c import linear
+    gemm(64)
+    assert (blas.blas_stats()["last_workspace"], blas.blas_stats()["last_choice"]) == (4 * MIB, 1)
     blas.blas_fake_capturing(True)
-    with stream(9002):  # first met while capturing: takes the spare, allocates nothing
+    with stream(9002):  # a stream first met while capturing: the caller's workspace still
         gemm(64)
-    s = blas.blas_stats()
-    assert (s["spare_takes"], s["spares"], s["workspaces"]) == (1, 0, made)
-    with stream(9003):  # no spare left: runs without workspace, on an algorithm that needs none
-        gemm(64)
-    s = blas.blas_stats()
-    assert (s["capture_without"], s["workspaces"], s["last_choice"]) == (1, made, 2)
+    assert blas.blas_stats()["last_workspace"] == 4 * MIB
     blas.blas_fake_capturing(False)
-    with stream(9001):  # outside the capture again: the spare is replaced
-        gemm(64)
-    s = blas.blas_stats()
-    assert (s["spares"], s["workspaces"]) == (1, made + 1)
-    with stream(9002):  # it owns the spare it took
-        gemm(64)
-    assert blas.blas_stats()["workspaces"] == made + 1
+    blas.blas_reset()
+    monkeypatch.setattr(linear, "gemm_workspace", lambda device: None)
+    x, w, ws, b, dt = linear_case(64, 64, 48)
+    assert_bitwise_equal(on_emulated(x, w, ws, b, dt), ops.int8_linear(x, w, ws, b, dt), "without a workspace")
+    assert (blas.blas_stats()["last_workspace"], blas.blas_stats()["last_choice"]) == (0, 2)
 
 
 # ---- scales given as Python numbers ----

@@ -48,7 +48,7 @@ typedef struct {
     int source;             /* CKC_BLAS_FROM_* */
 } ckc_blas_choice;
 
-/* Counters of the GEMM plans and workspaces, for tests and gpu_check. */
+/* Counters of the GEMM plans, for tests and gpu_check. */
 typedef struct {
     long hits;           /* GEMMs whose plan was cached */
     long misses;         /* GEMMs that asked the heuristic */
@@ -58,10 +58,7 @@ typedef struct {
     int last_choice;     /* index of the last chosen candidate, -1 before any */
     int entries;         /* plans cached now */
     int capacity;        /* slots */
-    int workspaces;      /* (device, stream) workspaces made, spares included */
-    int spares;          /* spares ready now */
-    int spare_takes;     /* streams that took a spare during a capture */
-    int capture_without; /* GEMMs captured with no workspace to be had */
+    size_t last_workspace; /* bytes of workspace the last GEMM was given (0: none) */
     long timed;          /* GEMMs run to time candidates (gpu/blas_tune.c) */
     long tunings;        /* shape classes chosen by timing */
     long from_file;      /* plans whose algorithm came from COMFY_KITCHEN_C_GEMM_CACHE's file */

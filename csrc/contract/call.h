@@ -16,12 +16,13 @@
 extern "C" {
 #endif
 
-#define CKC_OP_MAX_TENSORS 12 /* int8_linear: 10 */
+#define CKC_OP_MAX_TENSORS 14 /* w4a8_linear: 13 */
 #define CKC_OP_MAX_INTS 12 /* w4a8_linear: 11 */
 
 /* Flags of a tensor argument. */
 #define CKC_ARG_OUTPUT 1u    /* written by the op */
 #define CKC_ARG_OPTIONAL 2u  /* may be None */
+#define CKC_ARG_WORKSPACE 4u /* the GEMMs' workspace: device memory of the caller's allocator (exec.h) */
 
 typedef struct {
     const char *name;

@@ -13,6 +13,8 @@ typedef char ckc_float_kinds_are_dtype_codes[CKC_F32 == (int)CKC_DTYPE_FLOAT32 &
 const ckc_named_code ckc_shared_ints[] = {
     {"MAX_EXTENT", CKC_MAX_EXTENT},
     {"GEMM_ROWS", CKC_GEMM_ROWS},
+    {"CALL_HOST_AS_DEVICE", CKC_CALL_HOST_AS_DEVICE},
+    {"CALL_DEVICE_SHIFT", CKC_CALL_DEVICE_SHIFT},
     {"SCALE_SCALAR", CKC_SCALE_SCALAR},
     {"SCALE_PER_ROW", CKC_SCALE_PER_ROW},
     {"SCALE_FULL", CKC_SCALE_FULL},

@@ -26,6 +26,14 @@ extern "C" {
  * to 32 for the int8 GEMM: cuBLASLt has rejected small M). */
 #define CKC_GEMM_ROWS 32
 
+/* Bits of an op function's `check` argument above its checking mode: the call
+ * runs host memory as the device memory of CUDA device (check >> 8), through
+ * the GPU entry and the CUDA driver.  Only the test suite's stand-in driver
+ * (tests/cuda_standin) accepts it: it is how the driver path runs on a machine
+ * without a GPU (comfy_kitchen_c/testing.py, standin_driver()). */
+#define CKC_CALL_HOST_AS_DEVICE 16
+#define CKC_CALL_DEVICE_SHIFT 8
+
 /* How a dequantization scale maps onto q viewed as [rows, cols]. */
 typedef enum {
     CKC_SCALE_SCALAR = 0,  /* one value */

@@ -22,6 +22,8 @@ typedef struct {
     uintptr_t stream;        /* CUDA stream of the caller, 0 for CPU */
     int device_index;        /* CUDA device of the tensors */
     int gpu;                 /* 1: the op's GPU entry runs (CUDA tensors, or the emulated device) */
+    void *workspace;         /* the GEMMs' workspace (the caller's memory: torch's allocator), or NULL */
+    size_t workspace_bytes;  /* its size; 0: the GEMMs run on algorithms that need none */
     ckc_done_mark done;      /* the mark offered for the op's last kernel; word NULL: none */
     int done_taken;          /* 1 once a launcher took `done` for its kernel */
 } ckc_exec;

@@ -25,11 +25,11 @@
 static CKC_THREAD_LOCAL uint64_t t_begun;
 
 ckc_capture
-ckc_capture_of(uintptr_t stream)
+ckc_capture_of(int device, uintptr_t stream, ckc_error *err)
 {
     ckc_capture c;
     c.id = 0;
-    c.capturing = ckc_gpu_stream_capture(stream, &c.id);
+    c.capturing = ckc_gpu_stream_capture(device, stream, &c.id, err);
     if (c.capturing && c.id == 0) {
         c.id = 1; /* the runtime could not say: one id for all such captures (0 means "not captured") */
     }

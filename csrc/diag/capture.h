@@ -10,12 +10,12 @@
 #include "contract/status.h"
 
 typedef struct {
-    int capturing;
-    uint64_t id; /* the capture's id, never 0 while capturing */
+    int capturing; /* 1, 0, or -1: the question failed (err says why: a sticky fault, a bad stream) */
+    uint64_t id;   /* the capture's id, never 0 while capturing */
 } ckc_capture;
 
-/* Whether stream is being captured, and by which capture. */
-ckc_capture ckc_capture_of(uintptr_t stream);
+/* Whether stream (of device) is being captured, and by which capture. */
+ckc_capture ckc_capture_of(int device, uintptr_t stream, ckc_error *err);
 
 /* The refusals (CKC_ERR_CAPTURE, a CaptureError): a waiting mode, a staged copy. */
 ckc_status ckc_capture_refuse_mode(int mode, ckc_error *err);

@@ -293,12 +293,14 @@ wait_for(ckc_poll poll, void *ctx, uint64_t stream, const char *where, ckc_error
 
 typedef struct {
     ckc_gpu_event event;
+    int device;
 } event_wait;
 
 static int
 poll_event(void *ctx, ckc_error *err)
 {
-    return ckc_gpu_event_query(((event_wait *)ctx)->event, err);
+    const event_wait *w = (const event_wait *)ctx;
+    return ckc_gpu_event_query(w->device, w->event, err);
 }
 
 /* Waits for the work queued on stream so far: CKC_OK, CKC_ERR_DEVICE or CKC_ERR_HANG. */
@@ -308,6 +310,7 @@ fence_queued(int device, uint64_t stream, const char *where, ckc_error *err, ckc
     ckc_gpu_device_guard guard;
     event_wait w;
     ckc_status status;
+    w.device = device;
     CKC_TRY(ckc_gpu_device_enter(device, &guard, err));
     status = ckc_gpu_event_record_new(stream, &w.event, err);
     ckc_gpu_device_leave(&guard);
@@ -387,6 +390,20 @@ op_failed(const char *op, const ckc_op_args *a, ckc_flight_record *r, uint64_t s
     }
 }
 
+/* The question "is the stream captured?" failed before op queued anything: a
+ * sticky fault is an earlier kernel's, blamed as any fault found at a launch;
+ * anything else (a destroyed stream) is the call's own error. */
+static ckc_status
+capture_query_failed(const char *op, ckc_error *err, ckc_fault *fault)
+{
+    char where[96];
+    if (err->status != CKC_ERR_DEVICE) {
+        return err->status;
+    }
+    snprintf(where, sizeof where, "when %s asked whether its stream is captured", op);
+    return earlier_fault(NULL, 0, where, err, fault);
+}
+
 ckc_status
 ckc_op_check_before(const char *op, const ckc_op_args *a, int mode, ckc_op_check *c, ckc_exec *exec,
                     ckc_error *err, ckc_fault *fault)
@@ -401,7 +418,10 @@ ckc_op_check_before(const char *op, const ckc_op_args *a, int mode, ckc_op_check
     c->pinned = 0;
     c->mode = mode;
     fault_init(fault, op, device, stream);
-    capture = ckc_capture_of(stream);
+    capture = ckc_capture_of(device, stream, err);
+    if (capture.capturing < 0) {
+        return capture_query_failed(op, err, fault);
+    }
     if (capture.capturing) {
         /* capture.c: the waiting modes refuse; the first op begins the replays' bookkeeping */
         if (mode >= CKC_CHECK_BOUNDARY) {
@@ -478,12 +498,17 @@ ckc_status
 ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, ckc_fault *fault)
 {
     ckc_gpu_device_guard guard;
+    ckc_capture capture;
     ckc_flight_record *r;
     uint64_t seq = 0;
     ckc_status status;
     fault_init(fault, "stage", s->device, s->stream);
     snprintf(fault->tensors, sizeof fault->tensors, "%s", s->tensors);
-    if (ckc_capture_of(s->stream).capturing) {
+    capture = ckc_capture_of(s->device, s->stream, err);
+    if (capture.capturing < 0) {
+        return capture_query_failed("stage", err, fault);
+    }
+    if (capture.capturing) {
         return ckc_capture_refuse_stage(err);
     }
     *memory = ckc_gpu_host_memory(s->src, s->bytes);
@@ -543,6 +568,7 @@ ckc_checked_stage(const ckc_stage_args *s, const char **memory, ckc_error *err, 
 typedef struct {
     uint64_t seq;
     uint64_t stream;
+    int device;
 } copy_wait;
 
 static int
@@ -563,7 +589,7 @@ poll_copy(void *ctx, ckc_error *err)
         CKC_FAIL(err, CKC_ERR_DEVICE, "the copy failed: %s", r->error);
         return -1;
     }
-    return ckc_gpu_stream_query(w->stream, err) < 0 ? -1 : 0;
+    return ckc_gpu_stream_query(w->device, w->stream, err) < 0 ? -1 : 0;
 }
 
 static int
@@ -597,6 +623,7 @@ ckc_fence_host(const void *p, size_t bytes, ckc_error *err, ckc_fault *fault)
         }
         w.seq = seq;
         w.stream = r->stream;
+        w.device = r->device;
         status = wait_for(poll_copy, &w, r->stream, "fence", err, fault);
         if (status == CKC_ERR_DEVICE) {
             char message[sizeof err->message];

@@ -683,7 +683,45 @@ void ckc_emu::fail_current(const char *format, ...) {
     abandon(s);
 }
 
-extern "C" int ckc_emu_last_error(char *message, size_t cap) {
+#if defined(CKC_EMU_ALIGNMENT_CHECK)
+/* The kernels are compiled with -fsanitize=alignment (setup.py, for _C_emu): every access
+ * through a pointer is checked against its type's alignment, as a GPU checks it and faults
+ * (CUDA_ERROR_MISALIGNED_ADDRESS) where a CPU would read.  UBSan's runtime is not linked:
+ * these are the handlers the check calls (GCC's layout of the report). */
+namespace {
+struct UbsanLocation {
+    const char *file;
+    uint32_t line, column;
+};
+struct UbsanType {
+    uint16_t kind, info;
+    char name[1];
+};
+struct UbsanMismatch {
+    UbsanLocation where;
+    const UbsanType *type;
+    unsigned char log_alignment, check_kind;
+};
+
+void misaligned(const UbsanMismatch *m, uintptr_t p) {
+    const uintptr_t alignment = (uintptr_t)1 << m->log_alignment;
+    if (p == 0 || (p & (alignment - 1)) == 0 || ckc_emu::current_thread() < 0)
+        return; /* not an alignment report, or not in a kernel */
+    ckc_emu::fail_current("misaligned address: a %u-byte aligned access of %s at %p (%s:%u)", (unsigned)alignment,
+                          m->type->name, (void *)p, m->where.file, m->where.line);
+}
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) void __ubsan_handle_type_mismatch_v1(void *m, uintptr_t p) {
+    misaligned((const UbsanMismatch *)m, p);
+}
+extern "C" __attribute__((visibility("default"))) void __ubsan_handle_type_mismatch_v1_abort(void *m, uintptr_t p) {
+    misaligned((const UbsanMismatch *)m, p);
+}
+#endif
+
+/* Exported, for the stand-in CUDA driver (tests/cuda_standin), which runs kernels through _C_emu's runners. */
+extern "C" __attribute__((visibility("default"))) int ckc_emu_last_error(char *message, size_t cap) {
     int code = t_error.code;
     if (message && cap > 0)
         snprintf(message, cap, "%s", code != CKC_EMU_OK ? t_error.message : "");

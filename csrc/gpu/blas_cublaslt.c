@@ -224,8 +224,17 @@ static void *
 lt_find_library(char *searched, size_t cap)
 {
     const char *cuda_home = getenv("CUDA_HOME");
+    const char *chosen = getenv("COMFY_KITCHEN_C_CUBLASLT");
     char dirs[4096 + 512];
     void *lib = NULL;
+    if (chosen != NULL && chosen[0] != '\0') { /* the setting's file, and no other */
+        lib = lt_open(chosen);
+        if (lib == NULL) {
+            append(searched, cap, chosen);
+            append(searched, cap, " (COMFY_KITCHEN_C_CUBLASLT)");
+        }
+        return lib;
+    }
     for (int i = 0; i < LT_NAME_COUNT && lib == NULL; i++) {
         lib = lt_already_loaded(lt_names[i]);
     }
@@ -303,43 +312,50 @@ lt_status_name(lt_status s)
         }                                                                                                     \
     } while (0)
 
-/* ---- per-device handle, per-(device, stream) workspace ---- */
-
-static void *
-lt_alloc(size_t bytes, ckc_error *err)
+/* A cuBLASLt call failed (status s): when the device holds a sticky fault (an
+ * earlier kernel's: cuBLASLt answers EXECUTION_FAILED or INTERNAL_ERROR), that
+ * fault, as CKC_ERR_DEVICE with the driver's error, so that the checks blame it
+ * on the work that caused it; else cuBLASLt's own error.  The caller has
+ * entered the stream's device. */
+static ckc_status
+lt_failed(ckc_error *err, uintptr_t stream, const char *call, lt_status s)
 {
-    const ckc_cuda_api *d = ckc_cuda_driver(err);
-    CUdeviceptr p = 0;
-    CUresult e;
-    if (d == NULL) {
-        return NULL;
-    }
-    e = d->cuMemAlloc(&p, bytes);
-    if (e != CKC_CU_SUCCESS) {
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    const CUresult e = d != NULL ? d->cuStreamQuery((CUstream)stream) : CKC_CU_SUCCESS;
+    if (e != CKC_CU_SUCCESS && e != CKC_CU_ERROR_NOT_READY && e != CKC_CU_ERROR_INVALID_VALUE &&
+        !(e >= CKC_CU_CAPTURE_ERROR_FIRST && e <= CKC_CU_CAPTURE_ERROR_LAST)) {
         char text[300];
         ckc_cuda_error_text(e, text, sizeof text);
-        CKC_FAIL(err, CKC_ERR_RUNTIME, "cuBLASLt workspace: cuMemAlloc of %zu bytes failed: %s", bytes, text);
-        return NULL;
+        CKC_FAIL(err, CKC_ERR_DEVICE, "%s failed (%s): the device holds an earlier fault: %s", call,
+                 lt_status_name(s), text);
+        ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
+        return err->status;
     }
-    return (void *)(uintptr_t)p;
+    return CKC_FAIL(err, CKC_ERR_RUNTIME, "%s failed: %s (%d)", call, lt_status_name(s), s);
 }
 
-/* Whether work queued on stream is being captured into a CUDA graph (no
- * allocation allowed): the driver's one capture query (cuda_driver.c). */
+/* ---- per-device handle, the caller's workspace ---- */
+
+/* Whether work queued on stream is being captured into a CUDA graph (the
+ * tuning then does not time: a capture forbids waiting): the driver's one
+ * capture query (cuda_driver.c).  A failed query counts as a capture (nothing
+ * is waited for); the GEMM's own call then meets the failure. */
 static int
 lt_capturing(uintptr_t stream)
 {
     uint64_t capture_id;
-    return ckc_cuda_stream_capturing(stream, &capture_id);
+    CUresult e;
+    return ckc_cuda_stream_capturing(stream, &capture_id, &e) != 0;
 }
 
+/* The device's handle (made at its first GEMM), and the GEMM's workspace: the
+ * caller's (exec: torch's allocator; the Python layer sizes it as comfy_kitchen
+ * does, 32 MiB from Hopper on, else 4 MiB), or none, when the caller could not
+ * have one: the heuristic then offers only algorithms that need none. */
 static ckc_status
 lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes, ckc_error *err)
 {
     const int device = exec->device_index;
-    int major = 0;
-    CUdevice dev = 0;
-    CUresult e;
     const ckc_cuda_api *d = ckc_cuda_driver(err);
     if (d == NULL) {
         return err->status;
@@ -350,27 +366,22 @@ lt_context(const ckc_exec *exec, lt_handle *handle, void **ws, size_t *ws_bytes,
     CKC_TRY(lt_load(err));
     ckc_mutex_lock(&lt_lock);
     if (lt_handles[device] == NULL) {
+        /* Once per device, perhaps inside a capture: in relaxed mode, so that what it
+         * allocates neither fails the capture nor invalidates another thread's. */
+        const int mode = ckc_cuda_capture_relax();
         const lt_status s = lt.cublasLtCreate(&lt_handles[device]);
+        ckc_cuda_capture_restore(mode);
         if (s != 0) {
             lt_handles[device] = NULL;
             ckc_mutex_unlock(&lt_lock);
-            return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtCreate failed: %s (%d)", lt_status_name(s), s);
+            return lt_failed(err, exec->stream, "cublasLtCreate", s);
         }
     }
     *handle = lt_handles[device];
     ckc_mutex_unlock(&lt_lock);
-    e = d->cuDeviceGet(&dev, device);
-    if (e == CKC_CU_SUCCESS) {
-        e = d->cuDeviceGetAttribute(&major, CKC_CU_DEVICE_ATTRIBUTE_CC_MAJOR, dev);
-    }
-    if (e != CKC_CU_SUCCESS) {
-        char text[300];
-        ckc_cuda_error_text(e, text, sizeof text);
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cuDeviceGetAttribute failed: %s", text);
-    }
-    /* comfy_kitchen's sizes: 32 MiB from Hopper on (the FP4 GEMM wants it), else 4 MiB. */
-    return ckc_blas_workspace(device, exec->stream, lt_capturing(exec->stream), (size_t)(major >= 9 ? 32 : 4) << 20,
-                              lt_alloc, ws, ws_bytes, err);
+    *ws = exec->workspace;
+    *ws_bytes = exec->workspace != NULL ? exec->workspace_bytes : 0;
+    return CKC_OK;
 }
 
 /* ---- plans: descriptors and an algorithm ---- */
@@ -674,14 +685,15 @@ ckc_status
 ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_error *err)
 {
     const int32_t alpha = 1, beta = 0;
-    lt_handle handle;
-    void *ws;
-    size_t ws_bytes;
+    lt_handle handle = NULL;
+    void *ws = NULL;
+    size_t ws_bytes = 0;
     lt_plan *pl = NULL;
     ckc_blas_key key;
     ckc_blas_entry *entry;
     lt_status s;
     CKC_TRY(lt_context(exec, &handle, &ws, &ws_bytes, err));
+    ckc_blas_note_workspace(ws_bytes);
     key = ckc_blas_int8_key(p, exec->device_index, ws_bytes);
     entry = ckc_blas_find(&key);
     if (entry == NULL) {
@@ -699,10 +711,7 @@ ckc_blas_int8_gemm(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_erro
     } else {
         lt_plan_free(pl); /* its slot, or every slot, was busy: used once */
     }
-    if (s != 0) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (int8) failed: %s (%d)", lt_status_name(s), s);
-    }
-    return CKC_OK;
+    return s != 0 ? lt_failed(err, exec->stream, "cublasLtMatmul (int8)", s) : CKC_OK;
 }
 
 /* ---- the block-scaled GEMMs (NVFP4, MXFP8): descriptors per call (they carry
@@ -778,6 +787,10 @@ scaled_algo(lt_handle handle, const ckc_scaled_mm_nvfp4_params *g, int in_type, 
     key.v[3] = g->n;
     key.v[4] = g->k;
     key.v[5] = in_type;
+    /* the heuristic reads the bias and scale pointers too: a choice made for aligned ones may not serve others */
+    key.v[6] = g->bias != NULL ? ckc_blas_alignment(g->bias) : 0;
+    key.v[7] = ckc_blas_alignment(g->scale_a) < ckc_blas_alignment(g->scale_b) ? ckc_blas_alignment(g->scale_a)
+                                                                                : ckc_blas_alignment(g->scale_b);
     key.v[8] = align[0];
     key.v[9] = align[1];
     key.v[10] = align[2];
@@ -806,9 +819,9 @@ static ckc_status
 scaled_gemm(const ckc_scaled_mm_nvfp4_params *g, const lt_block_format *f, const ckc_exec *exec, ckc_error *err)
 {
     const float *alpha_beta = g->alpha_beta != NULL ? g->alpha_beta : lt_one_zero;
-    lt_handle handle;
-    void *ws;
-    size_t ws_bytes;
+    lt_handle handle = NULL;
+    void *ws = NULL;
+    size_t ws_bytes = 0;
     lt_plan pl;
     ckc_status status;
     lt_status s = 0;
@@ -827,7 +840,9 @@ scaled_gemm(const ckc_scaled_mm_nvfp4_params *g, const lt_block_format *f, const
     if (pl.a != NULL) (void)lt.cublasLtMatrixLayoutDestroy(pl.a);
     if (pl.desc != NULL) (void)lt.cublasLtMatmulDescDestroy(pl.desc);
     if (status == CKC_OK && s != 0) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "cublasLtMatmul (%s) failed: %s (%d)", f->name, lt_status_name(s), s);
+        char call[48];
+        snprintf(call, sizeof call, "cublasLtMatmul (%s)", f->name);
+        return lt_failed(err, exec->stream, call, s);
     }
     return status;
 }

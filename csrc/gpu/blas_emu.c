@@ -7,8 +7,8 @@
  * GEMM is stream work of the emulated device (run when issued, or recorded
  * into a CUDA-graph capture of the stream).
  *
- * The int8 GEMM goes through blas_plan.c as on a GPU: a workspace per stream
- * (made outside captures: the emulated device's, or one pretended), the plan cache, and the algorithm filter run
+ * The int8 GEMM goes through blas_plan.c as on a GPU: the caller's workspace
+ * (what the filter may take), the plan cache, and the algorithm filter run
  * on a heuristic answer made up here (by default one to skip for split-K, one
  * needing workspace, one without: the filter must take the second); the tests
  * set others (ckc_blas_emu_set_heuristic).  Where several candidates pass the
@@ -38,8 +38,6 @@ ckc_blas_set_search_dirs(const char *dirs)
 {
     (void)dirs;
 }
-
-#define EMU_WORKSPACE_BYTES ((size_t)4 << 20)
 
 static ckc_blas_candidate emu_heuristic[CKC_BLAS_EMU_CANDIDATES] = {
     {1, (size_t)1 << 20, 4, 1}, /* split K, with a reduction: skipped */
@@ -80,16 +78,6 @@ void
 ckc_blas_emu_plant(int bug)
 {
     emu_bug = bug;
-}
-
-static void *
-emu_alloc(size_t bytes, ckc_error *err)
-{
-    void *p = malloc(bytes);
-    if (p == NULL) {
-        CKC_FAIL(err, CKC_ERR_MEMORY, "emulated workspace: cannot allocate %zu bytes", bytes);
-    }
-    return p;
 }
 
 /* A candidate's time, as the tests set it (blas_tune.h's time_one). */
@@ -138,8 +126,7 @@ emu_accepts(void *ctx, const unsigned char algo[CKC_BLAS_ALGO_BYTES], int chosen
 static ckc_status
 emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **entry, ckc_error *err)
 {
-    void *ws;
-    size_t ws_bytes;
+    const size_t ws_bytes = exec->workspace != NULL ? exec->workspace_bytes : 0;
     ckc_blas_key key;
     int *choice;
     int eligible[CKC_BLAS_EMU_CANDIDATES];
@@ -147,8 +134,7 @@ emu_plan(const ckc_int8_gemm_params *p, const ckc_exec *exec, ckc_blas_entry **e
     int final = 1;
     uint64_t capture;
     const int capturing = emu_capturing || ckc_emu_capture_status(exec->stream, &capture);
-    CKC_TRY(ckc_blas_workspace(exec->device_index, exec->stream, capturing, EMU_WORKSPACE_BYTES, emu_alloc, &ws,
-                               &ws_bytes, err));
+    ckc_blas_note_workspace(ws_bytes);
     key = ckc_blas_int8_key(p, exec->device_index, ws_bytes);
     *entry = ckc_blas_find(&key);
     if (*entry != NULL) {

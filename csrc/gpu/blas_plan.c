@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The GEMM seam's shared logic (blas_plan.h): the algorithm filter, the plan
- * cache and the workspaces per (device, stream), under one lock.  Compiled
+/* The GEMM seam's shared logic (blas_plan.h): the algorithm filter and the plan
+ * cache, under one lock.  Compiled
  * into every build (it calls no device runtime; a CPU-only build never calls
  * it). */
 #include <stdlib.h>
@@ -24,7 +24,7 @@ struct ckc_blas_entry {
 static struct ckc_blas_entry cache[CKC_BLAS_CACHE_MAX];
 static int capacity = CKC_BLAS_CACHE_MAX;
 static int next_victim;   /* round robin over the slots */
-static ckc_blas_stats stats = {0, 0, 0, 0, 0, -1, 0, CKC_BLAS_CACHE_MAX, 0, 0, 0, 0, 0, 0, 0};
+static ckc_blas_stats stats = {0, 0, 0, 0, 0, -1, 0, CKC_BLAS_CACHE_MAX, 0, 0, 0, 0};
 
 /* ---- the algorithm filter ---- */
 
@@ -229,89 +229,15 @@ ckc_blas_release(ckc_blas_entry *e)
     ckc_mutex_unlock(&lock);
 }
 
-/* ---- workspaces ---- */
-
-typedef struct workspace {
-    int device;
-    uintptr_t stream;    /* unused for a spare */
-    int spare;
-    void *ptr;
-    size_t bytes;
-    struct workspace *next;
-} workspace;
-static workspace *workspaces;
-
-static workspace *
-find_workspace(int device, uintptr_t stream, int spare)
-{
-    for (workspace *w = workspaces; w != NULL; w = w->next) {
-        if (w->device == device && w->spare == spare && (spare || w->stream == stream)) {
-            return w;
-        }
-    }
-    return NULL;
-}
-
-/* A new record of `bytes` bytes for device (lock held). */
-static ckc_status
-add_workspace(int device, uintptr_t stream, int spare, size_t bytes, void *(*alloc)(size_t, ckc_error *),
-              ckc_error *err)
-{
-    workspace *w = (workspace *)calloc(1, sizeof *w);
-    if (w == NULL) {
-        return CKC_FAIL(err, CKC_ERR_MEMORY, "cannot allocate a workspace record");
-    }
-    w->ptr = alloc(bytes, err);
-    if (w->ptr == NULL) {
-        free(w);
-        return err->status;
-    }
-    w->device = device;
-    w->stream = stream;
-    w->spare = spare;
-    w->bytes = bytes;
-    w->next = workspaces;
-    workspaces = w;
-    stats.workspaces++;
-    stats.spares += spare;
-    return CKC_OK;
-}
-
-ckc_status
-ckc_blas_workspace(int device, uintptr_t stream, int capturing, size_t bytes,
-                   void *(*alloc)(size_t bytes, ckc_error *err), void **ws, size_t *got, ckc_error *err)
-{
-    ckc_status status = CKC_OK;
-    workspace *w;
-    ckc_mutex_lock(&lock);
-    w = find_workspace(device, stream, 0);
-    if (w == NULL && capturing) {
-        w = find_workspace(device, stream, 1);
-        if (w != NULL) { /* the spare becomes this stream's */
-            w->spare = 0;
-            w->stream = stream;
-            stats.spares--;
-            stats.spare_takes++;
-        } else {
-            stats.capture_without++;
-        }
-    } else if (w == NULL) {
-        status = add_workspace(device, stream, 0, bytes, alloc, err);
-        w = status == CKC_OK ? workspaces : NULL;
-    }
-    if (status == CKC_OK && !capturing && find_workspace(device, stream, 1) == NULL) {
-        /* The spare is for later captures: without memory for it, this GEMM still runs. */
-        ckc_error spare_err;
-        memset(&spare_err, 0, sizeof spare_err);
-        (void)add_workspace(device, stream, 1, bytes, alloc, &spare_err);
-    }
-    *ws = w != NULL ? w->ptr : NULL;
-    *got = w != NULL ? w->bytes : 0;
-    ckc_mutex_unlock(&lock);
-    return status;
-}
-
 /* ---- counters ---- */
+
+void
+ckc_blas_note_workspace(size_t bytes)
+{
+    ckc_mutex_lock(&lock);
+    stats.last_workspace = bytes;
+    ckc_mutex_unlock(&lock);
+}
 
 void
 ckc_blas_get_stats(ckc_blas_stats *s)
@@ -345,7 +271,6 @@ ckc_blas_reset(int new_capacity)
     stats.last_choice = -1;
     stats.entries = kept;
     stats.capacity = capacity;
-    stats.spare_takes = stats.capture_without = 0;
     ckc_mutex_unlock(&lock);
     for (int i = 0; i < n; i++) {
         frees[i](plans[i]);

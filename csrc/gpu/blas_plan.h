@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the GEMM seam's two backends share (blas_plan.c): which of the
- * heuristic's algorithms may run, the cache of chosen plans per problem, and
- * the workspaces per (device, stream).  None of it touches a device runtime,
+ * heuristic's algorithms may run and the cache of chosen plans per problem.
+ * None of it touches a device runtime,
  * so the emulated device (blas_emu.c) runs the very logic that cuBLASLt's
  * backend (blas_cublaslt.c) runs, against candidate lists the tests make up.
  *
@@ -9,16 +9,16 @@
  * - Algorithms are taken in the heuristic's order, skipping any that splits K
  *   or names a reduction scheme: those run blocks that wait on each other's
  *   partial sums (the field report's prime suspect for a GPU hang is such a
- *   spin-wait).  Workspace is allowed, up to the stream's.
+ *   spin-wait).  Workspace is allowed, up to the call's.
  * - The heuristic query and the descriptors cost the host more than a small
  *   GEMM, and a model repeats a few shapes: a plan (descriptors and algorithm)
  *   is made once per problem, device included, and kept.  A plan serves one
  *   GEMM at a time (cuBLASLt does not say that a descriptor may be read by two
  *   threads at once): a thread that finds it busy makes its own for the call,
  *   and a full cache frees only plans no GEMM is using.
- * - No allocation may happen while a stream is captured into a CUDA graph: each
- *   stream's workspace is made at its first GEMM outside a capture, together
- *   with one spare per device, which a stream first met during a capture takes. */
+ * - The workspace is the caller's (ckc_exec: torch's caching allocator, which
+ *   serves captures from the graph's pool and a nearly full GPU from its cache),
+ *   never the driver's raw memory: nothing here allocates device memory. */
 #ifndef CKC_GPU_BLAS_PLAN_H
 #define CKC_GPU_BLAS_PLAN_H
 
@@ -80,18 +80,8 @@ ckc_blas_entry *ckc_blas_insert(const ckc_blas_key *key, void *plan, void (*free
 void *ckc_blas_plan(const ckc_blas_entry *e);
 void ckc_blas_release(ckc_blas_entry *e);
 
-/* ---- workspaces ---- */
-
-/* The workspace of (device, stream), of `bytes` bytes: made with alloc at the
- * stream's first call outside a capture (with the device's spare, if it has
- * none), or the spare taken by a stream first met while `capturing`, which is
- * replaced at the device's next call outside a capture.  *ws = NULL and
- * *got = 0 when there is none to be had without allocating during a capture.
- * The caller has entered device.  Workspaces are never freed: work queued on
- * their stream may use them after a call returns. */
-ckc_status ckc_blas_workspace(int device, uintptr_t stream, int capturing, size_t bytes,
-                              void *(*alloc)(size_t bytes, ckc_error *err), void **ws, size_t *got,
-                              ckc_error *err);
+/* The workspace the GEMM being planned or run was given (blas_stats' last_workspace). */
+void ckc_blas_note_workspace(size_t bytes);
 
 /* ---- counters, and the emulated device's heuristic: gpu/gpu.h ---- */
 

@@ -10,6 +10,7 @@
 #include "platform/mapped_file.h" /* ckc_atomic_load_ptr */
 #include "platform/threads.h"
 #include "cuda_driver.h"
+#include "fatbin_info.h"
 #include "gpu.h"
 
 #if defined(_WIN32)
@@ -25,6 +26,7 @@ static int driver_tried;             /* under driver_lock */
 static void *volatile driver;        /* the ckc_cuda_api once usable: published once, read without the lock */
 static ckc_cuda_api api;
 static char driver_why[600];         /* why there is none, when driver_tried and !driver */
+static int driver_standin;           /* the library is tests/cuda_standin's (it exports ckcsi_standin_marker) */
 
 /* Binds one pointer by the symbol's exported (versioned) name; false when absent. */
 static int
@@ -38,11 +40,14 @@ bind_symbol(void *lib, const char *symbol, void *slot, size_t slot_bytes)
     return 1;
 }
 
+/* A symbol a driver may lack: NULL then. */
+#define BIND_OPTIONAL(lib, field, symbol) (void)bind_symbol((lib), (symbol), &api.field, sizeof api.field)
+
 #define BIND(lib, field, symbol)                                                                                  \
     do {                                                                                                          \
         if (!bind_symbol((lib), (symbol), &api.field, sizeof api.field)) {                                              \
-            snprintf(driver_why, sizeof driver_why, "the CUDA driver %s has no %s: it is older than CUDA %s, "    \
-                     "which this build needs", name, (symbol), CKC_CUDA_DRIVER_MIN_TEXT);                         \
+            snprintf(driver_why, sizeof driver_why, "the CUDA driver %s has no %s: it is older than CUDA 12.0, " \
+                     "the oldest this build supports", name, (symbol));                                          \
             return 0;                                                                                             \
         }                                                                                                         \
     } while (0)
@@ -73,12 +78,18 @@ bind_all(void *lib, const char *name)
     BIND(lib, cuEventQuery, "cuEventQuery");
     BIND(lib, cuEventDestroy, "cuEventDestroy_v2");
     BIND(lib, cuEventSynchronize, "cuEventSynchronize");
-    BIND(lib, cuEventElapsedTime, "cuEventElapsedTime_v2");
+    if (!bind_symbol(lib, "cuEventElapsedTime_v2", &api.cuEventElapsedTime, sizeof api.cuEventElapsedTime)) {
+        BIND(lib, cuEventElapsedTime, "cuEventElapsedTime");
+    }
     BIND(lib, cuDeviceGetName, "cuDeviceGetName");
     BIND(lib, cuStreamQuery, "cuStreamQuery");
     BIND(lib, cuStreamSynchronize, "cuStreamSynchronize");
     BIND(lib, cuStreamIsCapturing, "cuStreamIsCapturing");
-    BIND(lib, cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3");
+    BIND_OPTIONAL(lib, cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3");
+    BIND(lib, cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo_v2");
+    BIND(lib, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+    BIND(lib, cuStreamCreate, "cuStreamCreate");
+    BIND(lib, cuStreamDestroy, "cuStreamDestroy_v2");
     BIND(lib, cuPointerGetAttribute, "cuPointerGetAttribute");
     BIND(lib, cuMemHostGetFlags, "cuMemHostGetFlags");
     BIND(lib, cuMemHostRegister, "cuMemHostRegister_v2");
@@ -119,6 +130,7 @@ try_driver(void)
     if (lib == NULL || !bind_all(lib, name)) {
         return;
     }
+    driver_standin = ckc_library_symbol(lib, "ckcsi_standin_marker") != NULL;
     e = api.cuInit(0);
     if (e != CKC_CU_SUCCESS) {
         char text[300];
@@ -126,9 +138,11 @@ try_driver(void)
         snprintf(driver_why, sizeof driver_why, "the CUDA driver %s did not start: cuInit: %s", name, text);
         return;
     }
-    if (api.cuDriverGetVersion(&api.version) != CKC_CU_SUCCESS || api.version < CKC_CUDA_DRIVER_MIN) {
+    if (api.cuDriverGetVersion(&api.version) != CKC_CU_SUCCESS || api.version < ckc_kernels_driver_min()) {
+        const int needed = ckc_kernels_driver_min();
         snprintf(driver_why, sizeof driver_why, "the CUDA driver %s supports CUDA %d.%d; this build's kernels need "
-                 "CUDA %s", name, api.version / 1000, api.version % 1000 / 10, CKC_CUDA_DRIVER_MIN_TEXT);
+                 "CUDA %d.%d (NVIDIA driver %s or newer) on any GPU", name, api.version / 1000,
+                 api.version % 1000 / 10, needed / 1000, needed % 1000 / 10, ckc_driver_branch(needed));
         return;
     }
     ckc_atomic_store_ptr(&driver, &api);
@@ -155,23 +169,47 @@ ckc_cuda_driver(ckc_error *err)
 }
 
 int
-ckc_cuda_stream_capturing(uintptr_t stream, uint64_t *capture_id)
+ckc_cuda_stream_capturing(uintptr_t stream, uint64_t *capture_id, CUresult *error)
 {
     const ckc_cuda_api *d = ckc_cuda_driver(NULL);
     int status = CKC_CU_STREAM_CAPTURE_STATUS_NONE;
     unsigned long long id = 0;
+    CUresult e;
     *capture_id = 0;
+    *error = CKC_CU_SUCCESS;
     if (d == NULL) {
         return 0;
     }
-    {
-        const CUresult e = d->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL, NULL);
-        if (e != CKC_CU_SUCCESS) {
-            return e != CKC_CU_ERROR_INVALID_CONTEXT;
-        }
+    /* _v3 from CUDA 12.3 on; an older driver has _v2, which a driver that has both still serves */
+    e = d->cuStreamGetCaptureInfo != NULL && d->version >= 12030
+            ? d->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL, NULL)
+            : d->cuStreamGetCaptureInfo_v2((CUstream)stream, &status, &id, NULL, NULL, NULL);
+    if (e >= CKC_CU_CAPTURE_ERROR_FIRST && e <= CKC_CU_CAPTURE_ERROR_LAST) {
+        return 1; /* a capture forbade the question */
+    }
+    if (e != CKC_CU_SUCCESS) {
+        *error = e;
+        return -1;
     }
     *capture_id = (uint64_t)id;
     return status != CKC_CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+int
+ckc_cuda_capture_relax(void)
+{
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    int mode = CKC_CU_STREAM_CAPTURE_MODE_RELAXED;
+    return d != NULL && d->cuThreadExchangeStreamCaptureMode(&mode) == CKC_CU_SUCCESS ? mode : -1;
+}
+
+void
+ckc_cuda_capture_restore(int mode)
+{
+    const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+    if (d != NULL && mode >= 0) {
+        (void)d->cuThreadExchangeStreamCaptureMode(&mode);
+    }
 }
 
 int
@@ -185,6 +223,13 @@ ckc_gpu_driver_problem(char *why, size_t cap)
     }
     snprintf(why, cap, "%s", err.message);
     return 1;
+}
+
+int
+ckc_gpu_driver_is_standin(void)
+{
+    (void)ckc_cuda_driver(NULL); /* opened (or refused: too old, say) once; the library is known either way */
+    return driver_standin;
 }
 
 void

@@ -62,13 +62,18 @@ enum {
     CKC_CU_MEMORYTYPE_HOST = 1,
     CKC_CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75,
     CKC_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
-    CKC_CU_STREAM_CAPTURE_STATUS_NONE = 0
+    CKC_CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    CKC_CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+    CKC_CU_STREAM_NON_BLOCKING = 1,
+    CKC_CU_LAUNCH_PARAM_BUFFER_POINTER = 1,
+    CKC_CU_LAUNCH_PARAM_BUFFER_SIZE = 2
 };
 
-/* The driver this build needs: its kernels come from CUDA 13.0's nvcc (the
- * fatbin's SASS and PTX), which drivers before 13.0 (R580) cannot load. */
-#define CKC_CUDA_DRIVER_MIN 13000
-#define CKC_CUDA_DRIVER_MIN_TEXT "13.0 (NVIDIA driver 580 or newer)"
+/* The errors a stream capture gives a call it forbids (CUDA_ERROR_STREAM_CAPTURE_*):
+ * a capture is in the way, not a fault. */
+#define CKC_CU_CAPTURE_ERROR_FIRST 900
+#define CKC_CU_CAPTURE_ERROR_LAST 908
+
 
 #define CKC_CUDA_CALL(ret, name, args) ret(CKC_CUDA_API *name) args
 
@@ -98,14 +103,20 @@ typedef struct {
     CKC_CUDA_CALL(CUresult, cuEventQuery, (CUevent event));
     CKC_CUDA_CALL(CUresult, cuEventDestroy, (CUevent event)); /* _v2 */
     CKC_CUDA_CALL(CUresult, cuEventSynchronize, (CUevent event));
-    CKC_CUDA_CALL(CUresult, cuEventElapsedTime, (float *ms, CUevent start, CUevent end)); /* _v2 */
+    CKC_CUDA_CALL(CUresult, cuEventElapsedTime, (float *ms, CUevent start, CUevent end)); /* _v2, else the first */
     CKC_CUDA_CALL(CUresult, cuDeviceGetName, (char *name, int len, CUdevice device));
     CKC_CUDA_CALL(CUresult, cuStreamQuery, (CUstream stream));
     CKC_CUDA_CALL(CUresult, cuStreamSynchronize, (CUstream stream));
     CKC_CUDA_CALL(CUresult, cuStreamIsCapturing, (CUstream stream, int *status));
     CKC_CUDA_CALL(CUresult, cuStreamGetCaptureInfo,
                   (CUstream stream, int *status, unsigned long long *id, void *graph, const void **deps,
-                   const void **edges, size_t *count)); /* _v3, exported from CUDA 12.3 on */
+                   const void **edges, size_t *count)); /* _v3, from CUDA 12.3 on; NULL before */
+    CKC_CUDA_CALL(CUresult, cuStreamGetCaptureInfo_v2,
+                  (CUstream stream, int *status, unsigned long long *id, void *graph, const void **deps,
+                   size_t *count)); /* drivers before CUDA 12.3 */
+    CKC_CUDA_CALL(CUresult, cuThreadExchangeStreamCaptureMode, (int *mode));
+    CKC_CUDA_CALL(CUresult, cuStreamCreate, (CUstream * stream, unsigned flags));
+    CKC_CUDA_CALL(CUresult, cuStreamDestroy, (CUstream stream)); /* _v2 */
     CKC_CUDA_CALL(CUresult, cuPointerGetAttribute, (void *data, int attribute, CUdeviceptr p));
     CKC_CUDA_CALL(CUresult, cuMemHostGetFlags, (unsigned *flags, void *p));
     CKC_CUDA_CALL(CUresult, cuMemHostRegister, (void *p, size_t bytes, unsigned flags)); /* _v2 */
@@ -118,15 +129,25 @@ typedef struct {
 /* The driver, opened and initialized on the first call (thread-safe; later
  * calls answer from the first).  NULL when there is none usable, err saying
  * why: no driver library, a symbol missing, cuInit failing (no GPU), or a
- * driver older than CKC_CUDA_DRIVER_MIN.  COMFY_KITCHEN_C_CUDA_DRIVER names
+ * driver older than every image of the kernels needs (fatbin_info.h: which GPU
+ * needs which driver is decided per device when its kernels load).  COMFY_KITCHEN_C_CUDA_DRIVER names
  * the library to open instead of the OS's (tests load stand-ins with it). */
 const ckc_cuda_api *ckc_cuda_driver(ckc_error *err);
 
 /* Whether work queued on stream is being captured into a CUDA graph: 1 with the
- * capture's id (0 when the driver cannot say), else 0.  A failed query counts as
- * a capture: the driver fails it only when a capture forbids the question.  No
- * driver: 0. */
-int ckc_cuda_stream_capturing(uintptr_t stream, uint64_t *capture_id);
+ * capture's id (0 when the driver cannot say), 0 when not, -1 when the query
+ * failed (*error: the driver's answer; a sticky fault, a destroyed stream).  A
+ * capture error (CKC_CU_CAPTURE_ERROR_*) counts as a capture: the driver gives
+ * one only when a capture forbids the question.  No driver: 0.  The caller has
+ * entered the stream's device (stream 0 is the current context's). */
+int ckc_cuda_stream_capturing(uintptr_t stream, uint64_t *capture_id, CUresult *error);
+
+/* The calling thread's stream-capture mode made relaxed: the one-time set-up
+ * calls that a capture elsewhere would forbid (allocations, host registration,
+ * cuBLASLt's handle) neither fail nor invalidate another thread's capture.
+ * Returns the mode to restore with ckc_cuda_capture_restore (-1: none to restore). */
+int ckc_cuda_capture_relax(void);
+void ckc_cuda_capture_restore(int mode);
 
 /* The driver's name and text for e, "NAME: text" into buf. */
 void ckc_cuda_error_text(CUresult e, char *buf, size_t cap);

@@ -18,9 +18,23 @@ typedef struct {
 
 extern const ckc_fatbin ckc_fatbins[CKC_FATBIN_MAX];
 extern const int ckc_fatbin_count;
-/* The CUDA version of the nvcc that compiled them (1000 * major + 10 * minor), and
- * the architectures they hold as SASS ("7.5 8.0 ... 12.0"; PTX of the last). */
+/* The CUDA version of the nvcc that compiled them (1000 * major + 10 * minor), of
+ * the CUDA 12 ptxas that assembled the SASS of the architectures it knows (0: none,
+ * nvcc's own SASS throughout; setup.py's fatbin_commands), and the architectures they
+ * hold as SASS ("7.5 8.0 ... 12.0"; PTX of the last).  Which driver each image needs
+ * is read from the fatbins themselves (fatbin_info.h). */
 extern const int ckc_kernels_cuda_version;
+extern const int ckc_kernels_ptxas12_version;
 extern const char ckc_kernels_archs[];
+
+/* Per architecture built as SASS, the CUDA version of the toolchain that
+ * assembled it: a driver of that major reads it (minor version compatibility). */
+typedef struct {
+    int arch;    /* 10 * major + minor */
+    int cuda;    /* 12090: CUDA 12.9's ptxas */
+} ckc_sass_toolchain;
+
+extern const ckc_sass_toolchain ckc_kernels_sass[];
+extern const int ckc_kernels_sass_count;
 
 #endif /* CKC_GPU_FATBINS_H */

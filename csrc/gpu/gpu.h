@@ -9,6 +9,7 @@
 
 #include "contract/blas_report.h"
 #include "contract/exec.h"
+#include "contract/kernel_image.h"
 #include "contract/params.h"
 #include "contract/status.h"
 
@@ -81,6 +82,19 @@ ckc_status ckc_gpu_versions(int *driver, int *runtime, ckc_error *err);
 /* 0 when the CUDA driver is usable, else 1 with why it is not in why[cap]
  * (gpu/cuda_driver.c: opened on the first call). */
 int ckc_gpu_driver_problem(char *why, size_t cap);
+
+/* The kernels' images (fatbin_info.c reads the embedded fatbins' headers): one
+ * per (fatbin, entry), at most cap filled, how many returned; the oldest CUDA
+ * driver under which every fatbin loads on a GPU of compute capability cc
+ * (10 * major + minor; 0: none can), and on any GPU; a fatbin's bytes. */
+int ckc_gpu_kernel_images(ckc_kernel_image *out, int cap);
+int ckc_kernels_driver_for(int cc);
+int ckc_kernels_driver_min(void);
+const unsigned char *ckc_gpu_kernel_image(const char *module, size_t *bytes);
+
+/* Whether the driver in use is the test suite's stand-in (tests/cuda_standin),
+ * which alone may be handed host memory as device memory. */
+int ckc_gpu_driver_is_standin(void);
 #endif
 
 #if defined(CKC_EMULATED)

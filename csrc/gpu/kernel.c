@@ -19,11 +19,11 @@ ckc_kernel_find(ckc_kernel *table, size_t n, int a0, int a1, int a2, int a3, ckc
 }
 
 ckc_status
-ckc_kernel_launch(ckc_kernel *table, size_t n, int a0, int a1, int a2, int a3, const ckc_launch_cfg *cfg, void **args,
-                  ckc_error *err)
+ckc_kernel_launch(ckc_kernel *table, size_t n, int a0, int a1, int a2, int a3, const ckc_launch_cfg *cfg,
+                  const ckc_karg *args, size_t nargs, ckc_error *err)
 {
     ckc_kernel *k = ckc_kernel_find(table, n, a0, a1, a2, a3, err);
-    return k == NULL ? err->status : ckc_gpu_launch(k, cfg, args, err);
+    return k == NULL ? err->status : ckc_gpu_launch(k, cfg, args, nargs, err);
 }
 
 #endif /* CKC_WITH_GPU */

@@ -37,11 +37,13 @@ ckc_kernel *ckc_kernel_find(ckc_kernel *table, size_t n, int a0, int a1, int a2,
 #define CKC_KERNEL_COUNT(table) (sizeof(table) / sizeof((table)[0]))
 
 /* Launches the instance of table[0 .. n) with template arguments a0 .. a3
- * (ckc_kernel_find, then ckc_gpu_launch); CKC_LAUNCH_INSTANCE counts the table. */
+ * (ckc_kernel_find, then ckc_gpu_launch); CKC_LAUNCH_INSTANCE counts the table
+ * and the arguments (an array of CKC_KARG). */
 ckc_status ckc_kernel_launch(ckc_kernel *table, size_t n, int a0, int a1, int a2, int a3, const ckc_launch_cfg *cfg,
-                             void **args, ckc_error *err);
+                             const ckc_karg *args, size_t nargs, ckc_error *err);
 #define CKC_LAUNCH_INSTANCE(table, a0, a1, a2, a3, cfg, args, err)                                               \
-    ckc_kernel_launch(table, CKC_KERNEL_COUNT(table), (int)(a0), (int)(a1), (int)(a2), (int)(a3), cfg, args, err)
+    ckc_kernel_launch(table, CKC_KERNEL_COUNT(table), (int)(a0), (int)(a1), (int)(a2), (int)(a3), cfg, args,      \
+                      CKC_KARG_COUNT(args), err)
 
 /* A launch configuration: a grid of gx blocks (1-D) or gx x gy, blocks of bx x by. */
 static inline ckc_launch_cfg

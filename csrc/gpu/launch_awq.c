@@ -24,7 +24,7 @@ gemv(const ckc_gemv_awq_w4a16_params *p, ckc_exec *exec, ckc_error *err)
     const int64_t tiles = (p->m + CKC_AWQ_ROWS - 1) / CKC_AWQ_ROWS;
     ckc_done_mark done;
     ckc_launch_cfg c;
-    void *args[] = {&params, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(done)};
     if (tiles > 65535) { /* the grid's y extent */
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': %lld rows; the GEMV takes at most %d",
                         (long long)p->m, 65535 * CKC_AWQ_ROWS);

@@ -18,8 +18,8 @@ ckc_gpu_flight_mark(const ckc_done_mark *m, uintptr_t stream, ckc_error *err)
 {
     const ckc_launch_cfg c = ckc_launch_1d(1, 1, 0, stream);
     ckc_done_mark mark = *m;
-    void *args[] = {&mark};
-    return ckc_gpu_launch(&flight_mark[0], &c, args, err);
+    const ckc_karg args[] = {CKC_KARG(mark)};
+    return ckc_gpu_launch(&flight_mark[0], &c, args, CKC_KARG_COUNT(args), err);
 }
 
 ckc_status
@@ -27,8 +27,8 @@ ckc_gpu_replay_begin(uint32_t *counter, uint64_t *capture_word, uint64_t *number
                      uintptr_t stream, ckc_error *err)
 {
     const ckc_launch_cfg c = ckc_launch_1d(1, 1, 0, stream);
-    void *args[] = {&counter, &capture_word, &number_word, &capture};
-    return ckc_gpu_launch(&replay_begin[0], &c, args, err);
+    const ckc_karg args[] = {CKC_KARG(counter), CKC_KARG(capture_word), CKC_KARG(number_word), CKC_KARG(capture)};
+    return ckc_gpu_launch(&replay_begin[0], &c, args, CKC_KARG_COUNT(args), err);
 }
 
 #if !defined(CKC_EMULATED)

@@ -38,7 +38,7 @@ quantize(const ckc_quantize_per_tensor_fp8_params *p, ckc_exec *exec, ckc_error 
     bool q_vec = ckc_aligned16(p->q, 0);
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = fp8_grid(p->numel, exec->stream);
-    void *args[] = {&params, &x_vec, &q_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(x_vec), CKC_KARG(q_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(quant, p->kind, 0, 0, 0, &c, args, err);
 }
 
@@ -56,7 +56,7 @@ dequantize(const ckc_dequantize_per_tensor_fp8_params *p, ckc_exec *exec, ckc_er
     bool out_vec = ckc_aligned16(p->out, 0);
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = fp8_grid(p->numel, exec->stream);
-    void *args[] = {&params, &x_vec, &out_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(x_vec), CKC_KARG(out_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(dequant, p->out_kind, 0, 0, 0, &c, args, err);
 }
 
@@ -75,7 +75,7 @@ stochastic_op(const ckc_stochastic_rounding_fp8_params *p, ckc_exec *exec, ckc_e
     bool q_vec = ckc_aligned16(p->q, 0) && ckc_aligned16(p->rng, 0);
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = fp8_grid(p->numel, exec->stream);
-    void *args[] = {&params, &x_vec, &q_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(x_vec), CKC_KARG(q_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(stochastic, p->kind, 0, 0, 0, &c, args, err);
 }
 

@@ -100,7 +100,7 @@ quantize_rows(const ckc_quantize_int8_rowwise_params *p, const ckc_row_layout *l
         return status;
     }
     const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), stream);
-    void *args[] = {&params, &layout, &vec, &q_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(layout), CKC_KARG(vec), CKC_KARG(q_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(k_rowwise, p->kind, chunks, instance_act(lay->act), 0, &c, args, err);
 }
 
@@ -143,7 +143,7 @@ rotate_int8_convrot_weight(const ckc_rotate_int8_convrot_weight_params *p, ckc_e
     }
     const ckc_launch_cfg c =
         ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), exec->stream);
-    void *args[] = {&params, &vec, &out_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(out_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(k_hadamard, p->kind, chunks_for(p->cols, CKC_MAX_CHUNKS), 0, 0, &c, args, err);
 }
 
@@ -163,7 +163,7 @@ dequant_rotated(const ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_do
     ckc_dequantize_int8_convrot_weight_dtype_params params = *p;
     ckc_dequant_vec vec;
     const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group), stream);
-    void *args[] = {&params, &vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(done)};
     vec.q = ckc_aligned16(p->q, p->cols);
     vec.scale = ckc_aligned16(p->scale, p->cols * (int64_t)sizeof(float));
     vec.out = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
@@ -193,10 +193,10 @@ dequant_plain(const ckc_dequantize_int8_convrot_weight_dtype_params *p, ckc_done
     const ckc_launch_cfg c = ckc_launch_1d(blocks < 65536 ? blocks : 65536, CKC_ROW_THREADS, 0, stream);
     if (walk) {
         uint32_t zero = 0; /* ckc_tile_together's */
-        void *args[] = {&params, &zero, &done};
+        const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(zero), CKC_KARG(done)};
         return CKC_LAUNCH_INSTANCE(k_dequant_walk, p->out_kind, per_row, 0, 0, &c, args, err);
     } else {
-        void *args[] = {&params, &chunks, &done};
+        const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(chunks), CKC_KARG(done)};
         return CKC_LAUNCH_INSTANCE(k_dequant, p->out_kind, 0, 0, 0, &c, args, err);
     }
 }
@@ -231,18 +231,18 @@ tensorwise(const ckc_quantize_int8_tensorwise_params *p, ckc_exec *exec, ckc_err
         ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS, CKC_ROW_THREADS, 0, stream);
     ckc_quantize_int8_tensorwise_params params = *p;
     ckc_done_mark done;
-    void *args[] = {&params, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(done)};
     if (p->compute_scale) {
         const void *x = p->x;
         int64_t n = p->numel;
         uint32_t *bits = (uint32_t *)(void *)p->scale;
         float *scale = p->scale;
         const ckc_launch_cfg one = ckc_launch_1d(1, 1, 0, stream);
-        void *absmax_args[] = {&x, &n, &bits};
-        void *scale_args[] = {&scale};
+        const ckc_karg absmax_args[] = {CKC_KARG(x), CKC_KARG(n), CKC_KARG(bits)};
+        const ckc_karg scale_args[] = {CKC_KARG(scale)};
         CKC_TRY(ckc_gpu_memset_async(p->scale, 0, sizeof(float), stream, err));
         CKC_TRY(CKC_LAUNCH_INSTANCE(k_tensor_absmax, p->kind, 0, 0, 0, &c, absmax_args, err));
-        CKC_TRY(ckc_gpu_launch(&k_tensor_scale[0], &one, scale_args, err));
+        CKC_TRY(ckc_gpu_launch(&k_tensor_scale[0], &one, scale_args, CKC_KARG_COUNT(scale_args), err));
     }
     done = ckc_exec_take_done_mark(exec);
     return CKC_LAUNCH_INSTANCE(k_tensor_quantize, p->kind, 0, 0, 0, &c, args, err);

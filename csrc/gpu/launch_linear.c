@@ -74,7 +74,7 @@ linear_epilogue(const ckc_linear_epilogue_params *e, const ckc_exec *exec, ckc_d
                         "epilogue", (long long)e->n);
     }
     const ckc_launch_cfg c = ckc_launch_1d(blocks, CKC_EPI_THREADS, 0, exec->stream);
-    void *args[] = {&params, &lay, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(lay), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(epilogue, vec ? CKC_EPI_VEC : 1, 0, 0, 0, &c, args, err);
 }
 
@@ -91,8 +91,8 @@ row_factors(const ckc_int8_linear_params *p, const ckc_quantize_int8_rowwise_par
     float eps = p->act_args.eps;
     float *factor = p->row_factor;
     const ckc_launch_cfg c = ckc_launch_1d(rows, 32, 0, exec->stream);
-    void *args[] = {&x, &kind, &x_stride, &k, &eps, &factor};
-    return ckc_gpu_launch(&rms_factor[0], &c, args, err);
+    const ckc_karg args[] = {CKC_KARG(x), CKC_KARG(kind), CKC_KARG(x_stride), CKC_KARG(k), CKC_KARG(eps), CKC_KARG(factor)};
+    return ckc_gpu_launch(&rms_factor[0], &c, args, CKC_KARG_COUNT(args), err);
 }
 
 /* The few-row GEMV with the epilogue fused, for the chunk of `rows` rows at r0
@@ -114,8 +114,8 @@ linear_gemv(const ckc_int8_linear_params *p, int64_t r0, int64_t rows, ckc_done_
     }
     const ckc_launch_cfg c =
         ckc_launch_1d((p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS, CKC_GEMV_WARPS * 32, 0, exec->stream);
-    void *args[] = {&params, &vec, &done};
-    return ckc_gpu_launch(&gemv[0], &c, args, err);
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(done)};
+    return ckc_gpu_launch(&gemv[0], &c, args, CKC_KARG_COUNT(args), err);
 }
 
 /* w4a8_linear's GEMM: per part of decode_rows weight rows, their codes decoded

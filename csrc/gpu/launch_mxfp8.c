@@ -35,7 +35,7 @@ quantize(const ckc_quantize_mxfp8_params *p, ckc_exec *exec, ckc_error *err)
         ckc_nvfp4_scale_rows(p->out_rows) * ckc_nvfp4_scale_cols(p->out_cols / CKC_MXFP8_BLOCK);
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = mxfp8_grid(entries, exec->stream);
-    void *args[] = {&params, &x_vec, &q_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(x_vec), CKC_KARG(q_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(quant, p->kind, 0, 0, 0, &c, args, err);
 }
 
@@ -53,7 +53,7 @@ dequantize(const ckc_dequantize_mxfp8_params *p, ckc_exec *exec, ckc_error *err)
     bool out_vec = ckc_aligned16(p->out, p->cols * ckc_kind_size(p->out_kind));
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = mxfp8_grid(p->rows * (p->cols / CKC_MXFP8_BLOCK), exec->stream);
-    void *args[] = {&params, &q_vec, &out_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(q_vec), CKC_KARG(out_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(dequant, p->out_kind, 0, 0, 0, &c, args, err);
 }
 

@@ -52,11 +52,11 @@ quantize(const ckc_quantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err)
     if (g.segments == 1) {
         const ckc_launch_cfg c = ckc_launch_2d((scale_rows + g.rows_per_block - 1) / g.rows_per_block,
                                                g.threads_per_row, g.rows_per_block, 0, exec->stream);
-        void *args[] = {&params, &g, &vec, &q_vec, &done};
+        const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(g), CKC_KARG(vec), CKC_KARG(q_vec), CKC_KARG(done)};
         return CKC_LAUNCH_INSTANCE(quant_rows, p->kind, 0, 0, 0, &c, args, err);
     } else {
         const ckc_launch_cfg c = ckc_launch_1d(blocks_for(scale_rows * buffer_cols), CKC_NVFP4_THREADS, 0, exec->stream);
-        void *args[] = {&params, &vec, &q_vec, &done};
+        const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(q_vec), CKC_KARG(done)};
         return CKC_LAUNCH_INSTANCE(quant, p->kind, 0, 0, 0, &c, args, err);
     }
 }
@@ -81,12 +81,12 @@ dequantize(const ckc_dequantize_nvfp4_params *p, ckc_exec *exec, ckc_error *err)
     if (rows && p->rows > 0) {
         const ckc_launch_cfg c = ckc_launch_2d((p->rows + g.rows_per_block - 1) / g.rows_per_block,
                                                g.threads_per_row, g.rows_per_block, 0, exec->stream);
-        void *args[] = {&params, &g, &done};
+        const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(g), CKC_KARG(done)};
         return CKC_LAUNCH_INSTANCE(dequant_rows, p->out_kind, 0, 0, 0, &c, args, err);
     } else {
         const ckc_launch_cfg c =
             ckc_launch_1d(blocks_for(p->rows * (p->cols / CKC_NVFP4_BLOCK)), CKC_NVFP4_THREADS, 0, exec->stream);
-        void *args[] = {&params, &q_vec, &out_vec, &done};
+        const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(q_vec), CKC_KARG(out_vec), CKC_KARG(done)};
         return CKC_LAUNCH_INSTANCE(dequant, p->out_kind, 0, 0, 0, &c, args, err);
     }
 }

@@ -22,7 +22,7 @@ apply(const ckc_rms_gated_residual_params *p, ckc_exec *exec, ckc_error *err)
     const int64_t blocks = (p->rows + CKC_RMS_ROPE_WARPS - 1) / CKC_RMS_ROPE_WARPS;
     ckc_done_mark done;
     ckc_launch_cfg c;
-    void *args[] = {&params, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(done)};
     done = ckc_exec_take_done_mark(exec);
     c = ckc_launch_1d(blocks, CKC_RMS_ROPE_WARPS * 32, 0, exec->stream);
     return CKC_LAUNCH_INSTANCE(residual, p->act_kind, 0, 0, 0, &c, args, err);

@@ -36,7 +36,7 @@ apply(const ckc_apply_rope1_params *p, ckc_exec *exec, ckc_error *err)
     const int64_t blocks = (p->rows * units + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     ckc_done_mark done;
     ckc_launch_cfg c;
-    void *args[] = {&params, &units, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(units), CKC_KARG(done)};
     if (blocks > INT32_MAX) { /* one thread per unit: the grid's x extent is below 2^31 */
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': %lld rows of %lld values need more than 2^31 blocks",
                         (long long)p->rows, (long long)p->dim);
@@ -68,7 +68,7 @@ apply_rms(const ckc_rms_rope1_params *p, ckc_exec *exec, ckc_error *err)
     const int64_t blocks = (p->rope.rows + CKC_RMS_ROPE_WARPS - 1) / CKC_RMS_ROPE_WARPS;
     ckc_done_mark done;
     ckc_launch_cfg c;
-    void *args[] = {&params, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(done)};
     done = ckc_exec_take_done_mark(exec);
     c = ckc_launch_1d(blocks, CKC_RMS_ROPE_WARPS * 32, 0, exec->stream);
     return CKC_LAUNCH_INSTANCE(rms_rope, p->rope.kind, p->rope.split_half, 0, 0, &c, args, err);

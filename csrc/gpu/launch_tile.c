@@ -52,7 +52,7 @@ launch_tile_rows(ckc_float_kind kind, int64_t group, int mode, int act, ckc_tile
 {
     const ckc_launch_cfg c =
         ckc_launch_2d((a.rows + g.rows_per_block - 1) / g.rows_per_block, g.threads_per_row, g.rows_per_block, 0, stream);
-    void *args[] = {&a, &g, &done};
+    const ckc_karg args[] = {CKC_KARG(a), CKC_KARG(g), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(tile_rows, kind, group, mode, act, &c, args, err);
 }
 
@@ -123,7 +123,7 @@ ckc_tile_dequant(const ckc_dequantize_int8_convrot_weight_dtype_params *p, uintp
     {
         const ckc_launch_cfg c = ckc_launch_2d((p->rows + g.rows_per_block - 1) / g.rows_per_block,
                                                g.threads_per_row, g.rows_per_block, 0, stream);
-        void *args[] = {&args_p, &g, &done};
+        const ckc_karg args[] = {CKC_KARG(args_p), CKC_KARG(g), CKC_KARG(done)};
         *status = CKC_LAUNCH_INSTANCE(tile_dequant, p->out_kind, p->group, 0, 0, &c, args, err);
     }
     return 1;

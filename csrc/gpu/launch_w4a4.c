@@ -35,7 +35,7 @@ quantize(const ckc_quantize_convrot_w4a4_weight_params *p, ckc_exec *exec, ckc_e
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group),
                                            exec->stream);
-    void *args[] = {&params, &vec, &q_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(q_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(quant, p->kind, 0, 0, 0, &c, args, err);
 }
 
@@ -55,7 +55,7 @@ dequantize(const ckc_dequantize_convrot_w4a4_weight_params *p, ckc_exec *exec, c
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = ckc_launch_1d(p->rows, CKC_ROW_THREADS, ckc_rotation_exchange_bytes(p->group),
                                            exec->stream);
-    void *args[] = {&params, &q_vec, &out_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(q_vec), CKC_KARG(out_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(dequant, p->out_kind, 0, 0, 0, &c, args, err);
 }
 
@@ -77,7 +77,7 @@ unpack_op(const ckc_prepare_int4_weight_for_int8_linear_params *p, ckc_exec *exe
     ckc_done_mark done = ckc_exec_take_done_mark(exec);
     const ckc_launch_cfg c = ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS,
                                            CKC_ROW_THREADS, 0, exec->stream);
-    void *args[] = {&params, &vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(unpack, 0, 0, 0, 0, &c, args, err);
 }
 
@@ -96,7 +96,7 @@ linear_op(const ckc_convrot_w4a4_linear_params *p, ckc_exec *exec, ckc_error *er
     bool vec = ckc_aligned16(p->a, p->k / 2) && ckc_aligned16(p->w, p->k / 2);
     ckc_done_mark done;
     ckc_launch_cfg c;
-    void *args[] = {&params, &vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(done)};
     if (tiles > 0x7FFFFFFF) {
         return CKC_FAIL(err, CKC_ERR_VALUE, "argument 'x': %lld output tiles exceed a launch's 2^31 - 1 blocks",
                         (long long)tiles);

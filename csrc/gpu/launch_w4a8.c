@@ -39,7 +39,7 @@ ckc_gpu_w4a8_decode(const ckc_dequantize_w4a8_int8_weight_params *p, uintptr_t s
     const int64_t needed = (chunks + CKC_ROW_THREADS - 1) / CKC_ROW_THREADS;
     const ckc_launch_cfg c = ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS,
                                            CKC_ROW_THREADS, 0, stream);
-    void *args[] = {&params, &q_vec, &out_vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(q_vec), CKC_KARG(out_vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(dequant, p->out_int8 ? 3 : (int)p->out_kind, 0, 0, 0, &c, args, err);
 }
 
@@ -52,7 +52,7 @@ ckc_gpu_w4a8_gemv(const ckc_int8_linear_params *p, ckc_done_mark done, uintptr_t
     bool vec = ((uintptr_t)p->decode.q % 8) == 0;
     const ckc_launch_cfg c =
         ckc_launch_1d((p->n + CKC_GEMV_WARPS - 1) / CKC_GEMV_WARPS, CKC_GEMV_WARPS * 32, 0, stream);
-    void *args[] = {&params, &vec, &done};
+    const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(vec), CKC_KARG(done)};
     return CKC_LAUNCH_INSTANCE(gemv, p->decode.bits, 0, 0, 0, &c, args, err);
 }
 
@@ -80,7 +80,7 @@ quantize(const ckc_quantize_w4a8_int8_weight_params *p, ckc_exec *exec, ckc_erro
         const ckc_launch_cfg c = ckc_launch_1d(needed < CKC_ELEMENTWISE_BLOCKS ? needed : CKC_ELEMENTWISE_BLOCKS,
                                                W4A8Q_THREADS, 0, exec->stream);
         ckc_done_mark mark = step == 3 ? ckc_exec_take_done_mark(exec) : none;
-        void *args[] = {&params, &mark};
+        const ckc_karg args[] = {CKC_KARG(params), CKC_KARG(mark)};
         CKC_TRY(CKC_LAUNCH_INSTANCE(quant, step, 0, 0, 0, &c, args, err));
     }
     return CKC_OK;

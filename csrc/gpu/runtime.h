@@ -44,12 +44,35 @@ typedef struct {
     uintptr_t stream;
 } ckc_launch_cfg;
 
-/* Launches k on the current device with args (a pointer to each argument, in
- * the kernel's order), notes it in the launch log, and returns its status:
+/* One kernel argument, in the kernel's order: the value, its size and its
+ * alignment, from which the parameter buffer is laid out as the kernel's
+ * parameters are (each at the next multiple of its alignment), for the driver
+ * (which checks the buffer's size against the kernel's) and the emulated
+ * device alike.  CKC_KARG(x) of an lvalue x. */
+typedef struct {
+    const void *p;
+    size_t size;
+    size_t align;
+} ckc_karg;
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#define CKC_ALIGNOF_EXPR(x) __alignof(x)
+#else
+#define CKC_ALIGNOF_EXPR(x) __alignof__(x)
+#endif
+#define CKC_KARG(x) {&(x), sizeof(x), CKC_ALIGNOF_EXPR(x)}
+#define CKC_KARG_COUNT(args) (sizeof(args) / sizeof((args)[0]))
+/* The most arguments a kernel takes, and the most bytes they fill (CUDA's limit). */
+#define CKC_MAX_KARGS 16
+#define CKC_MAX_KARG_BYTES 4096
+
+/* Launches k on the current device with its nargs arguments, notes it in the
+ * launch log, and returns its status:
  * fails naming the kernel when the launch was refused (or, on the emulated
  * device, when the kernel faulted), when the device holds an earlier sticky
  * fault, or when the fatbin has no code for this GPU. */
-ckc_status ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *cfg, void **args, ckc_error *err);
+ckc_status ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *cfg, const ckc_karg *args, size_t nargs,
+                          ckc_error *err);
 
 
 /* Fills bytes of device memory with value, in stream order. */
@@ -96,9 +119,12 @@ typedef struct ckc_gpu_event_s *ckc_gpu_event;
 ckc_status ckc_gpu_event_record_new(uintptr_t stream, ckc_gpu_event *event, ckc_error *err);
 void ckc_gpu_event_destroy(ckc_gpu_event event);
 
-/* 1: completed; 0: not yet; -1: the device reports a fault (err filled, CKC_ERR_DEVICE). */
-int ckc_gpu_event_query(ckc_gpu_event event, ckc_error *err);
-int ckc_gpu_stream_query(uintptr_t stream, ckc_error *err);
+/* 1: completed; 0: not yet; -1: the device reports a fault (err filled,
+ * CKC_ERR_DEVICE) or the query failed (CKC_ERR_RUNTIME: a destroyed stream).
+ * The query runs on `device` (entered for it: the calling thread need not have
+ * a current context; stream 0 is that device's legacy stream). */
+int ckc_gpu_event_query(int device, ckc_gpu_event event, ckc_error *err);
+int ckc_gpu_stream_query(int device, uintptr_t stream, ckc_error *err);
 
 /* Copies bytes of host memory to device memory in stream order. */
 ckc_status ckc_gpu_copy_h2d_async(void *dst, const void *src, size_t bytes, uintptr_t stream, ckc_error *err);
@@ -140,11 +166,13 @@ uint32_t *ckc_gpu_mark_arrivals(int device, size_t count);
  * allocate device or pinned memory, or register host memory: the two lookups
  * below answer from what was set up before, without asking the runtime. */
 
-/* Whether work queued on stream is being captured into a CUDA graph: 1 with
- * the capture's id (the runtime's unique id of the capture sequence; 0 when it
- * cannot say), else 0.  A failed query counts as a capture: the runtime fails
- * it only when a capture forbids the question. */
-int ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id);
+/* Whether work queued on stream (of `device`, entered for the query) is being
+ * captured into a CUDA graph: 1 with the capture's id (the runtime's unique id
+ * of the capture sequence; 0 when it cannot say), 0 when not, -1 when the
+ * query failed: err CKC_ERR_DEVICE for a sticky fault (an earlier kernel's),
+ * else CKC_ERR_RUNTIME (a destroyed or unknown stream).  A refusal because of a
+ * capture counts as a capture. */
+int ckc_gpu_stream_capture(int device, uintptr_t stream, uint64_t *capture_id, ckc_error *err);
 
 /* What ckc_gpu_map_host answered for [base, base + bytes): 1 mapped, 0
  * refused, -1 not asked yet. */

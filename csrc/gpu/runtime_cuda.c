@@ -14,6 +14,7 @@
 #include "platform/mapped_file.h"
 #include "platform/threads.h"
 #include "cuda_driver.h"
+#include "fatbin_info.h"
 #include "fatbins.h"
 #include "gpu.h"
 #include "runtime.h"
@@ -135,14 +136,15 @@ ckc_gpu_device_enter(int device, ckc_gpu_device_guard *guard, ckc_error *err)
     return CKC_OK;
 }
 
-/* A caller without a context keeps the device's primary context current, as the
- * CUDA runtime leaves one after any call: the stream queries of the fault checks
- * that follow an op (stream 0 needs a current context) then find it. */
+/* The caller's context is restored, none included: a thread without one keeps
+ * none, so torch's current device on that thread (the runtime reads it from the
+ * current context) is what it was.  Whatever needs a context later enters it
+ * (the queries of the fault checks too). */
 void
 ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
 {
     const ckc_cuda_api *d = ckc_cuda_driver(NULL);
-    if (d != NULL && guard->previous != NULL && guard->previous != guard->entered) {
+    if (d != NULL && guard->previous != guard->entered) {
         (void)d->cuCtxSetCurrent((CUcontext)guard->previous);
     }
 }
@@ -151,6 +153,35 @@ ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
 
 static ckc_mutex modules_lock = CKC_MUTEX_INIT;
 static CUmodule modules[CKC_MAX_DEVICES][CKC_FATBIN_MAX];
+
+/* Why the kernels do not load on device: what the build serves it with
+ * (fatbin_info.h) against the driver, then the driver's own answer. */
+static ckc_status
+load_failed(const ckc_cuda_api *d, int device, const char *module, CUresult e, ckc_error *err)
+{
+    char text[300];
+    char serves[200];
+    int major = 0, minor = 0;
+    int needed;
+    ckc_cuda_error_text(e, text, sizeof text);
+    (void)d->cuDeviceGetAttribute(&major, CKC_CU_DEVICE_ATTRIBUTE_CC_MAJOR, device);
+    (void)d->cuDeviceGetAttribute(&minor, CKC_CU_DEVICE_ATTRIBUTE_CC_MINOR, device);
+    needed = ckc_kernels_driver_for(10 * major + minor);
+    if (needed == 0) {
+        snprintf(serves, sizeof serves, "this build has no code for compute capability %d.%d", major, minor);
+    } else if (needed > d->version) {
+        snprintf(serves, sizeof serves, "on compute capability %d.%d they need a CUDA %d.%d driver (%s or newer)",
+                 major, minor, needed / 1000, needed % 1000 / 10, ckc_driver_branch(needed));
+    } else {
+        snprintf(serves, sizeof serves, "the driver should read them");
+    }
+    CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_RUNTIME,
+             "the kernels of this build (%s.cu; SASS for compute capability %s, PTX of the last) cannot be loaded on "
+             "device %d (compute capability %d.%d, CUDA driver %d.%d): %s; cuModuleLoadData: %s", module,
+             ckc_kernels_archs, device, major, minor, d->version / 1000, d->version % 1000 / 10, serves, text);
+    ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
+    return err->status;
+}
 
 /* The fatbin named `module` loaded into the current context (device `device`). */
 static ckc_status
@@ -173,17 +204,7 @@ load_module(const ckc_cuda_api *d, int device, const char *module, CUmodule *out
     *out = modules[device][index];
     ckc_mutex_unlock(&modules_lock);
     if (e != CKC_CU_SUCCESS) {
-        char text[300];
-        int major = 0, minor = 0;
-        ckc_cuda_error_text(e, text, sizeof text);
-        (void)d->cuDeviceGetAttribute(&major, CKC_CU_DEVICE_ATTRIBUTE_CC_MAJOR, device);
-        (void)d->cuDeviceGetAttribute(&minor, CKC_CU_DEVICE_ATTRIBUTE_CC_MINOR, device);
-        CKC_FAIL(err, is_sticky(e) ? CKC_ERR_DEVICE : CKC_ERR_RUNTIME,
-                 "the kernels of this build (%s.cu, built for compute capability %s) cannot be loaded on device %d "
-                 "(compute capability %d.%d, CUDA driver %d.%d): cuModuleLoadData: %s", module, ckc_kernels_archs,
-                 device, major, minor, d->version / 1000, d->version % 1000 / 10, text);
-        ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
-        return err->status;
+        return load_failed(d, device, module, e, err);
     }
     return CKC_OK;
 }
@@ -215,16 +236,51 @@ find_function(const ckc_cuda_api *d, ckc_kernel *k, CUfunction *f, ckc_error *er
     return CKC_OK;
 }
 
+/* The parameter buffer of a launch: each argument at the next multiple of its
+ * alignment, as the compiler lays a kernel's parameters out; *bytes its size
+ * (the end of the last), which the driver checks against the kernel's. */
+typedef union {
+    unsigned char bytes[CKC_MAX_KARG_BYTES];
+    unsigned long long align; /* the buffer itself 8-byte aligned */
+} karg_buffer;
+
+static ckc_status
+pack_arguments(const ckc_kernel *k, const ckc_karg *args, size_t nargs, karg_buffer *b, size_t *bytes,
+               ckc_error *err)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < nargs; i++) {
+        at = (at + args[i].align - 1) / args[i].align * args[i].align;
+        if (args[i].size > sizeof b->bytes - at) {
+            return CKC_FAIL(err, CKC_ERR_LAUNCH, "%s: its arguments take more than %d bytes", k->family,
+                            CKC_MAX_KARG_BYTES);
+        }
+        memcpy(b->bytes + at, args[i].p, args[i].size);
+        at += args[i].size;
+    }
+    *bytes = at;
+    return CKC_OK;
+}
+
 ckc_status
-ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *c, void **args, ckc_error *err)
+ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *c, const ckc_karg *args, size_t nargs, ckc_error *err)
 {
     CUfunction f = NULL;
     CUresult e;
+    karg_buffer buffer;
+    size_t bytes = 0;
+    void *extra[5];
     CKC_DRIVER(d, err);
     CKC_TRY(find_function(d, k, &f, err));
+    CKC_TRY(pack_arguments(k, args, nargs, &buffer, &bytes, err));
+    extra[0] = (void *)(uintptr_t)CKC_CU_LAUNCH_PARAM_BUFFER_POINTER;
+    extra[1] = buffer.bytes;
+    extra[2] = (void *)(uintptr_t)CKC_CU_LAUNCH_PARAM_BUFFER_SIZE;
+    extra[3] = &bytes;
+    extra[4] = NULL; /* CU_LAUNCH_PARAM_END */
     ckc_gpu_note_launch(k->log, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2]);
     e = d->cuLaunchKernel(f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2],
-                          (unsigned)c->smem, (CUstream)c->stream, args, NULL);
+                          (unsigned)c->smem, (CUstream)c->stream, NULL, extra);
     if (e != CKC_CU_SUCCESS) {
         char text[300];
         ckc_cuda_error_text(e, text, sizeof text);
@@ -292,6 +348,9 @@ ckc_gpu_event_destroy(ckc_gpu_event event)
     }
 }
 
+/* A query's answer: a sticky error is the device's fault (CKC_ERR_DEVICE); any
+ * other error is the query's own (CKC_ERR_RUNTIME: a destroyed stream), never
+ * passed off as a fault of the work it asked about. */
 static int
 query_result(CUresult e, const char *call, ckc_error *err)
 {
@@ -303,23 +362,40 @@ query_result(CUresult e, const char *call, ckc_error *err)
         return 0;
     }
     ckc_cuda_error_text(e, text, sizeof text);
-    CKC_FAIL(err, CKC_ERR_DEVICE, "%s reports a fault: %s", call, text);
-    ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
+    if (is_sticky(e)) {
+        CKC_FAIL(err, CKC_ERR_DEVICE, "%s reports a fault: %s", call, text);
+        ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
+    } else {
+        CKC_FAIL(err, CKC_ERR_RUNTIME, "%s failed: %s", call, text);
+    }
     return -1;
 }
 
-int
-ckc_gpu_event_query(ckc_gpu_event event, ckc_error *err)
+/* An event's (event 1) or a stream's query, run on `device` (entered for it). */
+static int
+query_on(int device, int event, void *handle, ckc_error *err)
 {
+    ckc_gpu_device_guard guard;
+    CUresult e;
     const ckc_cuda_api *d = ckc_cuda_driver(err);
-    return d == NULL ? -1 : query_result(d->cuEventQuery((CUevent)event), "cuEventQuery", err);
+    if (d == NULL || ckc_gpu_device_enter(device, &guard, err) != CKC_OK) {
+        return -1;
+    }
+    e = event ? d->cuEventQuery((CUevent)handle) : d->cuStreamQuery((CUstream)handle);
+    ckc_gpu_device_leave(&guard);
+    return query_result(e, event ? "cuEventQuery" : "cuStreamQuery", err);
 }
 
 int
-ckc_gpu_stream_query(uintptr_t stream, ckc_error *err)
+ckc_gpu_event_query(int device, ckc_gpu_event event, ckc_error *err)
 {
-    const ckc_cuda_api *d = ckc_cuda_driver(err);
-    return d == NULL ? -1 : query_result(d->cuStreamQuery((CUstream)stream), "cuStreamQuery", err);
+    return query_on(device, 1, (void *)event, err);
+}
+
+int
+ckc_gpu_stream_query(int device, uintptr_t stream, ckc_error *err)
+{
+    return query_on(device, 0, (void *)stream, err);
 }
 
 ckc_status
@@ -419,10 +495,12 @@ ckc_gpu_map_host(void *base, size_t bytes)
         h = find_range(base, bytes);
         if (h == NULL) {
             const ckc_cuda_api *d = ckc_cuda_driver(NULL);
+            const int mode = ckc_cuda_capture_relax(); /* once per range: never a capture's business */
             /* a refusal is an answer (the flight record then mirrors pinned words) */
             const int mapped = d != NULL && d->cuMemHostRegister(base, bytes, CKC_CU_MEMHOST_DEVICEMAP |
                                                                                  CKC_CU_MEMHOST_PORTABLE) ==
                                                 CKC_CU_SUCCESS;
+            ckc_cuda_capture_restore(mode);
             h = add_range(base, bytes, mapped);
         }
         ckc_mutex_unlock(&ranges_lock);
@@ -435,7 +513,15 @@ ckc_gpu_alloc_mapped_host(size_t bytes)
 {
     void *p = NULL;
     const ckc_cuda_api *d = ckc_cuda_driver(NULL);
-    if (d == NULL || d->cuMemHostAlloc(&p, bytes, CKC_CU_MEMHOST_DEVICEMAP | CKC_CU_MEMHOST_PORTABLE) != CKC_CU_SUCCESS) {
+    int mode;
+    CUresult e;
+    if (d == NULL) {
+        return NULL;
+    }
+    mode = ckc_cuda_capture_relax(); /* once per process: never a capture's business */
+    e = d->cuMemHostAlloc(&p, bytes, CKC_CU_MEMHOST_DEVICEMAP | CKC_CU_MEMHOST_PORTABLE);
+    ckc_cuda_capture_restore(mode);
+    if (e != CKC_CU_SUCCESS) {
         return NULL;
     }
     ckc_mutex_lock(&ranges_lock);
@@ -480,6 +566,55 @@ ckc_gpu_device_word(uint64_t *word, int device)
 /* Per device, published once allocated: every op's lookup takes no lock. */
 static void *volatile arrivals[CKC_MAX_DEVICES];
 
+/* How long the zeroing of a device's arrival counters may take (a healthy GPU:
+ * microseconds); past it, marks fall back to separate kernels. */
+#define ARRIVALS_WAIT_NS ((uint64_t)2000 * 1000 * 1000)
+
+/* Waits for stream s by polling, at most ARRIVALS_WAIT_NS: whether it completed. */
+static int
+wait_private_stream(const ckc_cuda_api *d, CUstream s)
+{
+    const uint64_t deadline = ckc_monotonic_ns() + ARRIVALS_WAIT_NS;
+    for (;;) {
+        const CUresult e = d->cuStreamQuery(s);
+        if (e != CKC_CU_ERROR_NOT_READY) {
+            return e == CKC_CU_SUCCESS;
+        }
+        if (ckc_monotonic_ns() > deadline) {
+            return 0;
+        }
+        ckc_sleep_us(20);
+    }
+}
+
+/* bytes of zeroed device memory on the current device, or NULL.  Zeroed on a
+ * stream of its own (non-blocking: it neither waits for torch's default stream
+ * nor makes it wait), in relaxed capture mode (another thread's capture is
+ * neither refused to us nor invalidated), waited for by polling with a deadline
+ * (a hung GPU costs this call ARRIVALS_WAIT_NS, then the fault checks find it). */
+static uint32_t *
+zeroed_device_memory(const ckc_cuda_api *d, size_t bytes)
+{
+    const int mode = ckc_cuda_capture_relax();
+    CUdeviceptr p = 0;
+    CUstream s = NULL;
+    int zeroed = 0;
+    if (d->cuMemAlloc(&p, bytes) != CKC_CU_SUCCESS) {
+        ckc_cuda_capture_restore(mode);
+        return NULL;
+    }
+    if (d->cuStreamCreate(&s, CKC_CU_STREAM_NON_BLOCKING) == CKC_CU_SUCCESS) {
+        zeroed = d->cuMemsetD8Async(p, 0, bytes, s) == CKC_CU_SUCCESS && wait_private_stream(d, s);
+        (void)d->cuStreamDestroy(s);
+    }
+    if (!zeroed && s == NULL) {
+        (void)d->cuMemFree(p); /* nothing was queued on it */
+    }
+    /* zeroing queued but not seen done: the memory stays allocated, never used */
+    ckc_cuda_capture_restore(mode);
+    return zeroed ? (uint32_t *)(uintptr_t)p : NULL;
+}
+
 uint32_t *
 ckc_gpu_mark_arrivals(int device, size_t count)
 {
@@ -495,18 +630,10 @@ ckc_gpu_mark_arrivals(int device, size_t count)
     a = (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]);
     if (a == NULL) {
         const ckc_cuda_api *d = ckc_cuda_driver(NULL);
-        CUdeviceptr p = 0;
-        /* Zeroed once and waited for: cuMemsetD8 runs on the legacy stream, which
-         * does not order a non-blocking stream's kernels (torch's side streams).
-         * When it fails, marks fall back to separate kernels. */
-        if (d != NULL && d->cuMemAlloc(&p, count * sizeof *a) == CKC_CU_SUCCESS) {
-            if (d->cuMemsetD8(p, 0, count * sizeof *a) == CKC_CU_SUCCESS &&
-                d->cuStreamSynchronize(NULL) == CKC_CU_SUCCESS) {
-                a = (uint32_t *)(uintptr_t)p;
-                ckc_atomic_store_ptr(&arrivals[device], a);
-            } else {
-                (void)d->cuMemFree(p);
-            }
+        /* When it cannot be had, marks fall back to separate kernels. */
+        a = d != NULL ? zeroed_device_memory(d, count * sizeof *a) : NULL;
+        if (a != NULL) {
+            ckc_atomic_store_ptr(&arrivals[device], a);
         }
     }
     ckc_mutex_unlock(&ranges_lock);
@@ -527,9 +654,28 @@ ckc_gpu_host_mapped(const void *base, size_t bytes)
 }
 
 int
-ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
+ckc_gpu_stream_capture(int device, uintptr_t stream, uint64_t *capture_id, ckc_error *err)
 {
-    return ckc_cuda_stream_capturing(stream, capture_id);
+    ckc_gpu_device_guard guard;
+    CUresult e = CKC_CU_SUCCESS;
+    int capturing;
+    if (ckc_gpu_device_enter(device, &guard, err) != CKC_OK) {
+        return -1;
+    }
+    capturing = ckc_cuda_stream_capturing(stream, capture_id, &e);
+    ckc_gpu_device_leave(&guard);
+    if (capturing < 0) {
+        char text[300];
+        ckc_cuda_error_text(e, text, sizeof text);
+        if (is_sticky(e)) {
+            CKC_FAIL(err, CKC_ERR_DEVICE, "cuStreamGetCaptureInfo reports a fault: %s", text);
+            ckc_cuda_error_text(e, err->device_error, sizeof err->device_error);
+        } else {
+            CKC_FAIL(err, CKC_ERR_RUNTIME, "stream 0x%llx of device %d cannot be used (destroyed, or not a stream "
+                     "of that device?): cuStreamGetCaptureInfo: %s", (unsigned long long)stream, device, text);
+        }
+    }
+    return capturing;
 }
 
 #endif /* CKC_WITH_CUDA */

@@ -38,11 +38,18 @@ launch_status(const char *kernel, ckc_error *err)
 }
 
 ckc_status
-ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *cfg, void **args, ckc_error *err)
+ckc_gpu_launch(ckc_kernel *k, const ckc_launch_cfg *cfg, const ckc_karg *args, size_t nargs, ckc_error *err)
 {
+    void *values[CKC_MAX_KARGS];
+    if (nargs > CKC_MAX_KARGS) {
+        return CKC_FAIL(err, CKC_ERR_LAUNCH, "%s takes %zu arguments, more than %d", k->family, nargs, CKC_MAX_KARGS);
+    }
+    for (size_t i = 0; i < nargs; i++) {
+        values[i] = (void *)args[i].p;
+    }
     /* The runner notes the launch (under the log name) and runs it, as CUDA
      * would in stream order; a fault it recorded is read back as on a GPU. */
-    (void)k->emu(k->log, cfg->grid, cfg->block, cfg->smem, cfg->stream, args);
+    (void)k->emu(k->log, cfg->grid, cfg->block, cfg->smem, cfg->stream, values);
     return launch_status(k->family, err);
 }
 
@@ -143,14 +150,16 @@ query(uintptr_t stream, uint64_t position, ckc_error *err)
 }
 
 int
-ckc_gpu_event_query(ckc_gpu_event event, ckc_error *err)
+ckc_gpu_event_query(int device, ckc_gpu_event event, ckc_error *err)
 {
+    (void)device;
     return query(event->stream, event->position, err);
 }
 
 int
-ckc_gpu_stream_query(uintptr_t stream, ckc_error *err)
+ckc_gpu_stream_query(int device, uintptr_t stream, ckc_error *err)
 {
+    (void)device;
     return query(stream, UINT64_MAX, err);
 }
 
@@ -211,8 +220,10 @@ ckc_gpu_mark_arrivals(int device, size_t count)
 }
 
 int
-ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
+ckc_gpu_stream_capture(int device, uintptr_t stream, uint64_t *capture_id, ckc_error *err)
 {
+    (void)device;
+    (void)err;
     return ckc_emu_capture_status(stream, capture_id);
 }
 

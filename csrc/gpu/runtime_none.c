@@ -77,16 +77,18 @@ ckc_gpu_event_destroy(ckc_gpu_event event)
 }
 
 int
-ckc_gpu_event_query(ckc_gpu_event event, ckc_error *err)
+ckc_gpu_event_query(int device, ckc_gpu_event event, ckc_error *err)
 {
+    (void)device;
     (void)event;
     (void)err;
     return 1;
 }
 
 int
-ckc_gpu_stream_query(uintptr_t stream, ckc_error *err)
+ckc_gpu_stream_query(int device, uintptr_t stream, ckc_error *err)
 {
+    (void)device;
     (void)stream;
     (void)err;
     return 1;
@@ -153,9 +155,11 @@ ckc_gpu_mark_arrivals(int device, size_t count)
 }
 
 int
-ckc_gpu_stream_capture(uintptr_t stream, uint64_t *capture_id)
+ckc_gpu_stream_capture(int device, uintptr_t stream, uint64_t *capture_id, ckc_error *err)
 {
+    (void)device;
     (void)stream;
+    (void)err;
     *capture_id = 0;
     return 0;
 }

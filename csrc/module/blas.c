@@ -31,8 +31,7 @@ blas_stats(PyObject *self, PyObject *args)
         set_item(d, "evictions", s.evictions) < 0 || set_item(d, "uncached", s.uncached) < 0 ||
         set_item(d, "rejected", s.rejected) < 0 || set_item(d, "last_choice", s.last_choice) < 0 ||
         set_item(d, "entries", s.entries) < 0 || set_item(d, "capacity", s.capacity) < 0 ||
-        set_item(d, "workspaces", s.workspaces) < 0 || set_item(d, "spares", s.spares) < 0 ||
-        set_item(d, "spare_takes", s.spare_takes) < 0 || set_item(d, "capture_without", s.capture_without) < 0 ||
+        set_item(d, "last_workspace", (long)s.last_workspace) < 0 ||
         set_item(d, "timed", s.timed) < 0 || set_item(d, "tunings", s.tunings) < 0 ||
         set_item(d, "from_file", s.from_file) < 0) {
         Py_XDECREF(d);
@@ -193,7 +192,8 @@ blas_plant(PyObject *self, PyObject *arg)
 static PyMethodDef blas_functions[] = {
     {"blas_stats", blas_stats, METH_NOARGS,
      "blas_stats()\n--\n\nCounters of the GEMM plans and workspaces (gpu/blas_plan.h): hits, misses, evictions, "
-     "uncached, rejected, last_choice, entries, capacity, workspaces, spares, spare_takes, capture_without."},
+     "uncached, rejected, last_choice, entries, capacity, last_workspace (bytes the last GEMM was given), timed, "
+     "tunings, from_file."},
     {"blas_reset", blas_reset, METH_VARARGS,
      "blas_reset(capacity=0)\n--\n\nFrees the cached GEMM plans not in use and zeroes the counters; "
      "capacity 1..256 resizes the cache (0: keep)."},

@@ -7,10 +7,12 @@
  * (diag/checked.h: 0 launch, the default, 1 boundary, 2 op), hands the
  * capsules' tensors back, and raises the op-named exception for any failure. */
 #include "calls.h"
+#include "contract/codes.h"
 #include "dlpack.h"
 #include "faults.h"
 #include "ops/op.h"
 #include "ops/op_list.h"
+#include "ops/devices.h"
 #include "state.h"
 
 static void
@@ -133,7 +135,12 @@ check_mode(const ckc_op_spec *spec, PyObject *const *args, Py_ssize_t nargs)
         return -1;
     }
     check = PyLong_AsLong(args[expected]);
-    if (check < CKC_CHECK_LAUNCH || check > CKC_CHECK_OP) {
+    if (check >= CKC_CALL_HOST_AS_DEVICE && (check & CKC_CALL_HOST_AS_DEVICE) && !ckc_devices_host_as_device()) {
+        PyErr_Format(PyExc_ValueError, "%s(): host memory runs as device memory only under the test suite's "
+                     "stand-in CUDA driver", spec->sig.name);
+        return -1;
+    }
+    if ((check & ~(CKC_CALL_HOST_AS_DEVICE | (63L << CKC_CALL_DEVICE_SHIFT))) > CKC_CHECK_OP || check < 0) {
         if (!PyErr_Occurred()) {
             PyErr_Format(PyExc_ValueError, "%s(): check must be 0 (launch), 1 (boundary) or 2 (op)",
                          spec->sig.name);
@@ -168,9 +175,13 @@ call_op(PyObject *module, const ckc_op_spec *spec, PyObject *const *args, Py_ssi
     if (status == CKC_OK) {
         status = parse_ints(args, &a, &err);
     }
+    if (status == CKC_OK && (check & CKC_CALL_HOST_AS_DEVICE) && a.device == CKC_DEVICE_CPU) {
+        a.device = CKC_DEVICE_CUDA;
+        a.exec.device_index = (int)(check >> CKC_CALL_DEVICE_SHIFT);
+    }
     if (status == CKC_OK) {
         Py_BEGIN_ALLOW_THREADS
-        status = ckc_op_run(spec, op, &a, (int)check, &err, &fault);
+        status = ckc_op_run(spec, op, &a, (int)(check & (CKC_CALL_HOST_AS_DEVICE - 1)), &err, &fault);
         Py_END_ALLOW_THREADS
     }
     for (int k = 0; k < spec->sig.n_tensors; k++) {

@@ -129,6 +129,53 @@ cuda_versions(PyObject *self, PyObject *args)
 }
 
 /* For `doctor` and the selftest: None when the CUDA driver is usable, else why not. */
+/* kernel_images(): one (module, kind, arch, version, zstd, driver) per image of the fatbins. */
+static PyObject *
+kernel_images(PyObject *self, PyObject *args)
+{
+    ckc_kernel_image images[256];
+    const int n = ckc_devices_kernel_images(images, 256);
+    PyObject *tuple = PyTuple_New(n < 256 ? n : 256);
+    (void)self;
+    (void)args;
+    for (Py_ssize_t i = 0; tuple != NULL && i < PyTuple_Size(tuple); i++) {
+        const ckc_kernel_image *x = &images[i];
+        PyObject *item = Py_BuildValue("(ssi(ii)ii)", x->module, x->sass ? "sass" : "ptx", x->arch,
+                                       x->version_major, x->version_minor, x->zstd, x->driver);
+        if (item == NULL || PyTuple_SetItem(tuple, i, item) < 0) { /* SetItem takes item, even on failure */
+            Py_CLEAR(tuple);
+        }
+    }
+    return tuple;
+}
+
+static PyObject *
+kernels_driver(PyObject *self, PyObject *arg)
+{
+    const long cc = PyLong_AsLong(arg);
+    (void)self;
+    if (cc == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromLong(cc == 0 ? ckc_devices_kernels_driver_min() : ckc_devices_kernels_driver_for((int)cc));
+}
+
+static PyObject *
+kernel_image(PyObject *self, PyObject *arg)
+{
+    size_t bytes = 0;
+    const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+    const unsigned char *data = name != NULL ? ckc_devices_kernel_image(name, &bytes) : NULL;
+    (void)self;
+    if (name == NULL) {
+        return NULL;
+    }
+    if (data == NULL) {
+        Py_RETURN_NONE;
+    }
+    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)bytes);
+}
+
 static PyObject *
 cuda_driver(PyObject *self, PyObject *args)
 {
@@ -153,6 +200,15 @@ static PyMethodDef module_functions[] = {
      "cuda_versions()\n--\n\n(driver, runtime) CUDA versions as 1000*major + 10*minor (driver 0: none "
      "installed or usable), or None in a build without CUDA; runtime: the CUDA of the nvcc that built the "
      "kernels."},
+    {"kernel_images", kernel_images, METH_NOARGS,
+     "kernel_images()\n--\n\nThe GPU kernels' images: (fatbin, 'sass' or 'ptx', architecture (90: 9.0), "
+     "(version major, minor): the PTX ISA or the cubin's ELF version, zstd-compressed, the oldest CUDA driver "
+     "that reads it), one per image of each fatbin; [] without CUDA kernels."},
+    {"kernels_driver", kernels_driver, METH_O,
+     "kernels_driver(cc)\n--\n\nThe oldest CUDA driver (12080: CUDA 12.8) under which every fatbin loads on a "
+     "GPU of compute capability cc (10 * major + minor), 0 when no driver can; cc 0: on any GPU."},
+    {"kernel_image", kernel_image, METH_O,
+     "kernel_image(name)\n--\n\nThe bytes of fatbin `name` (\"int8\"), None when the build has none."},
     {"cuda_driver", cuda_driver, METH_NOARGS,
      "cuda_driver()\n--\n\nNone when the CUDA driver can run this build's kernels (or the build has none), "
      "else why it cannot (no driver, a driver too old, no GPU)."},

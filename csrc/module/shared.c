@@ -105,7 +105,8 @@ add_codes(PyObject *m)
         add_new(m, "HADAMARD_GROUPS", group_tuple(CKC_HADAMARD_MIN_GROUP, CKC_HADAMARD_MAX_GROUP)) < 0 ||
         add_new(m, "NVFP4_ROTATION_GROUPS", group_tuple(CKC_NVFP4_MIN_GROUP, CKC_NVFP4_MAX_GROUP)) < 0 ||
         add_new(m, "E4M3_MAX", PyFloat_FromDouble(CKC_E4M3_MAX)) < 0 ||
-        add_new(m, "E2M1_MAX", PyFloat_FromDouble(CKC_E2M1_MAX)) < 0) {
+        add_new(m, "E2M1_MAX", PyFloat_FromDouble(CKC_E2M1_MAX)) < 0 ||
+        add_new(m, "LINEAR_GEMV_ROWS", PyLong_FromLong(CKC_LINEAR_GEMV_ROWS)) < 0) {
         return -1;
     }
     return 0;

@@ -137,6 +137,63 @@ ckc_devices_emulated_reset(void)
 #endif
 }
 
+int
+ckc_devices_kernel_images(ckc_kernel_image *out, int cap)
+{
+#if defined(CKC_WITH_GPU) && !defined(CKC_EMULATED)
+    return ckc_gpu_kernel_images(out, cap);
+#else
+    (void)out;
+    (void)cap;
+    return 0;
+#endif
+}
+
+int
+ckc_devices_kernels_driver_for(int cc)
+{
+#if defined(CKC_WITH_GPU) && !defined(CKC_EMULATED)
+    return ckc_kernels_driver_for(cc);
+#else
+    (void)cc;
+    return 0;
+#endif
+}
+
+int
+ckc_devices_kernels_driver_min(void)
+{
+#if defined(CKC_WITH_GPU) && !defined(CKC_EMULATED)
+    return ckc_kernels_driver_min();
+#else
+    return 0;
+#endif
+}
+
+const unsigned char *
+ckc_devices_kernel_image(const char *module, size_t *bytes)
+{
+#if defined(CKC_WITH_GPU) && !defined(CKC_EMULATED)
+    return ckc_gpu_kernel_image(module, bytes);
+#else
+    (void)module;
+    *bytes = 0;
+    return NULL;
+#endif
+}
+
+int
+ckc_devices_host_as_device(void)
+{
+#if defined(CKC_EMULATED)
+    return 1;
+#elif defined(CKC_WITH_GPU)
+    return ckc_gpu_driver_is_standin();
+#else
+    return 0;
+#endif
+}
+
 void
 ckc_devices_blas_stats(ckc_blas_stats *s)
 {

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "contract/blas_report.h"
+#include "contract/kernel_image.h"
 #include "contract/status.h"
 
 /* Once per process (later calls do nothing): the CPU's thread pool and
@@ -42,6 +43,21 @@ ckc_status ckc_devices_cuda_versions(int *driver, int *runtime, ckc_error *err);
  * no CUDA kernels: why[] says which), else 1 with the reason (no driver library,
  * a driver too old for the kernels, cuInit failing) in why[cap]. */
 int ckc_devices_cuda_driver_problem(char *why, size_t cap);
+
+/* The GPU kernels' images (gpu/fatbin_info.h), one per (fatbin, entry): at most
+ * cap filled, how many returned (0 in a build without CUDA kernels).  And the
+ * oldest CUDA driver under which they all load on a GPU of compute capability
+ * cc (10 * major + minor; 0: none can), and on any GPU. */
+int ckc_devices_kernel_images(ckc_kernel_image *out, int cap);
+int ckc_devices_kernels_driver_for(int cc);
+int ckc_devices_kernels_driver_min(void);
+/* fatbin `module`'s bytes (NULL, 0 when there is none) */
+const unsigned char *ckc_devices_kernel_image(const char *module, size_t *bytes);
+
+/* Whether a call may run host memory as device memory (contract/codes.h's
+ * CKC_CALL_HOST_AS_DEVICE): only under the test suite's stand-in CUDA driver,
+ * and on the emulated device (where every call does). */
+int ckc_devices_host_as_device(void);
 
 /* The GEMM seam's counters, and a reset of its plan cache (capacity 1 ..
  * CKC_BLAS_CACHE_MAX slots from now on; 0: keep). */

@@ -256,14 +256,16 @@ prepare_int8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 }
 
 const ckc_op_spec ckc_op_int8_linear = {
-    .sig = {"int8_linear", 10,
+    .sig = {"int8_linear", 11,
             {{"x", CKC_FLOATS, 0},
              {"weight", CKC_DTYPE_BIT(CKC_DTYPE_INT8), 0},
              {"weight_scale", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
-             LINEAR_TAIL_TENSORS},
+             LINEAR_TAIL_TENSORS,
+             {"workspace", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT | CKC_ARG_OPTIONAL | CKC_ARG_WORKSPACE}},
             6, {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind"}},
     .doc = "int8_linear(op, x, weight, weight_scale, bias, out, scratch, act_weight, modulation, residual,\n"
-           "            residual_scale, act, group, k_align, n_align, eps_bits, norm_kind, stream, nthreads)\n"
+           "            residual_scale, workspace, act, group, k_align, n_align, eps_bits, norm_kind, stream,\n"
+           "            nthreads)\n"
            "--\n\n"
            "out = (rowwise_int8(rotate(act(x))) . weight^T) * x_scale * weight_scale + bias, then\n"
            "residual + residual_scale * out (csrc/math/linear.h); x [..., K] and out [..., n] by rows\n"
@@ -312,17 +314,18 @@ prepare_w4a8_linear(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 }
 
 const ckc_op_spec ckc_op_w4a8_linear = {
-    .sig = {"w4a8_linear", 12,
+    .sig = {"w4a8_linear", 13,
             {{"x", CKC_FLOATS, 0},
              {"qdata", CKC_DTYPE_BIT(CKC_DTYPE_INT8) | CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"s_channel", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
              LINEAR_TAIL_TENSORS,
              {"s_rel", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32) | CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OPTIONAL},
-             {"codebook", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OPTIONAL}},
+             {"codebook", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), CKC_ARG_OPTIONAL},
+             {"workspace", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT | CKC_ARG_OPTIONAL | CKC_ARG_WORKSPACE}},
             11, {"act", "group", "k_align", "n_align", "eps_bits", "norm_kind", "group_size", "bits", "packed",
                  "s_e4m3", "decode_bytes"}},
     .doc = "w4a8_linear(op, x, qdata, s_channel, bias, out, scratch, act_weight, modulation, residual,\n"
-           "            residual_scale, s_rel, codebook, act, group, k_align, n_align, eps_bits, norm_kind,\n"
+           "            residual_scale, s_rel, codebook, workspace, act, group, k_align, n_align, eps_bits, norm_kind,\n"
            "            group_size, bits, packed, s_e4m3, decode_bytes, stream, nthreads)\n"
            "--\n\n"
            "int8_linear (GPU) with the weight as W4A8 / W6A8 codes (dequantize_w4a8_int8_weight's), decoded\n"
@@ -382,16 +385,17 @@ prepare_nvfp4_gemm(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 }
 
 const ckc_op_spec ckc_op_scaled_mm_nvfp4 = {
-    .sig = {"scaled_mm_nvfp4", 7,
+    .sig = {"scaled_mm_nvfp4", 8,
             {{"a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"b", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"scale_a", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"scale_b", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), 0},
              {"alpha_beta", CKC_DTYPE_BIT(CKC_DTYPE_FLOAT32), 0},
              {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
+             {"workspace", CKC_DTYPE_BIT(CKC_DTYPE_UINT8), CKC_ARG_OUTPUT | CKC_ARG_OPTIONAL | CKC_ARG_WORKSPACE}},
             0, {NULL}},
-    .doc = "scaled_mm_nvfp4(op, a, b, scale_a, scale_b, alpha_beta, bias, out, stream, nthreads)\n--\n\n"
+    .doc = "scaled_mm_nvfp4(op, a, b, scale_a, scale_b, alpha_beta, bias, out, workspace, stream, nthreads)\n--\n\n"
            "out = alpha_beta[0] * (dec(a) . dec(b)^T) + bias: block-scaled NVFP4 GEMM on the GPU.",
     .prepare = prepare_nvfp4_gemm,
     .cpu = NULL,

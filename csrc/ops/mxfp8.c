@@ -156,15 +156,16 @@ prepare_mxfp8_gemm(const ckc_op_args *a, ckc_op_params *params, ckc_error *err)
 }
 
 const ckc_op_spec ckc_op_scaled_mm_mxfp8 = {
-    .sig = {"scaled_mm_mxfp8", 6,
+    .sig = {"scaled_mm_mxfp8", 7,
             {{"a", U8, 0},
              {"b", U8, 0},
              {"scale_a", U8, 0},
              {"scale_b", U8, 0},
              {"bias", CKC_FLOATS, CKC_ARG_OPTIONAL},
-             {"out", CKC_FLOATS, CKC_ARG_OUTPUT}},
+             {"out", CKC_FLOATS, CKC_ARG_OUTPUT},
+             {"workspace", U8, CKC_ARG_OUTPUT | CKC_ARG_OPTIONAL | CKC_ARG_WORKSPACE}},
             0, {NULL}},
-    .doc = "scaled_mm_mxfp8(op, a, b, scale_a, scale_b, bias, out, stream, nthreads)\n--\n\n"
+    .doc = "scaled_mm_mxfp8(op, a, b, scale_a, scale_b, bias, out, workspace, stream, nthreads)\n--\n\n"
            "out = dec(a) . dec(b)^T + bias: block-scaled MXFP8 GEMM on the GPU.",
     .prepare = prepare_mxfp8_gemm,
     .cpu = NULL,

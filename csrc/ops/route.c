@@ -40,6 +40,18 @@ no_entry(const ckc_op_spec *spec, const ckc_op_args *a, ckc_error *err)
                     spec->sig.name);
 }
 
+/* The GEMMs' workspace: the tensor the signature marks CKC_ARG_WORKSPACE, if given. */
+static void
+take_workspace(const ckc_op_spec *spec, ckc_op_args *a)
+{
+    for (int k = 0; k < spec->sig.n_tensors; k++) {
+        if ((spec->sig.tensors[k].flags & CKC_ARG_WORKSPACE) && a->present[k]) {
+            a->exec.workspace = a->t[k].data;
+            a->exec.workspace_bytes = (size_t)a->t[k].numel;
+        }
+    }
+}
+
 ckc_status
 ckc_op_run(const ckc_op_spec *spec, const char *op, ckc_op_args *a, int mode, ckc_error *err, ckc_fault *fault)
 {
@@ -56,6 +68,7 @@ ckc_op_run(const ckc_op_spec *spec, const char *op, ckc_op_args *a, int mode, ck
     if (!a->exec.gpu) {
         return entry(&params, &a->exec, err);
     }
+    take_workspace(spec, a);
     CKC_TRY(ckc_op_check_before(op, a, mode, &check, &a->exec, err, fault));
     ckc_op_hazards(op, a, 1);
     status = entry(&params, &a->exec, err);

@@ -2,9 +2,9 @@
 /* A stand-in for the CUDA driver library (libcuda.so.1), for tests of how `_C`
  * finds and judges a driver (csrc/gpu/cuda_driver.c) on machines without one.
  * FAKE_CUDA_MODE selects what it pretends: "no_device" (cuInit fails with
- * CUDA_ERROR_NO_DEVICE), "old" (a CUDA 12.4 driver), anything else a working
+ * CUDA_ERROR_NO_DEVICE), "old" (a CUDA 11.8 driver), anything else a working
  * CUDA 13.0 driver.  Built with -DFAKE_CUDA_MISSING_CAPTURE_INFO it lacks
- * cuStreamGetCaptureInfo_v3, as drivers before CUDA 12.3 do.  Nothing here
+ * cuStreamGetCaptureInfo_v2, as drivers before CUDA 11.3 do.  Nothing here
  * touches a GPU: every other entry point answers CUDA_ERROR_NO_DEVICE. */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,7 @@ mode_is(const char *mode)
 }
 
 EXPORT int cuInit(unsigned flags) { (void)flags; return mode_is("no_device") ? NO_DEVICE : 0; }
-EXPORT int cuDriverGetVersion(int *v) { *v = mode_is("old") ? 12040 : 13000; return 0; }
+EXPORT int cuDriverGetVersion(int *v) { *v = mode_is("old") ? 11080 : 13000; return 0; }
 EXPORT int
 cuGetErrorName(int e, const char **name)
 {
@@ -61,9 +61,13 @@ REFUSE(cuDeviceGetName)
 REFUSE(cuStreamQuery)
 REFUSE(cuStreamSynchronize)
 REFUSE(cuStreamIsCapturing)
-#if !defined(FAKE_CUDA_MISSING_CAPTURE_INFO)
 REFUSE(cuStreamGetCaptureInfo_v3)
+#if !defined(FAKE_CUDA_MISSING_CAPTURE_INFO)
+REFUSE(cuStreamGetCaptureInfo_v2)
 #endif
+REFUSE(cuThreadExchangeStreamCaptureMode)
+REFUSE(cuStreamCreate)
+REFUSE(cuStreamDestroy_v2)
 REFUSE(cuPointerGetAttribute)
 REFUSE(cuMemHostGetFlags)
 REFUSE(cuMemHostRegister_v2)
