@@ -73,7 +73,7 @@ GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c", "csrc/gpu/launch_fli
                  "csrc/gpu/launch_awq.c"]
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
-    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/cuda_driver.c",
+    "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/blas_load.c", "csrc/gpu/cuda_driver.c",
              "csrc/gpu/fatbin_info.c"] + GPU_LAUNCHERS,
     "emu": ["csrc/gpu/runtime_emu.c", "csrc/gpu/blas_emu.c"] + GPU_LAUNCHERS,
 }

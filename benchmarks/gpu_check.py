@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""GPU check of comfy_kitchen_c in one command: build for the GPU at hand, CUDA tests,
-memcheck (full runs), benchmarks against comfy_kitchen's cuda and triton backends and a
-device copy, a per-kernel profile, the fault checks' cost, and a Markdown report in
-benchmarks/results/<gpu>.md with the commit it ran on.
+"""GPU check of comfy_kitchen_c in one command: build for the GPU at hand, CUDA tests (the
+stand-in driver's scenarios on the real driver among them), memcheck, benchmarks against
+comfy_kitchen's cuda and triton backends and a device copy, a per-kernel profile, the fault
+checks' cost, and the results in one folder, benchmarks/results/<gpu>-<commit>/ (report.md,
+faults.md), with the commit it ran on.
 
-    python benchmarks/gpu_check.py --quick    # fits in 6 minutes on an H200 (--dry-run shows the budget)
+    python benchmarks/gpu_check.py --quick    # fits in 7.5 minutes on an H100 (--dry-run shows the budget)
     python benchmarks/gpu_check.py            # everything, memcheck included
     python benchmarks/gpu_check.py --dry-run  # the plan and its time budget, without a GPU
 
@@ -12,9 +13,11 @@ Steps (each with a planned time; see gpucheck/steps.py for how the budget is sha
 
   a. build     ``setup.py build_ext --inplace`` for the local GPU's compute capability only,
                warnings as errors; then checks that the built extension has CUDA.
-  b. tests     every ``tests/test_cuda*.py``: every op on the GPU, bit for bit against the CPU.
-  c. memcheck  (full runs) the small-shape tests under compute-sanitizer memcheck, torch's
-               caching allocator off so a read past a tensor's end is caught.
+  b. tests     every ``tests/test_cuda*.py``: every op on the GPU, bit for bit against the CPU;
+               ``tests/test_cuda_driver_path.py`` runs the stand-in driver's scenarios
+               (tests/test_standin_driver.py) on the real driver where a GPU can show them.
+  c. memcheck  the small-shape tests under compute-sanitizer memcheck, torch's caching
+               allocator off so a read past a tensor's end is caught.
   d. bench     (gpucheck/bench.py) per op and shape: GPU time per call with the host running
                ahead, for ours, comfy_kitchen cuda, triton and a device copy of the same bytes;
                host time per call apart; ours from a replayed CUDA graph; ours with the flight
@@ -263,8 +266,13 @@ def faults_summary(text: str) -> str:
     return "; ".join(costs) or "no GPU row in its flight record cost table"
 
 
+def results_folder(ctx: Context) -> Path:
+    """benchmarks/results/<gpu>-<commit>/: everything this run writes."""
+    return RESULTS_DIR / f"{ctx.data['slug']}-{ctx.data.get('commit') or 'uncommitted'}"
+
+
 def step_faults(ctx: Context, timeout: float) -> Outcome:
-    path = RESULTS_DIR / f"faults_{ctx.data['slug']}.md"
+    path = results_folder(ctx) / "faults.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     outcome = command_outcome(faults_command(str(path), ctx.quick), timeout)
     if outcome.status == PASSED:
@@ -274,8 +282,9 @@ def step_faults(ctx: Context, timeout: float) -> Outcome:
 
 STEPS = [
     Step("a", "build", "build for the local GPU only, warnings as errors", step_build, 120, 150),
-    Step("b", "tests", "CUDA tests: every op bit for bit against the CPU path", step_tests, 65, 90),
-    Step("c", "memcheck", "compute-sanitizer memcheck on the small-shape tests", step_memcheck, 0, 90),
+    Step("b", "tests", "CUDA tests: every op bit for bit against the CPU path; the driver path's scenarios",
+         step_tests, 75, 100),
+    Step("c", "memcheck", "compute-sanitizer memcheck on the small-shape tests", step_memcheck, 75, 90),
     Step("d", "bench", "GPU and host time per call: ours, comfy_kitchen cuda and triton, device copy; model",
          step_bench, 90, 150, takes_rest=True),
     Step("e", "profile", "per-kernel GPU times from torch.profiler, every implementation", step_profile, 35, 50,
@@ -367,13 +376,13 @@ def plan(args) -> str:
                            {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
         "bench": render(worker_command("bench", "<rows.jsonl>", args, "<seconds>")),
         "profile": render(worker_command("profile", "<kernels.jsonl>", args, "<seconds>")),
-        "faults": render(faults_command("benchmarks/results/faults_<gpu>.md", args.quick)),
+        "faults": render(faults_command("benchmarks/results/<gpu>-<commit>/faults.md", args.quick)),
     }
     rows = bench.plan_rows((10, 0))
     return "\n".join([
         f"gpu_check plan ({'--quick' if args.quick else 'full'}; dry run: nothing is run)", "",
         *plan_lines(STEPS, args.quick, budget_of(args), commands),
-        "g. report: benchmarks/results/<gpu>.md (the commit: git, or the stamp carry_comfy_kitchen.py wrote)", "",
+        "g. report: benchmarks/results/<gpu>-<commit>/report.md (the commit: git, or the stamp carry_comfy_kitchen.py wrote)", "",
         f"ops ({len(workload.OPS)}): {', '.join(workload.OPS)}",
         f"shapes (M x K, bfloat16, G = {workload.GROUP}): {', '.join(f'{m}x{k}' for m, k in workload.shapes())}",
         f"linear: {', '.join(workload.LINEAR_OPS)} (scaled_mm_nvfp4 on compute capability 10.0+) at M x K x N: "
@@ -392,10 +401,10 @@ def plan(args) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dry-run", action="store_true", help="print the plan and its time budget, run nothing")
-    p.add_argument("--quick", action="store_true", help="fit 6 minutes: no memcheck, shorter steps")
+    p.add_argument("--quick", action="store_true", help="fit 7.5 minutes: shorter steps")
     p.add_argument("--no-build", action="store_true", help="skip step a; test the build already in place")
-    p.add_argument("--budget", type=float, default=0, help="seconds for the whole check (default: 360 with "
-                   "--quick, 570 otherwise)")
+    p.add_argument("--budget", type=float, default=0, help="seconds for the whole check (default: 450 with "
+                   "--quick, 600 otherwise)")
     p.add_argument("--calls", type=int, default=20, help="calls queued per round (default %(default)s)")
     p.add_argument("--rounds", type=int, default=0, help="rounds with the host ahead (default: 3 with --quick, 5)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default %(default)s)")
@@ -429,11 +438,13 @@ def main(argv=None) -> int:
                   data={"arch": "".join(map(str, torch.cuda.get_device_capability())),
                         "capability": tuple(torch.cuda.get_device_capability()),
                         "slug": re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"})
-    results = run_steps(ctx, STEPS, lambda line: print(line, flush=True))
     command = shlex.join(["python", "benchmarks/gpu_check.py", *argv])
+    info = gpu_info(torch, command, {})
+    ctx.data["commit"] = re.sub(r"[^0-9a-zA-Z.-]+", "", (info.get("commit") or "").split(" ")[0])[:40]
+    results = run_steps(ctx, STEPS, lambda line: print(line, flush=True))
     text = report.render(gpu_info(torch, command, ctx.data.get("device", {})), results, ctx.data.get("rows", []),
                          ctx.data.get("backends", {}), ctx.data.get("gemm", []))
-    path = RESULTS_DIR / f"{ctx.data['slug']}.md"
+    path = results_folder(ctx) / "report.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(f"\n{report.steps_table(results)}\nreport: {path.relative_to(ROOT)}", flush=True)

@@ -246,6 +246,23 @@ def _cuda_info() -> dict:
             "driver_problem": _C.cuda_driver() if _C.HAS_CUDA and hasattr(_C, "cuda_driver") else None}
 
 
+def kernel_service() -> list[dict]:
+    """Which GPUs this build's kernels serve, and from which CUDA driver on, read from its fatbins
+    (_C.kernel_images()): one entry per (SASS or PTX, oldest driver), with its architectures."""
+    groups: dict[tuple[str, int], set[int]] = {}
+    for _module, kind, arch, _version, _zstd, driver in (_C.kernel_images() if _C.HAS_CUDA else ()):
+        groups.setdefault((kind, driver), set()).add(arch)
+    return [{"kind": kind, "driver": _cuda_version(driver), "archs": [f"{a // 10}.{a % 10}" for a in sorted(archs)]}
+            for (kind, driver), archs in sorted(groups.items(), key=lambda item: (item[0][0] != "sass", item[0][1]))]
+
+
+def _service_text(service: list[dict]) -> str:
+    parts = [f"SASS for {', '.join(s['archs'])} (and later minors of each) on CUDA {s['driver']}+ drivers"
+             if s["kind"] == "sass" else
+             f"PTX of {s['archs'][-1]} for newer GPUs on CUDA {s['driver']}+ drivers" for s in service]
+    return "; ".join(parts) or "none (built without CUDA)"
+
+
 def _gpus() -> tuple[list[dict], str | None]:
     """The GPUs torch sees, or why it sees none (after a lost GPU, CUDA itself may fail)."""
     try:
@@ -254,8 +271,10 @@ def _gpus() -> tuple[list[dict], str | None]:
         gpus = []
         for index in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(index)
+            need = _C.kernels_driver(10 * p.major + p.minor) if _C.HAS_CUDA else 0
             gpus.append({"index": index, "name": p.name, "compute_capability": f"{p.major}.{p.minor}",
-                         "total_memory": int(p.total_memory), "multiprocessors": int(p.multi_processor_count)})
+                         "total_memory": int(p.total_memory), "multiprocessors": int(p.multi_processor_count),
+                         "kernels_need_driver": _cuda_version(need) if need else None})
         return gpus, None
     except Exception as exc:  # noqa: BLE001 - a broken CUDA setup is a finding, not a crash
         return [], f"{type(exc).__name__}: {exc}"
@@ -272,6 +291,7 @@ def environment() -> dict:
         "comfy_kitchen": {"version": _package_version("comfy-kitchen", "comfy_kitchen")},
         "comfy_kitchen_c": {"version": __version__, "path": os.path.dirname(os.path.abspath(__file__))},
         "cuda": _cuda_info(),
+        "kernels": kernel_service(),
         "gpus": gpus,
         "gpu_error": gpu_error,
         "cpu_isa": {"in_use": _C.cpu_isa(), "available": list(_C.cpu_isas())},
@@ -628,11 +648,15 @@ def print_environment(env: dict, out: TextIO) -> None:
                          f"{cuda['runtime_extension'] or 'none'}"
                          f"{'' if cuda['extension_has_cuda'] else ' (built without CUDA)'}"),
     ]
+    rows.append(("GPU kernels", _service_text(env.get("kernels", []))))
     if cuda.get("driver_problem"):
         rows.append(("GPU kernels", f"cannot run here: {cuda['driver_problem']}"))
     if env["gpus"]:
         rows += [(f"GPU {g['index']}", f"{g['name']}, compute capability {g['compute_capability']}, "
-                                       f"{_gib(g['total_memory'])}, {g['multiprocessors']} SMs") for g in env["gpus"]]
+                                       f"{_gib(g['total_memory'])}, {g['multiprocessors']} SMs; "
+                                       + (f"this build's kernels need a CUDA {g['kernels_need_driver']}+ driver"
+                                          if g.get("kernels_need_driver") else "this build has no code for it"))
+                 for g in env["gpus"]]
     else:
         rows.append(("GPUs", "none" + (f" ({env['gpu_error']})" if env["gpu_error"] else "")))
     rows += [("CPU ISA", f"{env['cpu_isa']['in_use']} (available: {', '.join(env['cpu_isa']['available'])})"),

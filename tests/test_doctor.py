@@ -59,8 +59,8 @@ def test_json_report_without_a_record(tmp_path):
                         "backends", "flight", "gemm", "problems", "verdict", "pinned_memory"}
     assert doc["problems"] == [] and doc["verdict"] == "Nothing doctor checks is wrong here."
     env = doc["environment"]
-    assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "gpus", "gpu_error",
-                        "cpu_isa", "ram", "variables", "settings", "unknown_settings"}
+    assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "kernels", "gpus",
+                        "gpu_error", "cpu_isa", "ram", "variables", "settings", "unknown_settings"}
     assert set(env["settings"]) == set(comfy_kitchen_c.settings.SETTINGS)
     assert env["settings"]["COMFY_KITCHEN_C_FLIGHT_DIR"] == {"value": str(tmp_path), "source": "environment",
                                                              "error": None}
@@ -620,3 +620,18 @@ def test_the_verdict_carries_the_records_own_so_nothing_wrong_never_reads_as_a_c
     problem = [{"what": "COMFY_KITCHEN_C_CHEK is not a setting", "detail": "..."}]
     assert d.overall_verdict(problem, flight).startswith("1 thing is wrong here: COMFY_KITCHEN_C_CHEK is not a setting; ")
     assert d.overall_verdict([], None) == "Nothing doctor checks is wrong here."
+
+
+@pytest.mark.skipif(not comfy_kitchen_c._C.HAS_CUDA, reason="a build without GPU kernels serves no GPU")
+def test_doctor_says_which_gpus_and_drivers_the_build_serves():
+    """Every architecture the fatbins hold as SASS, and the PTX, with the oldest driver each needs
+    (read from the fatbins: _C.kernel_images()), in the report's "GPU kernels" line."""
+    images = comfy_kitchen_c._C.kernel_images()
+    service = doctor.kernel_service()
+    sass = {f"{arch // 10}.{arch % 10}" for _, kind, arch, *_ in images if kind == "sass"}
+    assert sass and sass == {a for s in service if s["kind"] == "sass" for a in s["archs"]}
+    assert any(s["kind"] == "ptx" for s in service)
+    text = doctor._service_text(service)
+    for s in service:
+        assert f"CUDA {s['driver']}+" in text
+    assert all(a in text for a in sass)

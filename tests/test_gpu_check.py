@@ -197,10 +197,12 @@ def test_report_without_rows_says_so():
 
 # ---- steps and the time budget ----
 
-def test_the_quick_plan_fits_six_minutes_without_memcheck():
-    assert steps.planned_total(gpu_check.STEPS, quick=True) <= steps.QUICK_BUDGET_S == 360
+def test_the_quick_plan_fits_eight_minutes_with_memcheck():
+    """The first GPU run's one command: build, tests, memcheck, the timing run, within 450 s (8 minutes with
+    the device's start-up and copying on an H100)."""
+    assert steps.planned_total(gpu_check.STEPS, quick=True) <= steps.QUICK_BUDGET_S == 450
     assert steps.planned_total(gpu_check.STEPS, quick=False) <= steps.FULL_BUDGET_S
-    assert [s.name for s in gpu_check.STEPS if s.quick_s == 0] == ["memcheck"]
+    assert [s.name for s in gpu_check.STEPS if s.quick_s == 0] == []
 
 
 def test_step_time_keeps_the_later_steps_plans():
@@ -263,7 +265,7 @@ def test_a_bug_in_a_step_is_reported_and_the_next_runs():
 def test_dry_run_prints_the_budget(capsys):
     assert gpu_check.main(["--dry-run", "--quick"]) == 0
     out = capsys.readouterr().out
-    assert "budget 360 s: fits" in out and "memcheck" in out and "not part of a --quick run" in out
+    assert "budget 450 s: fits" in out and "compute-sanitizer --tool memcheck" in out
     assert "--iterations 20000" in out and "--rounds 3" in out      # --quick: 3 rounds, passed on
     assert "--rounds 5" in " ".join(gpu_check.worker_command("bench", "x", gpu_check.parse_args([]), "9"))
 
@@ -465,14 +467,15 @@ def test_the_bench_and_profile_steps_read_their_workers_records(monkeypatch):
 
 def test_main_runs_the_steps_and_writes_the_report(monkeypatch, tmp_path):
     """main's glue on a pretended GPU: the steps run in order with the data they share, and
-    the report lands in results/<gpu slug>.md; a failed step makes the exit status 1."""
+    the report lands in results/<gpu slug>-<commit>/report.md; a failed step makes the exit status 1."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     monkeypatch.setattr(gpu_check, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(gpu_check, "ROOT", tmp_path.parent)
-    monkeypatch.setattr(gpu_check, "gpu_info", lambda torch, command, device: {"GPU": "NVIDIA H200", "command": command})
+    monkeypatch.setattr(gpu_check, "gpu_info", lambda torch, command, device: {"GPU": "NVIDIA H200", "command": command,
+                                                                             "commit": "abc1234 (stamp)"})
     seen = []
 
     def bench_step(ctx, allowed):
@@ -485,7 +488,7 @@ def test_main_runs_the_steps_and_writes_the_report(monkeypatch, tmp_path):
         steps.Step("d", "bench", "", bench_step, 10, 10, takes_rest=True)])
     assert gpu_check.main(["--quick", "--no-build"]) == 1
     assert seen == [("bench", "90", True)]
-    text = (tmp_path / "nvidia-h200.md").read_text()
+    text = (tmp_path / "nvidia-h200-abc1234" / "report.md").read_text()
     assert "| a. build | failed |" in text and "nvcc missing" in text
     assert "| quantize_int8_rowwise | 4096x3072 |" in text and "bandwidth 90% ok" in text
     assert "python benchmarks/gpu_check.py --quick --no-build" in text

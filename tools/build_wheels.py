@@ -27,7 +27,7 @@ from pathlib import Path
 import linux_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
-RELEASE_ARCHS = "75;80;86;89;90;100;120"  # setup.py's CUDA_ARCHS: every architecture a release serves
+RELEASE_ARCHS = "75;80;86;89;90;100;110;120"  # setup.py's CUDA_ARCHS: every architecture a release serves
 CI_ARCHS = "120"  # SASS for Blackwell consumer GPUs plus its PTX: the editable install compiles all seven
 
 

@@ -19,8 +19,8 @@ PASSED, FAILED, SKIPPED, INCOMPLETE = "passed", "failed", "skipped", "incomplete
 MIN_STEP_S = 15
 OVERRUN = 1.5
 REPORT_RESERVE_S = 5
-QUICK_BUDGET_S = 360    # issue 11: --quick fits in 6 minutes on an H200
-FULL_BUDGET_S = 570
+QUICK_BUDGET_S = 450    # --quick fits in 8 minutes on an H100 with start-up and copying
+FULL_BUDGET_S = 600
 
 
 @dataclass

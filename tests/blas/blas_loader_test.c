@@ -1,9 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Loads cuBLASLt the way csrc/gpu/blas_cublaslt.c does at first use (the file is
- * included, so its static loader is called directly) and prints what it found.
+/* Loads cuBLASLt the way csrc/gpu/blas_cublaslt.c does at first use (the files are
+ * included, so their static loader is called directly) and prints what it found.
  * Needs no GPU: only the library.  Prints "searched: <list>" for a directory
  * without it, then "loaded <version>" or "FAIL <message>". */
+#include "gpu/blas_load.c"
 #include "gpu/blas_cublaslt.c"
+#include "gpu/fatbins.h"
+
+/* No kernels: the driver's loader (cuda_driver.c) reads what they need of a driver from these. */
+const ckc_fatbin ckc_fatbins[CKC_FATBIN_MAX];
+const int ckc_fatbin_count = 0;
+const int ckc_kernels_cuda_version = 0;
+const int ckc_kernels_ptxas12_version = 0;
+const char ckc_kernels_archs[] = "";
+const ckc_sass_toolchain ckc_kernels_sass[] = {{0, 0}};
+const int ckc_kernels_sass_count = 0;
 
 int
 main(int argc, char **argv)

@@ -20,6 +20,9 @@ windows_wheel step; docs/windows.md).
   driver   tools/windows/driver_test.py (GPU build): the CUDA driver's loader of _C.pyd,
            under Wine without an NVIDIA driver, looks for nvcuda.dll, fails cleanly and
            says why
+  blas_load tools/windows/blas_load_test.py (GPU build): cuBLASLt's search of _C.pyd finds
+           a stand-in cublasLt64_13.dll in a folder os.add_dll_directory gave and in
+           CUDA_HOME\\bin\\x64
 
 The clone is of HEAD (committed work only, as CI sees it); --no-clone checks this
 working tree instead.  Everything is written under a temporary folder (or --keep DIR,
@@ -76,6 +79,7 @@ def run(work: Path, clone: bool) -> list:
         step("load", times, [py, str(tools / "load_test.py"), *shared], src)
         if device == "cuda":
             step("driver", times, [py, str(tools / "driver_test.py"), *shared], src)
+            step("blas_load", times, [py, str(tools / "blas_load_test.py"), *shared], src)
     finally:
         wine.stop()
     print(f"wheel: {wheels[0].name}, {wheels[0].stat().st_size / 1024:.0f} KiB;"

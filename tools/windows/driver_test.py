@@ -26,16 +26,18 @@ from wine import noise_free, session  # noqa: E402
 
 ROOT = setup_view.ROOT
 PROGRAM = "tests/windows/driver_test.c"
-# The loader and what it stands on, by object name (build.object_path).
-PARTS = ("csrc_gpu_cuda_driver.c", "csrc_platform_library_win32.c", "csrc_platform_threads_win32.c",
-         "csrc_contract_status.c")
+# The loader and what it stands on, by object name (build.object_path): the driver it needs
+# comes from the kernels' images (fatbin_info.c over the generated fatbins.c).
+PARTS = ("csrc_gpu_cuda_driver.c", "csrc_gpu_fatbin_info.c", "csrc_platform_library_win32.c",
+         "csrc_platform_threads_win32.c", "csrc_contract_status.c")
 # What a reason may say: the library searched, or how the driver Wine offers failed.
 REASONS = ("nvcuda.dll", "cuInit", "has no cu", "supports CUDA")
 
 
 def program(build_dir: Path) -> Path:
     objects = [build_dir / "objects" / f"{part}.o" for part in PARTS]
-    missing = [o.name for o in objects if not o.exists()]
+    objects += sorted((build_dir / "objects").glob("*fatbins_fatbins.c.o"))[:1]
+    missing = [o.name for o in objects if not o.exists()] + ([] if len(objects) > len(PARTS) else ["fatbins.c.o"])
     if missing:
         raise SystemExit(f"driver_test: {', '.join(missing)} not built: run tools/windows/build.py --device cuda")
     tc = Toolchain(build_dir)
