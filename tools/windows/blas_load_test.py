@@ -50,7 +50,9 @@ def programs(build_dir: Path) -> tuple[Path, Path]:
     ext.define_macros = ext.define_macros + view.namespace["CUDA_MACROS"]
     out = build_dir / "blas_load_test"
     out.mkdir(exist_ok=True)
-    exe, dll = out / "blas_load_test.exe", out / "cublasLt64_13.dll"
+    # the DLL is built apart: beside the program, Windows' own search would find it first
+    (out / "dll").mkdir(exist_ok=True)
+    exe, dll = out / "blas_load_test.exe", out / "dll" / "cublasLt64_13.dll"
     compile_and_link(tc, build.compile_flags(view, ext), PROGRAM, objects, exe, dll=False)
     compile_and_link(tc, [], FAKE, [], dll, dll=True)
     return exe, dll
@@ -73,6 +75,7 @@ def main(argv=None) -> int:
     for folder in (added, cuda_home / "bin" / "x64"):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / dll.name).write_bytes(dll.read_bytes())
+    expected = {"added": windows_path(added / dll.name), "cuda_home": windows_path(cuda_home / "bin" / "x64" / dll.name)}
     failed = 0
     with session(args.wine_dir) as (wine, _):
         for case, cmd, home in (("added", [exe, "added", windows_path(added)], None),
@@ -82,7 +85,7 @@ def main(argv=None) -> int:
                 wine.env["CUDA_HOME"] = home
             r = wine.run(*cmd)
             line = r.stdout.strip()
-            ok = r.returncode == 0 and line.startswith("found ")
+            ok = r.returncode == 0 and line.lower() == f"found {expected[case]}".lower()
             print(f"blas_load_test: {case}: {line}")
             if not ok:
                 print(noise_free(r.stderr), file=sys.stderr)
