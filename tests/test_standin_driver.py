@@ -191,3 +191,94 @@ def test_the_release_serves_the_data_center_drivers(verdict):
     for cc in (100, 103, 120, 121):
         assert _C.kernels_driver(cc) <= 12080, cc
     assert _C.kernels_driver(110) == 13000
+
+
+# ---- the stand-in refuses what a driver refuses (its control API and entry points, by ctypes) ----
+
+@pytest.fixture(scope="module")
+def driver(library):
+    """The stand-in in this process, two devices (12.0 and 9.0), device 0's context current; the
+    real flight fatbin loaded (its flight_mark_kernel takes one ckc_done_mark)."""
+    saved = {k: os.environ.get(k) for k in ("CKC_STANDIN_GPUS", "CKC_STANDIN_DRIVER")}
+    os.environ.update(CKC_STANDIN_GPUS="12.0,9.0", CKC_STANDIN_DRIVER="13000")
+    lib = ctypes.CDLL(str(library))
+    try:
+        lib.cuInit(0)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    lib.ckcsi_stream_new.restype = ctypes.c_void_p
+    lib.ckcsi_violations.restype = ctypes.c_size_t
+    lib.ckcsi_set_context(0)
+    module, function = ctypes.c_void_p(), ctypes.c_void_p()
+    image = _C.kernel_image("flight")
+    assert lib.cuModuleLoadData(ctypes.byref(module), image) == 0
+    assert lib.cuModuleGetFunction(ctypes.byref(function), module, b"flight_mark_kernel") == 0
+    lib.module, lib.function = module, function
+    return lib
+
+
+def refusals(lib) -> str:
+    buf = ctypes.create_string_buffer(8192)
+    lib.ckcsi_violations(buf, 8192)
+    return buf.value.decode()
+
+
+def launch(lib, grid=(1, 1, 1), block=(1, 1, 1), smem=0, stream=None, bytes_=None):
+    """flight_mark_kernel launched with a parameter buffer of bytes_ (default: its own size, a 32-byte ckc_done_mark)."""
+    buffer = (ctypes.c_ubyte * 64)()
+    size = ctypes.c_size_t(32 if bytes_ is None else bytes_)
+    extra = (ctypes.c_void_p * 5)(1, ctypes.cast(buffer, ctypes.c_void_p), 2,
+                                  ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), None)
+    return lib.cuLaunchKernel(lib.function, *map(ctypes.c_uint, (*grid, *block, smem)), ctypes.c_void_p(stream),
+                              None, extra)
+
+
+def test_a_call_without_a_current_context_is_refused(driver):
+    refusals(driver)
+    driver.ckcsi_set_context(-1)
+    try:
+        p = ctypes.c_ulonglong()
+        assert driver.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(64)) == 201  # CUDA_ERROR_INVALID_CONTEXT
+    finally:
+        driver.ckcsi_set_context(0)
+    assert "cuMemAlloc: needs a current context" in refusals(driver)
+
+
+def test_a_function_the_image_lacks_is_not_found(driver):
+    f = ctypes.c_void_p()
+    assert driver.cuModuleGetFunction(ctypes.byref(f), driver.module, b"no_such_kernel") == 500
+    assert "no function 'no_such_kernel'" in refusals(driver)
+
+
+def test_a_parameter_buffer_of_another_size_than_the_kernels_is_refused(driver):
+    assert launch(driver, bytes_=8) == 1  # CUDA_ERROR_INVALID_VALUE
+    assert "a parameter buffer of 8 bytes; the kernel's parameters take 32" in refusals(driver)
+
+
+@pytest.mark.parametrize("grid,block,smem,rule", [
+    ((1, 70000, 1), (1, 1, 1), 0, "grid (1,70000,1) beyond the limits"),
+    ((1, 1, 1), (2048, 1, 1), 0, "block (2048,1,1) beyond the limits"),
+    ((1, 1, 1), (1, 1, 1), 64 * 1024, "exceed 48 KB without cuFuncSetAttribute"),
+])
+def test_launches_beyond_the_limits_are_refused(driver, grid, block, smem, rule):
+    assert launch(driver, grid, block, smem) == 1
+    assert rule in refusals(driver)
+
+
+def test_a_stream_of_another_device_is_refused(driver):
+    other = driver.ckcsi_stream_new(1, 1)
+    assert launch(driver, stream=other) == 400  # CUDA_ERROR_INVALID_HANDLE
+    assert "a stream of device 1 used while device 0's context is current" in refusals(driver)
+
+
+def test_a_legacy_stream_sync_during_a_capture_is_refused_and_breaks_it(driver):
+    stream = driver.ckcsi_stream_new(0, 0)
+    graph = ctypes.c_uint64()
+    assert driver.ckcsi_capture_begin(ctypes.c_void_p(stream), 0) == 0
+    assert driver.cuStreamSynchronize(None) == 900  # CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+    assert driver.ckcsi_capture_end(ctypes.c_void_p(stream), ctypes.byref(graph)) == 901  # invalidated
+    assert "cuStreamSynchronize(legacy stream): not permitted while a stream capture is active" in refusals(driver)

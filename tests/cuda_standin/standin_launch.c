@@ -259,9 +259,6 @@ cuLaunchKernel(si_function *f, unsigned gx, unsigned gy, unsigned gz, unsigned b
     if (code == 0) {
         code = parameters(f, params, extra, l->bank);
     }
-    if (code == 0) {
-        code = find_thunk(f);
-    }
     pthread_mutex_lock(&si_lock);
     s = code == 0 ? si_stream_of(stream, "cuLaunchKernel", &code) : NULL;
     if (s != NULL && s->device != si_current()->device) {
@@ -270,6 +267,9 @@ cuLaunchKernel(si_function *f, unsigned gx, unsigned gy, unsigned gz, unsigned b
     }
     if (s != NULL && code == 0) {
         code = si_legacy_use(s, "cuLaunchKernel");
+    }
+    if (s != NULL && code == 0) {
+        code = find_thunk(f); /* the stand-in's own need, after every check a driver makes */
     }
     if (s != NULL && code == 0) {
         if (ckcsi_inject_fires(CKCSI_INJECT_ILLEGAL_ADDRESS)) {
