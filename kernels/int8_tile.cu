@@ -326,14 +326,20 @@ ckc_tile_rows_body(ckc_tile_rows_args a, ckc_tile_geom g, ckc_done_mark done)
 
 /* Registers per thread of an instance, a cap (__maxnreg__) where a block size bound would
  * only give 65536 per SM over CKC_TILE_THREADS:
- *   48 for the plain 16-bit quantizer (issue 22, item 3), whose live values are its 16 raw
- *      words: three blocks of a 14336-value row (448 threads) per SM instead of two.
- *      float32's 32 raw words do not fit 48 without spilling (sm_120);
+ *   48 for the plain 16-bit quantizer, whose live values are its 16 raw words: three blocks
+ *      of a 14336-value row (448 threads) per SM instead of two.  float32's 32 raw words do
+ *      not fit 48 without spilling (sm_120), nor does float16's walk on Thor (sm_110, CUDA
+ *      13's ptxas: 20 bytes), which takes 56 (CKC_TILE_PLAIN_REGISTERS);
  *   128 for the noise and swiglu instances, as their 512-thread bound allowed (64 spills
  *      float16 swiglu's and float32 noise's plain walks on every target);
  *   64 for the rest, as their 1024-thread bound allowed. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 1100
+#define CKC_TILE_PLAIN_REGISTERS 56
+#else
+#define CKC_TILE_PLAIN_REGISTERS 48
+#endif
 #define CKC_TILE_REGISTERS(k, g, mode, act)                                                                   \
-    ((g) == 0 && (k) != 0 && (mode) == CKC_TILE_CODES && (act) == CKC_ACT_NONE ? 48                            \
+    ((g) == 0 && (k) != 0 && (mode) == CKC_TILE_CODES && (act) == CKC_ACT_NONE ? CKC_TILE_PLAIN_REGISTERS      \
      : CKC_TILE_THREADS(mode, act) == CKC_TILE_WIDE_THREADS                    ? 128                           \
                                                                                : 64)
 

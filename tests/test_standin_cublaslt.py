@@ -59,7 +59,8 @@ class Result(ctypes.Structure):
 
 def build(out: Path, flags=("-std=c11", "-O2")) -> ctypes.CDLL:
     subprocess.run(["gcc", *flags, *WARNINGS, "-fPIC", "-shared", "-fvisibility=hidden", "-DCKCSI_LT_HARNESS",
-                    *SOURCES, "-o", str(out), "-lpthread", "-lm"], check=True, capture_output=True, text=True)
+                    f"-I{ROOT / 'csrc'}", *SOURCES, "-o", str(out), "-lpthread", "-lm"], check=True,
+                   capture_output=True, text=True)
     lib = ctypes.CDLL(str(out))
     vp, sz, i = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
     protos = {

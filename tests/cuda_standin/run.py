@@ -22,11 +22,15 @@ HERE = ROOT / "tests" / "cuda_standin"
 SOURCES = ["standin_driver.c", "standin_streams.c", "standin_memory.c", "standin_launch.c", "standin_image.c",
            "standin_cublaslt.c"]
 
-# What CI runs through the stand-in: its own tests (the rules, the findings they hold the code to),
-# and the emulated device's kernel suites, whose GPU path then runs through the driver.
-STANDIN_SUITES = ["tests/test_standin_driver.py", "tests/test_emulated_device.py", "tests/test_nvfp4_rotate.py",
-                  "tests/test_int8_linear.py", "tests/test_scaled_mm_nvfp4.py", "tests/test_linear_gpu_path.py",
-                  "tests/test_w4a8_parity.py", "tests/test_w4a8_quant.py", "tests/test_int8_fused.py"]
+# What CI runs through the stand-in: the emulated device's kernel, linear and parity suites, whose GPU
+# path then runs through the driver (the stand-in's own tests run in the test suite, each scenario in a
+# process of its own: tests/test_standin_driver.py).
+STANDIN_SUITES = ["tests/test_emulated_device.py", "tests/test_nvfp4_rotate.py", "tests/test_nvfp4_boundaries.py",
+                  "tests/test_int8_linear.py", "tests/test_int8_fused.py", "tests/test_linear_gpu_path.py",
+                  "tests/test_scaled_mm_nvfp4.py", "tests/test_fp8_parity.py", "tests/test_mxfp8_parity.py",
+                  "tests/test_w4a4_parity.py", "tests/test_w4a8_parity.py", "tests/test_w4a8_quant.py",
+                  "tests/test_awq_parity.py", "tests/test_rope_parity.py", "tests/test_rms_rope_parity.py",
+                  "tests/test_rms_gated_residual_parity.py"]
 
 
 def build(folder: Path | None = None) -> Path:

@@ -67,9 +67,9 @@
 
 #include "standin.h"
 
-#include "../../csrc/math/float_bits.h"
-#include "../../csrc/math/mxfp8.h"
-#include "../../csrc/math/nvfp4.h"
+#include "math/float_bits.h"
+#include "math/mxfp8.h"
+#include "math/nvfp4.h"
 
 _Static_assert(sizeof(void *) == 8, "pointer attributes are 8 bytes, as on every platform CUDA 13 supports");
 

@@ -12,8 +12,6 @@ search must find it in both."""
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +19,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import build  # noqa: E402
 import setup_view  # noqa: E402
-from toolchain import Toolchain  # noqa: E402
 from wine import noise_free, session  # noqa: E402
 
 ROOT = setup_view.ROOT
@@ -30,31 +27,15 @@ FAKE = "tests/windows/fake_cublaslt.c"
 PARTS = ("csrc_gpu_blas_load.c",)
 
 
-def compile_and_link(tc: Toolchain, flags: list[str], source: str, objects: list[Path], out: Path, dll: bool) -> None:
-    obj = out.with_suffix(".o")
-    for cmd, what in ((tc.compile_cmd(source, obj, flags), f"compiling {source}"),
-                      (tc.link_cmd([*objects, obj], out, dll=dll), f"linking {out.name}")):
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        if r.returncode != 0 or r.stderr.strip():
-            raise SystemExit(f"blas_load_test: {what} failed:\n{' '.join(cmd)}\n{r.stdout}{r.stderr}")
-
-
 def programs(build_dir: Path) -> tuple[Path, Path]:
-    objects = [build_dir / "objects" / f"{part}.o" for part in PARTS]
-    missing = [o.name for o in objects if not o.exists()]
-    if missing:
-        raise SystemExit(f"blas_load_test: {', '.join(missing)} not built: run tools/windows/build.py --device cuda")
-    tc = Toolchain(build_dir)
-    view = setup_view.windows_build(with_cuda=True)
-    ext, _ = setup_view.extension_sources(view, build.EXTENSION, "cuda")
-    ext.define_macros = ext.define_macros + view.namespace["CUDA_MACROS"]
+    tc, flags, objects = build.cuda_objects(build_dir, PARTS, "blas_load_test")
     out = build_dir / "blas_load_test"
     out.mkdir(exist_ok=True)
     # the DLL is built apart: beside the program, Windows' own search would find it first
     (out / "dll").mkdir(exist_ok=True)
     exe, dll = out / "blas_load_test.exe", out / "dll" / "cublasLt64_13.dll"
-    compile_and_link(tc, build.compile_flags(view, ext), PROGRAM, objects, exe, dll=False)
-    compile_and_link(tc, [], FAKE, [], dll, dll=True)
+    build.test_program(tc, flags, PROGRAM, objects, exe, False, "blas_load_test")
+    build.test_program(tc, [], FAKE, [], dll, True, "blas_load_test")
     return exe, dll
 
 

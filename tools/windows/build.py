@@ -96,6 +96,31 @@ def compile_flags(view: setup_view.SetupView, ext, python_include_dir: Path | No
     return flags + (["-isystem", str(python_include_dir)] if python_include_dir else [])
 
 
+def cuda_objects(build_dir: Path, parts: tuple[str, ...], who: str) -> tuple[Toolchain, list[str], list[Path]]:
+    """For a test program over objects of the GPU build of _C.pyd: the toolchain, the flags _C's
+    CUDA sources were compiled with, and the objects of `parts` (object names, build.object_path)."""
+    objects = [build_dir / "objects" / f"{part}.o" for part in parts]
+    missing = [o.name for o in objects if not o.exists()]
+    if missing:
+        raise SystemExit(f"{who}: {', '.join(missing)} not built: run tools/windows/build.py --device cuda")
+    view = setup_view.windows_build(with_cuda=True)
+    ext, _ = setup_view.extension_sources(view, EXTENSION, "cuda")
+    ext.define_macros = ext.define_macros + view.namespace["CUDA_MACROS"]
+    return Toolchain(build_dir), compile_flags(view, ext), objects
+
+
+def test_program(tc: Toolchain, flags: list[str], source: str, objects: list[Path], out: Path, dll: bool,
+                 who: str) -> None:
+    """A test program (or DLL) under Wine: source compiled with flags and linked with objects of
+    _C.pyd's build into out; a warning or an error stops the check, named by who."""
+    obj = out.with_suffix(".o")
+    for cmd, what in ((tc.compile_cmd(source, obj, flags), f"compiling {source}"),
+                      (tc.link_cmd([*objects, obj], out, dll=dll), f"linking {out.name}")):
+        r = subprocess.run(cmd, cwd=setup_view.ROOT, capture_output=True, text=True)
+        if r.returncode != 0 or r.stderr.strip():
+            raise SystemExit(f"{who}: {what} failed:\n{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+
+
 def fatbins_source(build_dir: Path, include_dirs: list[str]) -> Path:
     """The GPU kernels as C data (fatbins.c): nvcc on this machine compiles kernels/*.cu
     to fatbins, device code only, the same bytes whatever OS hosts them (setup.py's

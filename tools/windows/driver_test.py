@@ -13,7 +13,6 @@ and say so)."""
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +20,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import build  # noqa: E402
 import setup_view  # noqa: E402
-from toolchain import Toolchain  # noqa: E402
 from wine import noise_free, session  # noqa: E402
 
 ROOT = setup_view.ROOT
@@ -35,23 +33,14 @@ REASONS = ("nvcuda.dll", "cuInit", "has no cu", "supports CUDA")
 
 
 def program(build_dir: Path) -> Path:
-    objects = [build_dir / "objects" / f"{part}.o" for part in PARTS]
-    objects += sorted((build_dir / "objects").glob("*fatbins_fatbins.c.o"))[:1]
-    missing = [o.name for o in objects if not o.exists()] + ([] if len(objects) > len(PARTS) else ["fatbins.c.o"])
-    if missing:
-        raise SystemExit(f"driver_test: {', '.join(missing)} not built: run tools/windows/build.py --device cuda")
-    tc = Toolchain(build_dir)
-    view = setup_view.windows_build(with_cuda=True)
-    ext, _ = setup_view.extension_sources(view, build.EXTENSION, "cuda")
-    ext.define_macros = ext.define_macros + view.namespace["CUDA_MACROS"]
+    tc, flags, objects = build.cuda_objects(build_dir, PARTS, "driver_test")
+    fatbins = sorted((build_dir / "objects").glob("*fatbins_fatbins.c.o"))[:1]
+    if not fatbins:
+        raise SystemExit("driver_test: the fatbins' object not built: run tools/windows/build.py --device cuda")
     out = build_dir / "driver_test"
     out.mkdir(exist_ok=True)
-    obj, exe = out / "driver_test.o", out / "driver_test.exe"
-    for cmd, what in ((tc.compile_cmd(PROGRAM, obj, build.compile_flags(view, ext)), f"compiling {PROGRAM}"),
-                      (tc.link_cmd([*objects, obj], exe, dll=False), "linking driver_test.exe")):
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        if r.returncode != 0 or r.stderr.strip():
-            raise SystemExit(f"driver_test: {what} failed:\n{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    exe = out / "driver_test.exe"
+    build.test_program(tc, flags, PROGRAM, objects + fatbins, exe, False, "driver_test")
     return exe
 
 
