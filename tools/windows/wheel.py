@@ -54,9 +54,19 @@ def metadata(root: Path, p: dict) -> str:
     lines += [f"Requires-Dist: {d}" for d in p.get("dependencies", [])]
     for extra, deps in p.get("optional-dependencies", {}).items():
         lines.append(f"Provides-Extra: {extra}")
-        lines += [f'Requires-Dist: {d}; extra == "{extra}"' for d in deps]
+        lines += [f"Requires-Dist: {extra_requirement(d, extra)}" for d in deps]
     lines += ["License-File: LICENSE", "Description-Content-Type: text/markdown"]
     return "\n".join(lines) + "\n\n" + (root / p["readme"]).read_text()
+
+
+def extra_requirement(requirement: str, extra: str) -> str:
+    """The requirement as it reads under its extra. A requirement's own marker is
+    parenthesized, as setuptools writes it: `a; x or y; extra == "e"` is not a
+    specifier pip can parse, and `a; x or y and extra == "e"` would bind `and` first."""
+    name, _, marker = requirement.partition(";")
+    if not marker.strip():
+        return f'{name.strip()}; extra == "{extra}"'
+    return f'{name.strip()}; ({marker.strip()}) and extra == "{extra}"'
 
 
 def wheel_file() -> str:
