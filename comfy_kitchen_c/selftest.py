@@ -725,7 +725,7 @@ CASES += [
 # ---- AWQ W4A16 ---------------------------------------------------------------------------------
 
 def _awq_args(d: Inputs) -> tuple:
-    """x (16 rows: the op serves up to awq.MAX_ROWS) and a [LINEAR_N, COLS] AWQ weight: codes,
+    """x (16 rows: the small batch the op is made for) and a [LINEAR_N, COLS] AWQ weight: codes,
     group scales and zero points of x's dtype, group 64."""
     g = torch.Generator().manual_seed(SEED + 9)
     n, k = LINEAR_N, COLS
@@ -793,10 +793,11 @@ def _as_tuple(result) -> tuple:
 
 
 def _eager_serves(op: str, fn, args: tuple, device: torch.device) -> bool:
-    """Whether the registry gives this call to eager for speed (cpu_speed.decline: CPU calls only)."""
+    """Whether the registry gives this call to eager for speed, as measured on this CPU so far
+    (cpu_speed.decided: CPU calls only; the selftest times nothing for the rules)."""
     if device.type != "cpu":
         return False
-    return cpu_speed.decline(op, dict(inspect.signature(fn).bind_partial(*args).arguments)) is not None
+    return bool(cpu_speed.decided(op, dict(inspect.signature(fn).bind_partial(*args).arguments)))
 
 
 def check_case(case: Case, inputs: Inputs, timing: bool = True) -> Row:

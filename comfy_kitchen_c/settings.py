@@ -37,6 +37,7 @@ CHECK_MODES = ("launch", "boundary", "op")
 CPU_ISAS = ("baseline", "avx2", "avx512")  # csrc/cpu/kernels_*.c: the names _C.cpu_isas() can return
 CPU_GEMMS = ("library", "ours")  # comfy_kitchen_c/linear.py: _library_gemm
 CPU_THREADS = ("openmp", "pool")  # csrc/cpu/parallel.c: omp_lookup
+CPU_SPEEDS = ("measure", "off")  # comfy_kitchen_c/cpu_speed.py
 
 
 class SettingError(ValueError):
@@ -128,6 +129,11 @@ SETTINGS = {s.name: s for s in (
        "or our own pool (docs/cpu.md)", read_by_c=True),
     _s("CPU_ISA", choice(CPU_ISAS), None, ", ".join(CPU_ISAS) + " (one this CPU runs)", "the best one",
        "instruction set of the CPU kernels", read_by_c=True),
+    _s("CPU_SPEED", choice(CPU_SPEEDS), "measure", ", ".join(CPU_SPEEDS), "measure",
+       "where eager is faster on this CPU, the registry gives it the call when it picks \"c\" by priority: "
+       "measured at the first such call (off: \"c\" serves every call it can; docs/cpu.md)"),
+    _s("CPU_SPEED_CACHE", path, None, "a file", "cpu_speed.json in the user's cache folder",
+       "file keeping those measurements, per CPU model and versions (docs/cpu.md)"),
     _s("HUGE_PAGES", boolean, True, _BOOL, "on", "transparent-huge-page hint on large CPU outputs (Linux)",
        read_by_c=True),
     _s("CUDA_DRIVER", path, None, "a library file", "the OS's (libcuda.so.1, nvcuda.dll)",
