@@ -26,6 +26,7 @@ import difflib
 import os
 import re
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -338,8 +339,10 @@ def _hang_order(values: dict) -> None:
 
 
 def folder_problem(folder: str) -> str | None:
-    """Why this process could not create or write files in folder (None: it could), without
-    creating anything: the nearest existing ancestor must be a writable folder."""
+    """Why this process could not create or write files in folder (None: it could), leaving
+    nothing behind: the nearest existing ancestor must be a folder in which this process can make
+    a folder, tried (an empty one, removed at once).  Asking os.access is not enough: it answers
+    yes to root for any folder, also where the file system refuses (/proc, a read-only mount)."""
     probe = os.path.abspath(folder)
     while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
         probe = os.path.dirname(probe)
@@ -347,6 +350,10 @@ def folder_problem(folder: str) -> str | None:
         return f"{probe} is not a folder"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable by this process"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ckc-probe-", dir=probe))
+    except OSError as exc:
+        return f"a folder cannot be made in {probe} ({exc.strerror or exc})"
     return None
 
 
@@ -359,6 +366,18 @@ def _flight_folder(values: dict) -> None:
     if problem is not None:
         _refuse(values, PREFIX + "FLIGHT_DIR", f"expected a folder this process can create and write "
                 f"(the flight record is on), but {problem}")
+
+
+def _driver_file(values: dict) -> None:
+    """CUDA_DRIVER, when it names a file by its path (not a bare name the loader searches for), must
+    exist: else the GPU kernels would find no driver while the OS's would do."""
+    driver = values[PREFIX + "CUDA_DRIVER"]
+    if driver.error is not None or driver.value is None:
+        return
+    name = driver.value
+    if (os.sep in name or (os.altsep and os.altsep in name)) and not os.path.isfile(name):
+        _refuse(values, PREFIX + "CUDA_DRIVER", f"expected a library file, but {name} "
+                f"{'is not a file' if os.path.exists(name) else 'does not exist'}")
 
 
 def load(environ=None) -> Settings:
@@ -388,6 +407,7 @@ def load(environ=None) -> Settings:
         values[CONFIG] = Value(config, "environment", config, file_error)
     _hang_order(values)
     _flight_folder(values)
+    _driver_file(values)
     return Settings(values, config, unknown)
 
 
