@@ -75,14 +75,15 @@ def _on_cpu(kwargs) -> bool:
 # (the priority loop).  A registry whose methods moved reads as a pick by priority: the speed rules
 # then apply, and tests/test_forced_backend.py fails on it.
 _REGISTRY = None
+_OVERRIDE = None       # the registry's thread-local object: use_backend's override is in its __dict__
 _PICK_CODE = None      # BackendRegistry.get_capable_backend's code: a pick by priority (or the override)
 _EXPLICIT_CODE = None  # BackendRegistry.get_implementation's code: backend= named, or none
 
 
 def _bind_registry() -> None:
-    global _REGISTRY, _PICK_CODE, _EXPLICIT_CODE
+    global _REGISTRY, _OVERRIDE, _PICK_CODE, _EXPLICIT_CODE
     from comfy_kitchen.registry import BackendRegistry, registry
-    _REGISTRY = registry
+    _REGISTRY, _OVERRIDE = registry, registry._thread_local
     _PICK_CODE = getattr(BackendRegistry.get_capable_backend, "__code__", None)
     _EXPLICIT_CODE = getattr(BackendRegistry.get_implementation, "__code__", None)
 
@@ -93,7 +94,7 @@ def forced() -> bool:
     if _REGISTRY is None:
         _bind_registry()
     # the override's own dict: getattr with a default raises and catches AttributeError where none is set
-    if _REGISTRY._thread_local.__dict__.get("backend_override") == BACKEND_NAME:
+    if _OVERRIDE.__dict__.get("backend_override") == BACKEND_NAME:
         return True
     try:  # comfy_kitchen's chain: rule <- validate_function_call <- validate_backend_for_call <- the asker
         asker = sys._getframe(4)
@@ -153,12 +154,21 @@ def _call_rule(op: op_list.Op):
     name = op.name
     speed = cpu_speed.rule_for(name, ValidationResult.fail)  # a declined call's result, made once per reason
     gpu_rows = awq.GPU_MAX_ROWS if name == "gemv_awq_w4a16" else None
+    if _REGISTRY is None:
+        _bind_registry()
 
     def rule(kwargs):
-        if speed is not None and KERNELS.get() is _C:
+        if speed is not None and KERNELS.get() is _C:  # the emulated device's CPU tensors run the GPU kernels
             declined = speed(kwargs)
-            if declined is not None and not forced():
-                return declined
+            # forced(), its common case inline: no override, and comfy_kitchen's priority loop asking
+            # (rule <- validate_function_call <- validate_backend_for_call <- the asker)
+            if declined is not None and _OVERRIDE.__dict__.get("backend_override") != BACKEND_NAME:
+                try:
+                    asker = sys._getframe(3).f_code
+                except ValueError:  # called from the top of a script, not by the registry
+                    asker = None
+                if asker is _PICK_CODE or not forced():
+                    return declined
         if not op.registry_cpu and _on_cpu(kwargs) and not forced():
             reason = "eager is faster on the CPU (comfy_kitchen_c/op_list.py); ours runs on CUDA tensors"
             logger.debug("backend 'c' declines %s: %s", name, reason)

@@ -336,9 +336,14 @@ def rule_for(op: str, make: Callable[[str, str], object] = _pair) -> Callable[[d
         return None
     main, key_of, keys, size_of, unit = probe.main, probe.key, probe.keys, probe.size, probe.unit
     own_dtype, plain_size = key_of is _own_dtype, size_of is _numel
-    tensor, threads_now, tables, debug = torch.Tensor, torch.get_num_threads, _tables, logger.isEnabledFor
-    last = [None, None, None, -1]  # key, threads, decisions, generation: the previous call's look-up
-    made: dict[str, object] = {}
+    tensor, threads_now, tables, debug, level = torch.Tensor, torch.get_num_threads, _tables, logger.isEnabledFor, \
+        logging.DEBUG
+    # the logger's own answer for DEBUG where it has one (logging keeps it per level, and forgets it
+    # when levels change): isEnabledFor costs a Python call on every declined call otherwise
+    answers = getattr(logger, "_cache", {})
+    # the previous call's look-up: (key, threads, generation) -> ((lo, hi, result, reason), ...)
+    last_key: list = [None]
+    last_ranges: list = [()]
 
     def rule(kwargs: dict):
         if _off:
@@ -348,28 +353,25 @@ def rule_for(op: str, make: Callable[[str, str], object] = _pair) -> Callable[[d
             return None
         if not t.is_cpu:
             return None
-        key = t.dtype if own_dtype else key_of(kwargs, t)
-        threads = threads_now()
-        if key is last[0] and threads == last[1] and last[3] == _generation:
-            ranges = last[2]
+        look = (t.dtype if own_dtype else key_of(kwargs, t), threads_now(), _generation)
+        if look == last_key[0]:
+            ranges = last_ranges[0]
         else:
-            ranges = tables.get((op, key, threads))
-            if ranges is None:
+            key, threads, _ = look
+            found = tables.get((op, key, threads))
+            if found is None:
                 if key not in keys:
                     return None
-                ranges = _table(probe, key, threads)
-            last[:] = [key, threads, ranges, _generation]
-        if not ranges:
-            return None
-        size = t.numel() if plain_size else size_of(kwargs, t)
-        for lo, hi, reason in ranges:
-            if lo <= size < hi:
-                if debug(logging.DEBUG):
-                    logger.debug("backend 'c' declines %s: argument '%s': %d %s; %s", op, main, size, unit, reason)
-                result = made.get(reason)
-                if result is None:
-                    result = made[reason] = make(main, reason)
-                return result
+                found = _table(probe, key, threads)
+            ranges = tuple((lo, hi, make(main, reason), reason) for lo, hi, reason in found)
+            last_key[0], last_ranges[0] = look, ranges
+        if ranges:
+            size = t.numel() if plain_size else size_of(kwargs, t)
+            for lo, hi, result, reason in ranges:
+                if lo <= size < hi:
+                    if answers.get(level) or (answers.get(level) is None and debug(level)):
+                        logger.debug("backend 'c' declines %s: argument '%s': %d %s; %s", op, main, size, unit, reason)
+                    return result
         return None
 
     rule.__name__ = f"speed_rule_{op}"
