@@ -83,9 +83,10 @@ _EXPLICIT_CODE = None  # BackendRegistry.get_implementation's code: backend= nam
 def _bind_registry() -> None:
     global _REGISTRY, _OVERRIDE, _PICK_CODE, _EXPLICIT_CODE
     from comfy_kitchen.registry import BackendRegistry, registry
-    _REGISTRY, _OVERRIDE = registry, registry._thread_local
-    _PICK_CODE = getattr(BackendRegistry.get_capable_backend, "__code__", None)
-    _EXPLICIT_CODE = getattr(BackendRegistry.get_implementation, "__code__", None)
+    # (0.2.31 to 0.2.40 have all of these; a registry without one reads as a pick by priority)
+    _REGISTRY, _OVERRIDE = registry, getattr(registry, "_thread_local", None) or type("NoOverride", (), {})()
+    _PICK_CODE = getattr(getattr(BackendRegistry, "get_capable_backend", None), "__code__", None)
+    _EXPLICIT_CODE = getattr(getattr(BackendRegistry, "get_implementation", None), "__code__", None)
 
 
 def forced() -> bool:
