@@ -172,15 +172,48 @@ def _build_embedding(dtype, tokens):
             "output_dtype_code": code}
 
 
+# The linears' forms: each one's own speed question (a float16 residual can be slower where a plain
+# float16 linear is faster), measured when a call of that form first comes
+ACTIVATIONS = ("gelu_tanh", "swiglu", "situ", "rms_norm")
+WIDENING = ("swiglu", "situ")  # x holds two halves of K: [gate | up], [hidden | gate]
+
+
+def _linear_form(kwargs: dict, t: torch.Tensor):
+    """(x's dtype, the form): "plain", or its parts joined by "+": convrot, the activation, residual."""
+    parts = ["convrot"] if kwargs.get("convrot") is True else []
+    act = kwargs.get("input_act")
+    if act is not None and act != "none":
+        parts.append(act if act in ACTIVATIONS else "?")
+    if kwargs.get("residual") is not None:
+        parts.append("residual")
+    return t.dtype, "+".join(parts) or "plain"
+
+
+def _linear_accepts(key) -> bool:
+    return isinstance(key, tuple) and key[0] in FLOATS and "?" not in key[1].split("+")
+
+
 def _build_linear(op: str):
-    def build(dtype, rows):
+    def build(key, rows):
+        dtype, form = key
+        parts = form.split("+")
         g = _gen()
         k = n = K_LINEAR
-        kw = {"x": torch.randn(rows, k, generator=g).to(dtype),
+        act = next((p for p in parts if p in ACTIVATIONS), None)
+        kw = {"x": torch.randn(rows, 2 * k if act in WIDENING else k, generator=g).to(dtype),
               "weight": torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8),
               "weight_scale": torch.rand(n, generator=g) * 0.01 + 0.001, "bias": torch.randn(n, generator=g).to(dtype),
               "out_dtype": dtype}
         vec = (torch.rand(k, generator=g) + 0.5).to(dtype)
+        if "convrot" in parts:
+            kw.update(convrot=True, convrot_groupsize=256)
+        if act is not None:
+            kw["input_act"] = act
+            if act == "rms_norm":
+                kw.update(input_act_weight=vec, input_act_eps=1e-6)
+        if "residual" in parts:
+            kw.update(residual=torch.randn(rows, n, generator=g).to(dtype),
+                      residual_scale=torch.rand(n, generator=g).to(dtype))
         if op == "int8_linear_modulated":
             kw["modulation_scale"] = vec * 0.1
         elif op == "int8_linear_rms_modulated":
@@ -204,9 +237,10 @@ FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 @dataclass(frozen=True)
 class Probe:
-    """One op's speed question: for calls whose `key` dtype is one of `keys`, at which sizes is eager
-    faster on this CPU.  Sizes are counted by `size` (elements of the argument `main`, or its rows);
-    `ladder` is the sizes timed, as the row counts `build` takes (`width` elements a row)."""
+    """One op's speed question: for calls whose `key` (a dtype, or the linears' (dtype, form)) is one
+    of `keys` (or passes `accepts`), at which sizes is eager faster on this CPU.  Sizes are counted by
+    `size` (elements of the argument `main`, or its rows); `ladder` is the sizes timed, as the row
+    counts `build` takes (`width` elements a row)."""
     op: str
     main: str
     unit: str
@@ -217,6 +251,10 @@ class Probe:
     width: int
     size: Callable = _numel
     key_means: str = "dtype"
+    accepts: Callable | None = None
+
+    def takes(self, key) -> bool:
+        return self.accepts(key) if self.accepts is not None else key in self.keys
 
 
 _LINEAR_LADDER = (1, 16, 64, 256, 1024)
@@ -233,7 +271,8 @@ PROBES: dict[str, Probe] = {p.op: p for p in (
           (1, 8, 16, 32, 64, 256, 1024), K_ELEMENTWISE),
     Probe("dequantize_int8_embedding", "q", "elements", _code_dtype, FLOATS, _build_embedding,
           (1, 4, 16, 64, 256), D_EMBEDDING, size=_gathered, key_means="output dtype"),
-    *(Probe(op, "x", "rows", _own_dtype, FLOATS, _build_linear(op), _LINEAR_LADDER, K_LINEAR, size=_row_count)
+    *(Probe(op, "x", "rows", _linear_form, tuple((d, "plain") for d in FLOATS), _build_linear(op), _LINEAR_LADDER,
+            K_LINEAR, size=_row_count, key_means="x, form", accepts=_linear_accepts)
       for op in ("int8_linear", "int8_linear_modulated", "int8_linear_rms_modulated")),
     Probe("gemv_awq_w4a16", "x", "rows", _wscales_dtype, FLOATS, _build_awq, (1, 4, 16, 32, 64, 256),
           K_LINEAR, size=_row_count, key_means="compute dtype (wscales')"),
@@ -310,7 +349,7 @@ def decided(op: str, kwargs: dict) -> bool | None:
     if _off or not isinstance(t, torch.Tensor) or not t.is_cpu:
         return None
     key = probe.key(kwargs, t)
-    if key not in probe.keys:
+    if not probe.takes(key):
         return None
     threads = torch.get_num_threads()
     ranges = _tables.get((op, key, threads))
@@ -334,7 +373,7 @@ def rule_for(op: str, make: Callable[[str, str], object] = _pair) -> Callable[[d
     probe = PROBES.get(op)
     if probe is None:
         return None
-    main, key_of, keys, size_of, unit = probe.main, probe.key, probe.keys, probe.size, probe.unit
+    main, key_of, takes, size_of, unit = probe.main, probe.key, probe.takes, probe.size, probe.unit
     own_dtype, plain_size = key_of is _own_dtype, size_of is _numel
     tensor, threads_now, tables, debug, level = torch.Tensor, torch.get_num_threads, _tables, logger.isEnabledFor, \
         logging.DEBUG
@@ -360,7 +399,7 @@ def rule_for(op: str, make: Callable[[str, str], object] = _pair) -> Callable[[d
             key, threads, _ = look
             found = tables.get((op, key, threads))
             if found is None:
-                if key not in keys:
+                if not takes(key):
                     return None
                 found = _table(probe, key, threads)
             ranges = tuple((lo, hi, make(main, reason), reason) for lo, hi, reason in found)
@@ -378,8 +417,11 @@ def rule_for(op: str, make: Callable[[str, str], object] = _pair) -> Callable[[d
     return rule
 
 
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
+def _name(key) -> str:
+    """A key in words: "float16", or a linear's "float16 residual"."""
+    if isinstance(key, tuple):
+        return " ".join(_name(part) for part in key)
+    return str(key).replace("torch.", "")
 
 
 def _table_key(op: str, dtype, threads: int) -> str:

@@ -20,20 +20,17 @@ def cache_folder() -> dict:
 def report() -> dict:
     """{features, mode, file, exists, environment, rules: [{op, dtype, threads, eager, points, seconds,
     error}], other_environments, cache_folder}."""
-    import torch
-
     from . import cpu_speed
 
     known = cpu_speed.known()
     rules = []
     for name, entry in sorted(known["tables"].items()):
-        op, dtype_name, threads = name.split("|")
+        op, key_name, threads = name.split("|")
         probe = cpu_speed.PROBES.get(op)
-        dtype = getattr(torch, dtype_name, None)
-        if probe is None or dtype is None:
+        if probe is None:
             continue
-        rules.append({"op": op, "dtype": dtype_name, "key_means": probe.key_means, "threads": int(threads),
-                      "unit": probe.unit, "eager": cpu_speed.eager_sizes(op, dtype, int(threads), entry),
+        rules.append({"op": op, "dtype": key_name, "key_means": probe.key_means, "threads": int(threads),
+                      "unit": probe.unit, "eager": cpu_speed.eager_sizes(op, key_name, int(threads), entry),
                       "points": entry.get("points", []), "seconds": entry.get("seconds"), "error": entry.get("error")})
     return {"features": cpu_speed.cpu_features(), "mode": known["mode"], "file": known["file"],
             "exists": known["exists"], "environment": known["environment"], "rules": rules,

@@ -139,10 +139,31 @@ def test_a_rule_that_flips_back_is_followed(activated, measured_speed):
     from comfy_kitchen.registry import registry
     op = "int8_linear"
     measured_speed(lambda op, rows: 2.0 if rows < 256 else 0.8)
-    assert registry.get_capable_backend(op, _probe_call(op, torch.float16, 64)) == "c"
-    kwargs = _probe_call(op, torch.float16, 64)
+    plain = (torch.float16, "plain")
+    assert registry.get_capable_backend(op, _probe_call(op, plain, 64)) == "c"
+    kwargs = _probe_call(op, plain, 64)
     kwargs["x"] = torch.randn(300, kwargs["x"].shape[1]).half()
     assert registry.get_capable_backend(op, kwargs) == "eager"
+
+
+def test_each_form_of_a_linear_is_its_own_rule(activated, measured_speed, monkeypatch):
+    """A float16 residual linear measured slower where the plain one measured faster: each form is
+    timed when a call of it first comes, and decides for itself."""
+    from comfy_kitchen.registry import registry
+    measured_speed()
+    monkeypatch.setattr(cpu_speed, "time_pair",
+                        lambda ours, eager, kwargs, rounds=5: (0.5 if "residual" in kwargs else 2.0, 1.0))
+    op = "int8_linear"
+    plain, residual = _probe_call(op, (torch.float16, "plain"), 256), _probe_call(op, (torch.float16, "residual"), 256)
+    assert "residual" in residual and residual["residual"].shape == (256, cpu_speed.K_LINEAR)
+    assert registry.get_capable_backend(op, plain) == "c"
+    assert registry.get_capable_backend(op, residual) == "eager"
+    for form, extra in (("convrot+gelu_tanh", {}), ("swiglu", {}), ("rms_norm+residual", {})):
+        kwargs = _probe_call(op, (torch.bfloat16, form), 16)
+        assert cpu_speed._linear_form(kwargs, kwargs["x"]) == (torch.bfloat16, form)
+        ours = ops.int8_linear(**kwargs)  # the probe's call is a valid one
+        assert ours.shape == (16, cpu_speed.K_LINEAR)
+    assert cpu_speed.decline(op, {**plain, "input_act": "unknown"}) is None  # no rule for a call "c" refuses
 
 
 def test_measured_once_then_read_from_the_cache_file(activated, measured_speed):
