@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ ROUNDS = 5         # ABAB rounds per size; the ratio is their median
 BLOCK_S = 0.002    # each side's block of calls per round (one call where a call takes longer)
 DISTURBED = 2.0    # a size whose rounds' ratios spread wider (largest / smallest) is timed again, twice at
                    # most; still that wide, it counts as "c" and the table is not written to the file
+CLOSE = (0.8, 1.25)  # a size measured this near a tie is timed once more, and decided by both timings
 FILE_FORMAT = 1
 
 
@@ -257,7 +259,7 @@ class Probe:
         return self.accepts(key) if self.accepts is not None else key in self.keys
 
 
-_LINEAR_LADDER = (1, 16, 64, 256, 1024)
+_LINEAR_LADDER = (1, 16, 64, 256, 1024, 4096)  # ComfyUI's tokens of one image: a few hundred to a few thousand
 PROBES: dict[str, Probe] = {p.op: p for p in (
     Probe("dequantize_int8_simple", "q", "elements", _float32, (torch.float32,), _build_dequant,
           (1, 4, 16, 32, 64, 128, 256, 1024), K_ELEMENTWISE, key_means="output dtype"),
@@ -334,7 +336,7 @@ def decline(op: str, kwargs: dict) -> tuple[str, str] | None:
     """The registry's speed rule for a CPU call of op (backend.py runs it before the argument check,
     and only when comfy_kitchen picks "c" by priority): (the argument whose size decides, why eager is
     faster there) where eager measured faster on this CPU, else None.  The first call of an (op,
-    dtype, thread count) not yet measured here measures it (about 0.1 s; the linears 1-10 s), or
+    dtype, thread count) not yet measured here measures it (about 0.1 s; a linear's form 5-15 s), or
     reads it from the cache file."""
     rule = _RULES.get(op)
     return rule(kwargs) if rule is not None else None
@@ -486,8 +488,9 @@ def _eager(op: str):
     return getattr(module, op, None) if module is not None else None
 
 
-def _block(fn, kwargs: dict, calls: int) -> float:
-    fn(**kwargs)  # charged the other side's still-spinning OpenMP workers, untimed
+def _block(fn, kwargs: dict, calls: int, warm: bool = True) -> float:
+    if warm:
+        fn(**kwargs)  # charged the other side's still-spinning OpenMP workers, untimed
     start = time.perf_counter()
     for _ in range(calls):
         fn(**kwargs)
@@ -498,10 +501,11 @@ def time_pair(ours, eager, kwargs: dict, rounds: int = ROUNDS) -> tuple[float, f
     """(median of eager s / ours s over ABAB rounds, largest / smallest round ratio)."""
     one = min(_block(ours, kwargs, 1), _block(eager, kwargs, 1))
     calls = max(1, min(500, round(BLOCK_S / max(one, 1e-7))))
+    warm = one < 0.05  # a call this long outlasts the other side's spinning workers: no untimed call
     ratios = []
     for _ in range(rounds if one < 0.02 else 3):
-        o = _block(ours, kwargs, calls)
-        e = _block(eager, kwargs, calls)
+        o = _block(ours, kwargs, calls, warm)
+        e = _block(eager, kwargs, calls, warm)
         ratios.append(e / o)
     ratios.sort()
     return ratios[len(ratios) // 2], ratios[-1] / ratios[0]
@@ -526,10 +530,15 @@ def measure(probe: Probe, key, threads: int) -> dict:
             for rows in probe.ladder:
                 kwargs = probe.build(key, rows)
                 size = probe.size(kwargs, kwargs[probe.main])
+                clean = []  # the medians of undisturbed timings
                 for _ in range(3):
                     ratio, spread = time_pair(ours, eager, kwargs)
                     if spread <= DISTURBED:
-                        break
+                        clean.append(ratio)
+                        if len(clean) == 2 or not CLOSE[0] <= ratio <= CLOSE[1]:
+                            break
+                if clean:
+                    ratio = statistics.median(clean)
                 else:
                     entry["disturbed"] = True
                     ratio = max(ratio, 1.0)  # not trusted: "c" serves it

@@ -70,7 +70,7 @@ def print_cpu(doc: dict, out: TextIO) -> None:
                   f"eager {where}{extra}; ours against eager: {points or 'not timed'}", file=out)
     elif doc["mode"] != "off":
         print("  none measured yet for this CPU and these versions (each rule is timed at its first call: "
-              "0.1-0.4 s, a linear 1-10 s)", file=out)
+              "0.1-0.4 s, a linear's form 5-15 s on 2 cores)", file=out)
     if doc["other_environments"]:
         print(f"  the file also holds {doc['other_environments']} other CPU or version set(s)", file=out)
     c = doc["cache_folder"]
