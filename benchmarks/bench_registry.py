@@ -18,12 +18,14 @@ ms (> 1: "c" first is faster), the median of the per-round ratios of REPS ABAB r
 block of calls with "c" first, then a block with eager alone, each opened by an untimed call that
 absorbs the other block's still-spinning OpenMP workers), with the largest / smallest in brackets;
 "+us" is "c" first's median time minus eager alone's, per call: for a call given to eager, what the
-decline costs.  The op's arguments are benchmarks/bench_cpu_grid.py's (ComfyUI's K and N, every
+decline costs; for such a call under 100 us, in brackets the same of comfy_kitchen's dispatch alone
+(get_implementation without the op, 2,000 calls a block: far less noise than a whole call).  The op's arguments are benchmarks/bench_cpu_grid.py's (ComfyUI's K and N, every
 int8_linear form).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -87,6 +89,29 @@ def side_by_side(op: str, kwargs: dict, reps: int) -> tuple:
     return served, statistics.median(e), statistics.median(c), statistics.median(ratios), ratios[-1] / ratios[0]
 
 
+def dispatch_cost(op: str, kwargs: dict, reps: int = 7, calls: int = 2000) -> float:
+    """us a call that "c" declines costs in comfy_kitchen's dispatch alone (get_implementation, not the
+    op): "c" first against eager alone, the median of reps ABAB rounds of calls each."""
+    def dispatch():
+        for _ in range(calls):
+            registry.get_implementation(op, kwargs=kwargs)
+
+    diffs = []
+    try:
+        for _ in range(reps):
+            comfy_kitchen_c.activate()
+            start = time.perf_counter()
+            dispatch()
+            c = time.perf_counter() - start
+            comfy_kitchen_c.deactivate()
+            start = time.perf_counter()
+            dispatch()
+            diffs.append((c - (time.perf_counter() - start)) / calls * 1e6)
+    finally:
+        comfy_kitchen_c.deactivate()
+    return statistics.median(diffs)
+
+
 def cells(args) -> list[tuple]:
     """(threads, case, dtype, m, k, n) of the grid."""
     by = {(c.op, c.form): c for c in grid_.cases()}
@@ -128,8 +153,10 @@ def run(args) -> list[tuple]:
             except Exception as exc:  # noqa: BLE001 - a cell that cannot run says why
                 rows.append(label + (f"n/a ({type(exc).__name__})", "", "", "", ""))
                 continue
-            rows.append(label + (served, f"{e * 1e3:.4f}", f"{c * 1e3:.4f}", f"{ratio:.2f}x ({spread:.2f})",
-                                 f"{(c - e) * 1e6:+.1f}"))
+            extra = f"{(c - e) * 1e6:+.1f}"
+            if served != "c" and e < 1e-4:  # a small call given to eager: what the decline costs, dispatch alone
+                extra += f" ({dispatch_cost(case.op, kwargs):+.1f})"
+            rows.append(label + (served, f"{e * 1e3:.4f}", f"{c * 1e3:.4f}", f"{ratio:.2f}x ({spread:.2f})", extra))
             print(f"  {' '.join(map(str, label))} {served} {ratio:.2f}x {(c - e) * 1e6:+.1f} us", file=sys.stderr,
                   flush=True)
     finally:
@@ -151,12 +178,16 @@ def summary(rows: list[tuple]) -> str:
     ratio = {id(r): float(r[10].split("x")[0]) for r in timed}
     big = [r for r in timed if _elements(r) >= 65536]
     slow = [r for r in big if ratio[id(r)] < 0.95]
-    declined = [float(r[11]) for r in timed if r[7] != "c"]
+    small = [r for r in timed if r[7] != "c" and "(" in r[11]]
+    whole = [float(r[11].split()[0]) for r in small]
+    dispatch = [float(r[11].split("(")[1].rstrip(")")) for r in small]
     lines = [f"- cells: {len(timed)}; of 64k elements or more: {len(big)}, of which below 0.95x: {len(slow)}"
              + "".join(f"\n  - {' '.join(map(str, r[:8]))}: {r[10]}" for r in slow)]
-    if declined:
-        lines.append(f"- calls given to eager: {len(declined)}; \"c\" first costs {statistics.median(declined):+.1f} us "
-                     f"a call more than eager alone (median; {min(declined):+.1f} to {max(declined):+.1f})")
+    if small:
+        lines.append(f"- calls under 100 us given to eager: {len(small)}; with \"c\" first each cost "
+                     f"{statistics.median(whole):+.1f} us more than eager alone (median of whole calls; "
+                     f"{min(whole):+.1f} to {max(whole):+.1f}), {statistics.median(dispatch):+.1f} us in the dispatch "
+                     f"alone (median; {min(dispatch):+.1f} to {max(dispatch):+.1f})")
     return "\n".join(lines) + "\n"
 
 
@@ -178,6 +209,10 @@ def parse_args(argv=None):
     p.add_argument("--max-mkn", type=int, default=MAX_MKN, help="largest M*K*N of a linear cell (0: no limit)")
     p.add_argument("--fresh", action="store_true", help="measure the speed rules again (a new cache file)")
     p.add_argument("--markdown", metavar="PATH", help="also write the table there")
+    p.add_argument("--pivot", action="store_true", help="one line per threads, op, form and dtype; a column per M "
+                                                       "(\"e\": the registry gave the call to eager)")
+    p.add_argument("--json", metavar="PATH", help="also keep the cells there (for --render)")
+    p.add_argument("--render", metavar="PATH", help="no timing: tabulate the cells of a --json file")
     a = p.parse_args(argv)
     a.kn_given = a.kn is not None
     a.kn = [tuple(map(int, s.split("x"))) for s in a.kn] if a.kn else list(grid_.KN_QUICK if a.quick else grid_.KN_FULL)
@@ -189,16 +224,25 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if cpu_speed.mode() == "off":
         print("COMFY_KITCHEN_C_CPU_SPEED=off: every valid call is served by \"c\" in this run", file=sys.stderr)
-    if args.fresh:
-        cpu_speed.configure(cache_file=os.path.join(tempfile.mkdtemp(prefix="ckc-bench-"), "cpu_speed.json"))
-    start = time.perf_counter()
-    load = bench_cpu.OtherLoad()
-    rows = run(args)
-    about = (f"{time.perf_counter() - start:.0f} s, {cpu_speed.cpu_model()}, {os.cpu_count()} cores, torch "
-             f"{torch.__version__}, {torch.get_num_threads()} threads max, CPU kernels {_C.cpu_isa()}, "
-             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, {args.reps} rounds; speed rules: "
-             f"{cpu_speed.mode()} ({cpu_speed.cache_file()}); other processes: {bench_cpu.describe_load(load.share())}")
-    text = f"{table(rows)}\n- {about}\n{summary(rows)}"
+    if args.render:
+        with open(args.render) as f:
+            saved = json.load(f)
+        rows, about = [tuple(r) for r in saved["rows"]], saved["about"]
+    else:
+        if args.fresh:
+            cpu_speed.configure(cache_file=os.path.join(tempfile.mkdtemp(prefix="ckc-bench-"), "cpu_speed.json"))
+        start = time.perf_counter()
+        load = bench_cpu.OtherLoad()
+        rows = run(args)
+        about = (f"{time.perf_counter() - start:.0f} s, {cpu_speed.cpu_model()}, {os.cpu_count()} cores, torch "
+                 f"{torch.__version__}, {torch.get_num_threads()} threads max, CPU kernels {_C.cpu_isa()}, "
+                 f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, {args.reps} rounds; speed rules: "
+                 f"{cpu_speed.mode()} ({cpu_speed.cache_file()}); other processes: "
+                 f"{bench_cpu.describe_load(load.share())}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"rows": rows, "about": about}, f)
+    text = f"{grid_.pivot(rows) if args.pivot else table(rows)}\n- {about}\n{summary(rows)}"
     print(text)
     if args.markdown:
         with open(args.markdown, "w") as f:

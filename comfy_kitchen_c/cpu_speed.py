@@ -19,6 +19,7 @@ import logging
 import os
 import platform
 import statistics
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -515,7 +516,7 @@ def measure(probe: Probe, key, threads: int) -> dict:
     """Times ours against eager at each size of probe's ladder, with this process's thread count
     (threads: the count the table is for).  {"points": [[size, ratio, spread], ...], "disturbed": bool,
     "error": str | None}; no points where either side cannot run the call (then "c" serves)."""
-    from . import ops
+    ops = sys.modules[__package__ + ".ops"]  # loaded before any registry call (no import: linear.py imports us)
     eager = _eager(probe.op)
     entry = {"points": [], "disturbed": False, "error": None, "seconds": 0.0}
     if eager is None:
@@ -594,7 +595,7 @@ def environment() -> str:
         ck = version("comfy-kitchen")
     except Exception:  # noqa: BLE001
         ck = "none"
-    from . import __version__
+    __version__ = getattr(sys.modules.get(__package__), "__version__", "unknown")  # the package imports us
     f = cpu_features()
     return (f"{f['model']} | torch {torch.__version__} | comfy_kitchen {ck} | comfy_kitchen_c {__version__} | "
             f"{f['isa']} {f['runtime']}")

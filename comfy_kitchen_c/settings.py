@@ -368,18 +368,6 @@ def _flight_folder(values: dict) -> None:
                 f"(the flight record is on), but {problem}")
 
 
-def _driver_file(values: dict) -> None:
-    """CUDA_DRIVER, when it names a file by its path (not a bare name the loader searches for), must
-    exist: else the GPU kernels would find no driver while the OS's would do."""
-    driver = values[PREFIX + "CUDA_DRIVER"]
-    if driver.error is not None or driver.value is None:
-        return
-    name = driver.value
-    if (os.sep in name or (os.altsep and os.altsep in name)) and not os.path.isfile(name):
-        _refuse(values, PREFIX + "CUDA_DRIVER", f"expected a library file, but {name} "
-                f"{'is not a file' if os.path.exists(name) else 'does not exist'}")
-
-
 def load(environ=None) -> Settings:
     """Parses and checks every setting from environ (default os.environ) and the file it names."""
     environ = os.environ if environ is None else environ
@@ -407,7 +395,6 @@ def load(environ=None) -> Settings:
         values[CONFIG] = Value(config, "environment", config, file_error)
     _hang_order(values)
     _flight_folder(values)
-    _driver_file(values)
     return Settings(values, config, unknown)
 
 
