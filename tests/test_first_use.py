@@ -49,6 +49,11 @@ def test_docs_say_comfyui_runs_float32_on_the_cpu():
     assert "bfloat16, the dtype ComfyUI runs on the CPU" not in cpu
 
 
+def test_the_install_page_names_the_cpu_only_build():
+    install = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    assert "COMFY_KITCHEN_C_NO_CUDA=1 python -m pip install" in install
+
+
 def test_an_unwritable_flight_folder_is_refused_also_as_root():
     """os.access says yes to root for any folder; /proc takes no folder from anyone."""
     loaded = settings.load({P + "FLIGHT_DIR": "/proc/comfy-kitchen-c-nope"})
