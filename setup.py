@@ -326,7 +326,7 @@ def fatbin_key(source: str, cmd: list[list[str]]) -> str:
 def compile_fatbin(source: str, fatbin: str, cmd: list[list[str]]) -> None:
     """Runs nvcc, or takes the fatbin from COMFY_KITCHEN_C_FATBIN_CACHE (a folder) where an
     earlier build of the same sources, headers and command left it: CI's builds (the
-    editable install, the Linux and Windows wheels) compile the seven architectures once."""
+    editable install, the Linux and Windows wheels) compile the eight architectures once."""
     cache = os.environ.get("COMFY_KITCHEN_C_FATBIN_CACHE")
     cached = Path(cache) / f"{Path(source).stem}-{fatbin_key(source, cmd)}.fatbin" if cache else None
     if cached is not None and cached.exists():

@@ -4,7 +4,7 @@
 #
 # The wheel ComfyUI users install, built as a release builds it: tools/build_wheels.py --ci (a clean clone of
 # HEAD; the manylinux wheel with zig's clang for glibc 2.28, auditwheel repair, and `auditwheel show` checked to
-# report manylinux 2.28 or older; all seven GPU architectures, as a release: their fatbins come from the editable
+# report manylinux 2.28 or older; all eight GPU architectures, as a release: their fatbins come from the editable
 # install earlier in .ci/run through COMFY_KITCHEN_C_FATBIN_CACHE, so nvcc runs once per CI run).  Then: abi3, no _C_emu, and .ci/wheel_install_check.sh installs it into a fresh
 # virtual environment where no compiler can be found and runs the selftest beside today's torch and
 # comfy_kitchen (the system's site-packages).  The wheel stays in OUTDIR for .ci/run's next steps (the old

@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
+import sys
 
 import torch
 
-from . import _C, _proved, cpu_speed, op_list, ops
+from . import _C, _proved, awq, cpu_speed, op_list, ops
 from ._C import KitchenError
 from ._checks import _PLAIN
 from ._kernels import KERNELS
@@ -63,35 +65,131 @@ def _on_cpu(kwargs) -> bool:
     return False
 
 
+# ---- an explicit "c" or a pick by priority ----------------------------------------------------
+# Speed preferences (cpu_speed.py on the CPU, awq.GPU_MAX_ROWS on CUDA) apply only where comfy_kitchen
+# picks a backend by priority.  A caller who names "c", with comfy_kitchen.use_backend("c") (comfy_kitchen's
+# own suites and layouts read its thread-local override the same way: tensor/int8.py) or with
+# registry.get_implementation(name, backend="c", kwargs=...), gets "c"'s own code for every call "c"
+# can serve.  The registry passes the rule only the call's kwargs, so the explicit form is told by the
+# frame that asked: comfy_kitchen's get_implementation with backend="c", not its get_capable_backend
+# (the priority loop).  A registry whose methods moved reads as a pick by priority: the speed rules
+# then apply, and tests/test_forced_backend.py fails on it.
+_REGISTRY = None
+_OVERRIDE = None       # the registry's thread-local object: use_backend's override is in its __dict__
+_PICK_CODE = None      # BackendRegistry.get_capable_backend's code: a pick by priority (or the override)
+_EXPLICIT_CODE = None  # BackendRegistry.get_implementation's code: backend= named, or none
+
+
+def _bind_registry() -> None:
+    global _REGISTRY, _OVERRIDE, _PICK_CODE, _EXPLICIT_CODE
+    from comfy_kitchen.registry import BackendRegistry, registry
+    # (0.2.31 to 0.2.40 have all of these; a registry without one reads as a pick by priority)
+    _REGISTRY, _OVERRIDE = registry, getattr(registry, "_thread_local", None) or type("NoOverride", (), {})()
+    _PICK_CODE = getattr(getattr(BackendRegistry, "get_capable_backend", None), "__code__", None)
+    _EXPLICIT_CODE = getattr(getattr(BackendRegistry, "get_implementation", None), "__code__", None)
+
+
+def forced() -> bool:
+    """Whether the call being validated asked for "c" by name (use_backend("c"), or
+    get_implementation(..., backend="c")) rather than by priority.  Only the registry's rule asks."""
+    if _REGISTRY is None:
+        _bind_registry()
+    # the override's own dict: getattr with a default raises and catches AttributeError where none is set
+    if _OVERRIDE.__dict__.get("backend_override") == BACKEND_NAME:
+        return True
+    try:  # comfy_kitchen's chain: rule <- validate_function_call <- validate_backend_for_call <- the asker
+        asker = sys._getframe(4)
+    except ValueError:
+        return False
+    if asker.f_code is _PICK_CODE:
+        return False
+    if asker.f_code is _EXPLICIT_CODE:
+        return asker.f_locals.get("backend") == BACKEND_NAME
+    frame = sys._getframe(1)  # another chain (a wrapper in between): walk up to the asker
+    for _ in range(12):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code is _PICK_CODE:
+            return False
+        if code is _EXPLICIT_CODE:
+            return frame.f_locals.get("backend") == BACKEND_NAME
+        frame = frame.f_back
+    return False
+
+
+_ARGUMENT = re.compile(r"argument '(\w+)'")
+_MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: (.*)")
+_UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
+
+
+def refusal(op: str, exc: Exception) -> tuple[str, str]:
+    """(the argument, the reason) of a refused call, in the words of the op's signature: a check's
+    KitchenError names them ("op: argument 'x': ..."); Python's TypeError from binding the call
+    (an argument missing, or a newer comfy_kitchen's keyword "c" does not take) is put in the same form."""
+    text = str(exc)
+    if isinstance(exc, TypeError) and not isinstance(exc, KitchenError):
+        missing, unexpected = _MISSING.search(text), _UNEXPECTED.search(text)
+        if unexpected:
+            name = unexpected.group(1)
+            return name, (f"{op}: argument '{name}': backend 'c' does not take it (a newer comfy_kitchen's "
+                          "argument?); the next backend serves the call")
+        if missing:
+            names = re.findall(r"'(\w+)'", missing.group(1))
+            if names:
+                return names[0], f"{op}: argument '{names[0]}': missing (required by backend 'c')"
+    found = _ARGUMENT.search(text)
+    return (found.group(1) if found else "__call__"), text
+
+
 def _call_rule(op: op_list.Op):
-    """The registry's one check of a call of op: the op's own (ops.check_<name>), whose result
-    the op then takes instead of checking again (_proved.py)."""
+    """The registry's one check of a call of op: first the speed preference where one applies (cheap:
+    about a microsecond of ours, beside about one of comfy_kitchen's loop asking "c"; an explicit "c"
+    skips it), then the op's own check (ops.check_<name>), whose result the op then takes instead of
+    checking again (_proved.py)."""
     from comfy_kitchen.constraints import ValidationResult
 
     check = getattr(ops, f"check_{op.name}")
     names = tuple(inspect.signature(check).parameters)
     minimum = op.min_cc
+    name = op.name
+    speed = cpu_speed.rule_for(name, ValidationResult.fail)  # a declined call's result, made once per reason
+    gpu_rows = awq.GPU_MAX_ROWS if name == "gemv_awq_w4a16" else None
+    if _REGISTRY is None:
+        _bind_registry()
 
     def rule(kwargs):
-        on_cpu = _on_cpu(kwargs)
-        if not op.registry_cpu and on_cpu:
+        if speed is not None and KERNELS.get() is _C:  # the emulated device's CPU tensors run the GPU kernels
+            declined = speed(kwargs)
+            # forced(), its common case inline: no override, and comfy_kitchen's priority loop asking
+            # (rule <- validate_function_call <- validate_backend_for_call <- the asker)
+            if declined is not None and _OVERRIDE.__dict__.get("backend_override") != BACKEND_NAME:
+                try:
+                    asker = sys._getframe(3).f_code
+                except ValueError:  # called from the top of a script, not by the registry
+                    asker = None
+                if asker is _PICK_CODE or not forced():
+                    return declined
+        if not op.registry_cpu and _on_cpu(kwargs) and not forced():
             reason = "eager is faster on the CPU (comfy_kitchen_c/op_list.py); ours runs on CUDA tensors"
-            logger.debug("backend 'c' declines %s: %s", op.name, reason)
+            logger.debug("backend 'c' declines %s: %s", name, reason)
             return ValidationResult.fail("__device__", reason)
         gpu = unsupported_gpu(kwargs, minimum)
         if gpu is not None:
-            logger.debug("backend 'c' declines %s: %s", op.name, gpu)
+            logger.debug("backend 'c' declines %s: %s", name, gpu)
             return ValidationResult.fail("__hardware__", gpu)
         try:
             result = check(**kwargs)
         except (KitchenError, TypeError) as exc:
             # TypeError: a required argument missing, or one the op does not have (a newer comfy_kitchen's)
-            logger.debug("backend 'c' declines %s: %s", op.name, exc)
-            return ValidationResult.fail("__call__", str(exc))
-        slower = cpu_speed.decline(op.name, kwargs) if on_cpu else None
-        if slower is not None:  # a valid call eager runs faster (cpu_speed.py: the shapes, the figures)
-            logger.debug("backend 'c' declines %s: %s", op.name, slower)
-            return ValidationResult.fail("__speed__", slower)
+            argument, reason = refusal(name, exc)
+            logger.debug("backend 'c' declines %s: %s", name, reason)
+            return ValidationResult.fail(argument, reason)
+        if gpu_rows is not None and result[0] > gpu_rows and not _on_cpu(kwargs) and not forced():
+            reason = (f"{name}: argument 'x': {result[0]} rows; on CUDA eager's GEMM over the dequantized weight "
+                      f"serves more than {gpu_rows} (comfy_kitchen_c/awq.py GPU_MAX_ROWS)")
+            logger.debug("backend 'c' declines %s: %s", name, reason)
+            return ValidationResult.fail("x", reason)
         _proved.prove(check, tuple(map(kwargs.get, names)), result)
         return ValidationResult.ok()
 

@@ -97,6 +97,9 @@ JSON document (``--json``).  Keys are stable; sizes in bytes, times in Unix seco
                # <choice>: {"device", "m_bucket", "n", "k", "index", "candidates": int, "us": float,
                #            "source": "heuristic" | "timing" | "cache file"}; cache entries also
                #            "gpu": str, "driver", "library": int
+      "cpu": null | {"features": {...}, "mode": str, "file": str, "exists": bool,   # doctor_cpu.report: the CPU,
+             "environment": str, "rules": [{...}], "other_environments": int,      # the speed rules measured on
+             "cache_folder": {"folder": str, "exists": bool, "holds": [str]}},     # it, the cache folder
       "problems": [{"what": str, "detail": str}],                       # what is wrong; exit status 1 if any
       "verdict": str,                                                  # one sentence (overall_verdict)
       "pinned_memory": {...}                                           # doctor_memory.pinned_memory (or "error")
@@ -116,7 +119,7 @@ from typing import TextIO
 
 import torch
 
-from . import _C, comfyui, doctor_comfyui, doctor_gemm, doctor_memory, settings
+from . import _C, comfyui, doctor_comfyui, doctor_cpu, doctor_gemm, doctor_memory, settings
 
 HELP = "report the environment, the backend of each op, and the newest flight record"
 
@@ -808,6 +811,16 @@ def _flight_problems(flight: dict | None, record_path: str | None, pid: int | No
     return [{"what": "the flight record asked for cannot be shown", "detail": flight["message"]}]
 
 
+def _driver_problems(env: dict | None) -> list[dict]:
+    """A driver COMFY_KITCHEN_C_CUDA_DRIVER names (and settings accepted) that the GPU kernels cannot use."""
+    given = settings.current().values[settings.PREFIX + "CUDA_DRIVER"]
+    problem = ((env or {}).get("cuda") or {}).get("driver_problem")
+    if given.source == "default" or given.error is not None or not problem:
+        return []
+    return [{"what": f"the CUDA driver {settings.PREFIX}CUDA_DRIVER names cannot be used",
+             "detail": f"{settings.PREFIX}CUDA_DRIVER={given.raw!r} ({given.source}): {problem}"}]
+
+
 def overall_verdict(problems: list[dict], flight: dict | None = None) -> str:
     """The report's verdict in one sentence; exit status 1 exactly when it names a problem.  A
     flight record shown is another run's history, not a problem here: its own verdict ends the
@@ -846,9 +859,11 @@ def report(record_path: str | None = None, pid: int | None = None) -> dict:
     flight = _part("flight record", lambda: flight_report(record_path, pid), problems)
     problems += _flight_problems(flight, record_path, pid)
     gemm = _part("GEMM algorithms", doctor_gemm.report, problems)
+    cpu = _part("CPU", doctor_cpu.report, problems)
+    problems += _part("CUDA driver", lambda: _driver_problems(env), problems, [])
     return {"doctor_version": DOCTOR_VERSION, "environment": env, "comfyui_settings": derived,
             "comfyui": {"flags": flags, "memory": memory}, "recommendations": recommendations,
-            "backends": backends, "flight": flight, "gemm": gemm, "problems": problems,
+            "backends": backends, "flight": flight, "gemm": gemm, "cpu": cpu, "problems": problems,
             "verdict": overall_verdict(problems, flight)}
 
 
@@ -892,6 +907,7 @@ def main(args: argparse.Namespace) -> int:
     _print_part("Backends", print_backends, doc["backends"], out, problems)
     _print_part("Flight record", lambda d, o: print_flight(d, args.last, o), doc["flight"], out, problems)
     _print_part("GEMM algorithms", doctor_gemm.print_gemm, doc["gemm"], out, problems)
+    _print_part("CPU", doctor_cpu.print_cpu, doc["cpu"], out, problems)
     print(f"\n== Verdict ==\n  {overall_verdict(problems, doc['flight'])}", file=out)
     for p in problems:
         print(f"  - {p['detail']}", file=out)

@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import os
 import platform
+import sys
 import time
 
 import torch
@@ -69,22 +70,55 @@ def check_mode() -> str:
 
 # ---- flight record ------------------------------------------------------------------------
 
+_flight_dir: str | None = None  # the folder of this process's record, until ensure_flight_dir() made it
+
+
 def configure_flight(package_version: str) -> None:
     """Where this process's flight record goes: the file is created at its first record,
     which also removes the oldest record files of its folder so that KEEP_RECORDS remain
-    (csrc/diag/flight_prune.c); importing the package deletes nothing.
+    (csrc/diag/flight_prune.c); importing the package deletes nothing, and creates the folder
+    only where a GPU can record (a CUDA build on a machine with an NVIDIA driver installed, or
+    COMFY_KITCHEN_C_CUDA_DRIVER naming one; asked without starting the driver): without one
+    nothing is written, and the emulated device (test code) makes it when it first loads.
     ``COMFY_KITCHEN_C_FLIGHT=0`` records no ops and keeps the staged copies' records in memory."""
+    global _flight_dir
     python = platform.python_version()
     if not settings.value("COMFY_KITCHEN_C_FLIGHT"):
         _C.flight_configure(None, False, python, package_version, flight.PREFIX, flight.SUFFIX, 0)
         return
     directory = flight.default_dir()
     path = os.path.join(directory, f"{flight.PREFIX}{time.time_ns() // 1_000_000:013d}-{os.getpid()}{flight.SUFFIX}")
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
+    _flight_dir = directory
+    if _C.HAS_CUDA and _nvidia_driver_installed() and not ensure_flight_dir():
         path = None  # unwritable: the record stays in memory
     _C.flight_configure(path, True, python, package_version, flight.PREFIX, flight.SUFFIX, KEEP_RECORDS)
+
+
+def _nvidia_driver_installed() -> bool:
+    """Whether this machine has an NVIDIA driver the GPU kernels could use, from the files the driver
+    installs (Linux: its /proc entry or device node; WSL: the GPU paravirtualisation node; Windows:
+    nvcuda.dll), or COMFY_KITCHEN_C_CUDA_DRIVER naming one.  Not _C.cuda_driver(): that starts the
+    driver (cuInit), which importing the package must not do (a process that forks afterwards)."""
+    if settings.value("COMFY_KITCHEN_C_CUDA_DRIVER"):
+        return True
+    if sys.platform == "win32":
+        system = os.environ.get("SystemRoot", r"C:\Windows")
+        return os.path.exists(os.path.join(system, "System32", "nvcuda.dll"))
+    return any(os.path.exists(p) for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg"))
+
+
+def ensure_flight_dir() -> bool:
+    """Makes the flight record's folder before the first record can be written (a record the C side
+    cannot create a file for stays in memory); False where it cannot be made."""
+    global _flight_dir
+    if _flight_dir is None:
+        return True
+    try:
+        os.makedirs(_flight_dir, exist_ok=True)
+    except OSError:
+        return False
+    _flight_dir = None
+    return True
 
 
 def record_path() -> str | None:

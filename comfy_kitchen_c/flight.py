@@ -33,17 +33,23 @@ FAILED, HANG = 2, 3
 EMULATED = 0x10000
 
 
+def cache_root() -> str:
+    """The package's folder in the user's cache folder (flight records, the CPU speed measurements);
+    nothing creates it before something is written there."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser(r"~\AppData\Local")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "comfy_kitchen_c")
+
+
 def default_dir() -> str:
     """COMFY_KITCHEN_C_FLIGHT_DIR (environment or settings file), else the user's cache folder."""
     from . import settings
     configured = settings.load().values["COMFY_KITCHEN_C_FLIGHT_DIR"].value
     if configured:
         return configured
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser(r"~\AppData\Local")
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return os.path.join(base, "comfy_kitchen_c", "flight")
+    return os.path.join(cache_root(), "flight")
 
 
 def record_files(directory: str | None = None) -> list[str]:

@@ -107,18 +107,24 @@ class InstallError(Exception):
 
 
 def node_dir(comfyui: str) -> str:
-    """PATH/custom_nodes/comfy-kitchen-c, after checking PATH is a ComfyUI folder."""
-    if not os.path.isfile(os.path.join(comfyui, "main.py")) or not os.path.isdir(os.path.join(comfyui, "comfy")):
-        raise InstallError(f"{comfyui} does not look like ComfyUI (no main.py and comfy/ folder)")
-    custom = os.path.join(comfyui, "custom_nodes")
-    if not os.path.isdir(custom):
-        raise InstallError(f"{comfyui} has no custom_nodes folder")
-    return os.path.join(custom, NODE_DIR)
+    """PATH/custom_nodes/comfy-kitchen-c, after checking PATH is a ComfyUI folder: main.py, comfy/
+    and custom_nodes/ in it (ComfyUI's own; the error names each one missing)."""
+    if not os.path.isdir(comfyui):
+        raise InstallError(f"{comfyui} is not a folder (the ComfyUI folder holds main.py, comfy/ and custom_nodes/)")
+    missing = [name for name, kind in (("main.py", os.path.isfile), ("comfy/", os.path.isdir),
+                                       ("custom_nodes/", os.path.isdir))
+               if not kind(os.path.join(comfyui, name.rstrip("/")))]
+    if missing:
+        names = " and ".join(missing) if len(missing) < 3 else "main.py, comfy/ and custom_nodes/"
+        raise InstallError(f"{comfyui} does not look like ComfyUI: it has no {names} (the ComfyUI folder holds "
+                           "main.py, comfy/ and custom_nodes/: the one that ComfyUI's main.py is in)")
+    return os.path.join(comfyui, "custom_nodes", NODE_DIR)
 
 
-def install(comfyui: str, version: str) -> list[str]:
-    """Writes the node; returns the paths written.  Files of an earlier install are replaced
-    when unedited; an edited one stops the install (InstallError names it)."""
+def install(comfyui: str, version: str) -> list[tuple[str, str]]:
+    """Writes the node; returns (path, "wrote" | "unchanged") per file.  Files of an earlier install
+    are replaced when unedited (a file already as it would be written is left as it is); an edited
+    one stops the install (InstallError names it)."""
     target = node_dir(comfyui)
     manifest_path = os.path.join(target, MANIFEST)
     previous = _read_manifest(manifest_path) if os.path.exists(manifest_path) else {}
@@ -129,16 +135,26 @@ def install(comfyui: str, version: str) -> list[str]:
             raise InstallError(f"{path} exists and was not written by install-comfyui (or was edited): "
                                "move it away first")
     os.makedirs(target, exist_ok=True)
-    written = []
+    done = []
     for name, text in contents.items():
         path = os.path.join(target, name)
+        if os.path.isfile(path) and _file_hash(path) == _sha256(text.encode()):
+            done.append((path, "unchanged"))
+            continue
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
-        written.append(path)
+        done.append((path, "wrote"))
     manifest = {"package_version": version, "files": {n: _sha256(t.encode()) for n, t in contents.items()}}
-    with open(manifest_path, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
-    return written + [manifest_path]
+    text = json.dumps(manifest, indent=2)
+    try:
+        with open(manifest_path, encoding="utf-8") as f:
+            same = f.read() == text
+    except OSError:
+        same = False
+    if not same:
+        with open(manifest_path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return done + [(manifest_path, "unchanged" if same else "wrote")]
 
 
 def _file_hash(path: str) -> str:
@@ -206,8 +222,11 @@ def main_install(args: argparse.Namespace) -> int:
     except InstallError as exc:
         print(f"install-comfyui: {exc}", file=sys.stderr)
         return 1
-    for path in written:
-        print(f"wrote {path}")
+    for path, what in written:
+        print(f"{what} {path}")
+    if all(what == "unchanged" for _, what in written):
+        print("The node was already installed as this version writes it: nothing changed.")
+        return 0
     print(f"Restart ComfyUI with this Python ({sys.executable}); its log then has one line starting "
           "with \"comfy_kitchen_c\".")
     return 0
@@ -225,4 +244,18 @@ def main_uninstall(args: argparse.Namespace) -> int:
         print(f"removed {path}")
     for line in kept:
         print(f"kept {line}")
+    _print_cache_folder()
     return 0
+
+
+def _print_cache_folder() -> None:
+    """Where the package keeps files outside ComfyUI (flight records, CPU speed measurements):
+    neither this command nor `pip uninstall comfy-kitchen-c` removes them."""
+    from .flight import cache_root
+    root = cache_root()
+    if os.path.isdir(root):
+        print(f"comfy-kitchen-c's cache folder {root} ({', '.join(sorted(os.listdir(root))) or 'empty'}) stays: "
+              "neither this command nor pip uninstall removes it; delete it by hand if you want them gone "
+              "(COMFY_KITCHEN_C_FLIGHT_DIR and COMFY_KITCHEN_C_CPU_SPEED_CACHE, where set, name other places)")
+    else:
+        print(f"comfy-kitchen-c's cache folder {root} does not exist: nothing of it is left there")

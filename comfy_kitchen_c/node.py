@@ -5,7 +5,8 @@ ComfyUI has imported comfy.model_management and comfy.memory_management by then 
 before ``nodes.init_extra_nodes``), and the node's prestartup script has run
 (comfyui.prestartup).  ``start`` activates "c" (first in comfy_kitchen's priority; off with
 COMFY_KITCHEN_C_ACTIVATE=0), keeps the checking mode and the flight record of the settings,
-installs the staging hooks (comfyui_hooks.py; off with COMFY_KITCHEN_C_HOOKS=0), sets
+installs the staging hooks (comfyui_hooks.py; off with COMFY_KITCHEN_C_HOOKS=0; none when ComfyUI
+runs on the CPU only, --cpu, whose line then names no GPU machinery), sets
 MAX_PINNED_MEMORY for COMFY_KITCHEN_C_RAM_PROFILE where this ComfyUI has no switch for it, and
 returns the one line the node logs: what it did and which settings it read, from where, and
 where the log lists "c"'s ops (ComfyUI's own listing when the prestartup hook registered "c"
@@ -63,6 +64,18 @@ def _listed(state, registry, version: str) -> str:
     return f"{ops} ops, listed by this node (not in ComfyUI's listing: {why})"
 
 
+def _cpu_only() -> str | None:
+    """Why this ComfyUI runs its models on the CPU only (its --cpu: comfy.cli_args, or
+    comfy.model_management's cpu_state CPU), None where it runs them on a GPU."""
+    cli = sys.modules.get("comfy.cli_args")
+    if getattr(getattr(cli, "args", None), "cpu", False):
+        return "ComfyUI runs with --cpu"
+    state = getattr(sys.modules.get("comfy.model_management"), "cpu_state", None)
+    if getattr(state, "name", None) == "CPU":
+        return "ComfyUI runs on the CPU"
+    return None
+
+
 def start(node_dir: str) -> tuple[str, list[str]]:
     """Starts the node; returns (the log line, errors to log: refused settings, whose defaults
     apply).  Raises ImportError when comfy_kitchen_c cannot start; the node logs that and
@@ -81,14 +94,18 @@ def start(node_dir: str) -> tuple[str, list[str]]:
     else:
         done.append('"c" registered, not activated (COMFY_KITCHEN_C_ACTIVATE=0)')
     done.append(_listed(state, registry, comfy_kitchen_c.__version__))
-    done.append(f"checking mode {faults.check_mode()}")
-    flight_on = current.value("COMFY_KITCHEN_C_FLIGHT")
-    done.append(f"flight record {'in ' + comfy_kitchen_c.flight.default_dir() if flight_on else 'off'}")
-    if current.value("COMFY_KITCHEN_C_HOOKS"):  # a refused value is in state.errors; its default (on) applies
-        hooked = comfyui_hooks.install()
-        done.append("staging hooks on " + (", ".join(hooked) if hooked else "nothing (no copy point loaded)"))
+    cpu_only = _cpu_only()
+    if cpu_only:  # the GPU's machinery has nothing to do: the line does not announce it
+        done.append(f"the CPU's kernels only ({cpu_only}): no GPU checking, flight record or staging hooks")
     else:
-        done.append("staging hooks off")
+        done.append(f"checking mode {faults.check_mode()}")
+        flight_on = current.value("COMFY_KITCHEN_C_FLIGHT")
+        done.append(f"flight record {'in ' + comfy_kitchen_c.flight.default_dir() if flight_on else 'off'}")
+        if current.value("COMFY_KITCHEN_C_HOOKS"):  # a refused value is in state.errors; its default (on) applies
+            hooked = comfyui_hooks.install()
+            done.append("staging hooks on " + (", ".join(hooked) if hooked else "nothing (no copy point loaded)"))
+        else:
+            done.append("staging hooks off")
     comfy = list(state.actions)
     pinned = _set_max_pinned(state)
     if pinned:

@@ -121,8 +121,8 @@ OPS: tuple[Op, ...] = (
     Op("w4a8_packed_linear", W4A8, ("dequantize_w4a8_int8_weight", "w4a8_linear") + _LINEAR,
        note="the MMA records decoded directly"),
     Op("gemv_awq_w4a16", AWQ, ("gemv_awq_w4a16",),
-       note="x of at most 16 rows (`awq.MAX_ROWS`: larger batches fall through to eager's GEMM, faster there); "
-            "within the bound of docs/parity.md"),
+       note="any number of rows (the registry gives larger batches to eager's GEMM where that is faster: "
+            "measured on the CPU, above `awq.GPU_MAX_ROWS` on CUDA); within the bound of docs/parity.md"),
 )
 
 BY_NAME = {op.name: op for op in OPS}

@@ -725,7 +725,7 @@ CASES += [
 # ---- AWQ W4A16 ---------------------------------------------------------------------------------
 
 def _awq_args(d: Inputs) -> tuple:
-    """x (16 rows: the op serves up to awq.MAX_ROWS) and a [LINEAR_N, COLS] AWQ weight: codes,
+    """x (16 rows: the small batch the op is made for) and a [LINEAR_N, COLS] AWQ weight: codes,
     group scales and zero points of x's dtype, group 64."""
     g = torch.Generator().manual_seed(SEED + 9)
     n, k = LINEAR_N, COLS
@@ -793,10 +793,11 @@ def _as_tuple(result) -> tuple:
 
 
 def _eager_serves(op: str, fn, args: tuple, device: torch.device) -> bool:
-    """Whether the registry gives this call to eager for speed (cpu_speed.decline: CPU calls only)."""
+    """Whether the registry gives this call to eager for speed, as measured on this CPU so far
+    (cpu_speed.decided: CPU calls only; the selftest times nothing for the rules)."""
     if device.type != "cpu":
         return False
-    return cpu_speed.decline(op, dict(inspect.signature(fn).bind_partial(*args).arguments)) is not None
+    return bool(cpu_speed.decided(op, dict(inspect.signature(fn).bind_partial(*args).arguments)))
 
 
 def check_case(case: Case, inputs: Inputs, timing: bool = True) -> Row:
@@ -880,14 +881,17 @@ LEGEND = ("dtype: the input's (quantize, rotate), the output's (*_dtype, dequant
           f"implementation, {report.ROUNDS} alternating rounds (benchmarks/bench_cpu.py's method); speedup = eager / ours "
           "of the medians, (rounds) the lowest and highest speedup of one round: the spread a busy machine makes.\n"
           "A direct call of comfy_kitchen_c.ops is timed: \"e\" before a speedup marks a call the registry gives to eager "
-          "because eager is faster there on the CPU (comfy_kitchen_c/cpu_speed.py), so a speedup below 1x there is what "
-          "that rule avoids.")
+          "because eager measured faster there on this CPU (comfy_kitchen_c/cpu_speed.py, as measured so far: the "
+          "selftest times no rule), so a speedup below 1x there is what that rule avoids.")
 
 
-def _summary(rows: list[Row], out: TextIO, timing: bool = True) -> None:
+def _summary(rows: list[Row], out: TextIO, timing: bool = True, other_load: float | None = None) -> None:
     failed = [r for r in rows if not r.ok]
     legend = LEGEND if timing else LEGEND[:LEGEND.index("\nTimes:")]
     print(f"\n{legend}", file=out)
+    busy = report.busy_note([r.spread for r in rows], other_load) if timing else None
+    if busy:
+        print(busy, file=out)
     print(f"{len(rows)} checks: {len(rows) - len(failed)} passed, {len(failed)} failed", file=out)
     for r in failed:
         print(f"FAIL {r.label} on {r.device}, {_dtype_name(r.dtype)}: {r.problem}", file=out)
@@ -911,6 +915,7 @@ def run(devices=None, out: TextIO | None = None, *, only=None, timing: bool = Tr
     table.header()
     rows = []
     not_run: dict[tuple[str, str], list[str]] = {}
+    load = report.OtherLoad()
     for device in devices:
         for dtype in DTYPES:
             inputs = Inputs(eager, build_hadamard, device, dtype)
@@ -920,7 +925,7 @@ def run(devices=None, out: TextIO | None = None, *, only=None, timing: bool = Tr
                     continue
                 rows.append(check_case(case, inputs, timing))
                 table.row(rows[-1])
-    _summary(rows, out, timing)
+    _summary(rows, out, timing, load.share())
     for (label, why), where in not_run.items():
         print(f"not checked: {label} on {', '.join(where)}: {why}", file=out)
     return all(r.ok for r in rows)

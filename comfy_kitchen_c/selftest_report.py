@@ -166,3 +166,57 @@ def time_blocks(ours_fn, eager_fn, args: tuple, device: torch.device) -> tuple[f
         samples["eager"] += e
         rounds.append(statistics.median(e) / max(statistics.median(o), 1e-9))
     return statistics.median(samples["ours"]), statistics.median(samples["eager"]), min(rounds), max(rounds)
+
+
+# ---- a busy machine -----------------------------------------------------------------------------
+
+DISTURBED = 2.0     # a row whose rounds' speedups spread wider than this (highest / lowest) was disturbed
+OTHER_LOAD = 0.10   # other processes' share of all cores above which the times are not this machine's alone
+
+
+class OtherLoad:
+    """CPU time other processes used while the selftest ran, as a share of all cores (Linux: /proc/stat
+    less this process's own time; None elsewhere), as benchmarks/bench_cpu.py measures it."""
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+            hz = os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, AttributeError):
+            return None
+        idle = fields[3] + fields[4]  # idle + iowait
+        own = os.times()
+        return (sum(fields[:8]) - idle) / hz, sum(fields[:8]) / hz, own.user + own.system
+
+    def share(self) -> float | None:
+        end = self._sample()
+        if self.start is None or end is None:
+            return None
+        busy, total, own = (e - s for e, s in zip(end, self.start))
+        return max(busy - own, 0.0) / total if total > 0 else None
+
+
+def busy_note(spreads: list[tuple[float, float]], other: float | None) -> str | None:
+    """What to say below the table when the times were not the machine's alone: rows whose rounds
+    spread over DISTURBED, other processes' share of the cores; None on a quiet run."""
+    timed = [(lo, hi) for lo, hi in spreads if lo == lo and hi == hi and lo > 0]
+    disturbed = sum(1 for lo, hi in timed if hi / lo > DISTURBED)
+    busy = other is not None and other > OTHER_LOAD
+    if not disturbed and not busy:
+        return None
+    parts = []
+    if busy:
+        parts.append(f"other processes used {other:.0%} of all cores")
+    if disturbed:
+        parts.append(f"{disturbed} of {len(timed)} rows' rounds spread over {DISTURBED:g}x")
+    policy = os.environ.get("OMP_WAIT_POLICY")
+    advice = ("" if policy and policy.lower() == "passive" else
+              "; or set OMP_WAIT_POLICY=PASSIVE before Python starts (torch's OpenMP threads then sleep between ops "
+              "instead of spinning on the cores the other side needs)")
+    return (f"The machine was busy while timing ({', '.join(parts)}): the speedups measure the load, not \"c\"; "
+            f"run the selftest again on an idle machine{advice}.  benchmarks/ has the measured ratios.")

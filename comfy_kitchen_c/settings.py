@@ -26,6 +26,7 @@ import difflib
 import os
 import re
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -37,6 +38,7 @@ CHECK_MODES = ("launch", "boundary", "op")
 CPU_ISAS = ("baseline", "avx2", "avx512")  # csrc/cpu/kernels_*.c: the names _C.cpu_isas() can return
 CPU_GEMMS = ("library", "ours")  # comfy_kitchen_c/linear.py: _library_gemm
 CPU_THREADS = ("openmp", "pool")  # csrc/cpu/parallel.c: omp_lookup
+CPU_SPEEDS = ("measure", "off")  # comfy_kitchen_c/cpu_speed.py
 
 
 class SettingError(ValueError):
@@ -128,6 +130,11 @@ SETTINGS = {s.name: s for s in (
        "or our own pool (docs/cpu.md)", read_by_c=True),
     _s("CPU_ISA", choice(CPU_ISAS), None, ", ".join(CPU_ISAS) + " (one this CPU runs)", "the best one",
        "instruction set of the CPU kernels", read_by_c=True),
+    _s("CPU_SPEED", choice(CPU_SPEEDS), "measure", ", ".join(CPU_SPEEDS), "measure",
+       "where eager is faster on this CPU, the registry gives it the call when it picks \"c\" by priority: "
+       "measured at the first such call (off: \"c\" serves every call it can; docs/cpu.md)"),
+    _s("CPU_SPEED_CACHE", path, None, "a file", "cpu_speed.json in the user's cache folder",
+       "file keeping those measurements, per CPU model and versions (docs/cpu.md)"),
     _s("HUGE_PAGES", boolean, True, _BOOL, "on", "transparent-huge-page hint on large CPU outputs (Linux)",
        read_by_c=True),
     _s("CUDA_DRIVER", path, None, "a library file", "the OS's (libcuda.so.1, nvcuda.dll)",
@@ -334,8 +341,10 @@ def _hang_order(values: dict) -> None:
 
 
 def folder_problem(folder: str) -> str | None:
-    """Why this process could not create or write files in folder (None: it could), without
-    creating anything: the nearest existing ancestor must be a writable folder."""
+    """Why this process could not create or write files in folder (None: it could), leaving
+    nothing behind: the nearest existing ancestor must be a folder in which this process can make
+    a folder, tried (an empty one, removed at once).  Asking os.access is not enough: it answers
+    yes to root for any folder, also where the file system refuses (/proc, a read-only mount)."""
     probe = os.path.abspath(folder)
     while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
         probe = os.path.dirname(probe)
@@ -343,6 +352,10 @@ def folder_problem(folder: str) -> str | None:
         return f"{probe} is not a folder"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable by this process"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ckc-probe-", dir=probe))
+    except OSError as exc:
+        return f"a folder cannot be made in {probe} ({exc.strerror or exc})"
     return None
 
 

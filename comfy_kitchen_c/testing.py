@@ -43,6 +43,8 @@ def _emu():
             "comfy_kitchen_c was built without the emulated device (_C_emu), which is test code: it is "
             "built by development installs (`pip install -e .`, `setup.py build_ext --inplace`) or with "
             "COMFY_KITCHEN_C_EMULATED=1, on Linux and macOS") from exc
+    from . import faults
+    faults.ensure_flight_dir()  # the emulated device records as a GPU does
     return _C_emu
 
 

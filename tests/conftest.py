@@ -15,6 +15,12 @@ import torch
 # The test process's flight record (comfy_kitchen_c, csrc/diag) goes to a temporary
 # folder, not the user's cache, unless the caller chose one.
 os.environ.setdefault("COMFY_KITCHEN_C_FLIGHT_DIR", tempfile.mkdtemp(prefix="ckc-flight-tests-"))
+# The registry's CPU speed preferences (comfy_kitchen_c/cpu_speed.py) are measured on the machine at
+# first use: off in the tests, so that which backend serves a call never depends on a timing;
+# tests/test_cpu_speed.py turns them on with timings it gives.  Measurements go to a temporary file.
+os.environ.setdefault("COMFY_KITCHEN_C_CPU_SPEED", "off")
+os.environ.setdefault("COMFY_KITCHEN_C_CPU_SPEED_CACHE",
+                      os.path.join(tempfile.mkdtemp(prefix="ckc-cpu-speed-tests-"), "cpu_speed.json"))
 
 E = pytest.importorskip("comfy_kitchen.backends.eager.quantization")
 
@@ -154,13 +160,49 @@ def activated():
 
 
 @pytest.fixture
-def speed_rules_off(monkeypatch):
+def speed_rules_off():
     """The registry's CPU speed rules (comfy_kitchen_c/cpu_speed.py: calls eager runs faster, most of
     them small) switched off for one test, for tests of routing and parity at toy shapes: every
-    valid call is then served by "c".  tests/test_cpu_speed.py tests the rules themselves."""
+    valid call is then served by "c" (the tests' default, COMFY_KITCHEN_C_CPU_SPEED=off, made sure
+    of).  tests/test_cpu_speed.py tests the rules themselves."""
     from comfy_kitchen_c import cpu_speed
 
-    monkeypatch.setattr(cpu_speed, "decline", lambda op, kwargs: None)
+    cpu_speed.configure(mode="off")
+    yield
+    cpu_speed.configure()
+
+
+@pytest.fixture
+def measured_speed(monkeypatch, tmp_path):
+    """The registry's CPU speed rules on, measured with timings the test gives instead of the
+    clock: call the fixture's value with ratio(op, size) -> eager time / ours (below
+    cpu_speed.MARGIN eager serves that size), before the first call it should decide.  The
+    measurements go to a file of the test's own (returned by the call)."""
+    from comfy_kitchen_c import cpu_speed
+
+    ratio = {"of": lambda op, size: 1.0}
+    timed = []
+
+    def time_pair(ours, eager, kwargs, rounds=cpu_speed.ROUNDS):
+        probe = cpu_speed.PROBES[ours.__name__]
+        size = probe.size(kwargs, kwargs[probe.main])
+        timed.append((probe.op, size))
+        return ratio["of"](probe.op, size), 1.0
+
+    monkeypatch.setattr(cpu_speed, "time_pair", time_pair)
+    files = iter(range(1000))
+
+    def use(of=None, cache_file=None):
+        if of is not None:
+            ratio["of"] = of
+        path = cache_file or str(tmp_path / f"cpu_speed{next(files)}.json")
+        cpu_speed.configure(mode="measure", cache_file=path)
+        return path
+
+    use.timed = timed
+    use()
+    yield use
+    cpu_speed.configure()
 
 
 @contextlib.contextmanager

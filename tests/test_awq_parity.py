@@ -12,7 +12,6 @@ import torch
 from comfy_kitchen.backends.eager.awq import gemv_awq_w4a16 as eager_awq
 
 import comfy_kitchen_c.ops as ops
-from comfy_kitchen_c import awq
 from conftest import DTYPE_IDS, FLOAT_DTYPES, assert_bitwise_equal, kernels_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
@@ -54,7 +53,7 @@ def test_weight_values_are_eagers_bits(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("rows", [1, 3, 16])
+@pytest.mark.parametrize("rows", [1, 3, 16, 40])  # 40: beyond the small batches it is made for
 def test_within_bound(device, dtype, rows):
     n, k = (40, 256) if device == "emulated" else (96, 1024)
     q, s, z = awq_weight(n, k, 64, dtype, seed=rows)
@@ -111,7 +110,6 @@ def _bad(**over):
 @pytest.mark.parametrize("arg, args", [
     ("x", _bad(x=torch.randn(2, 64).double())),
     ("qweight", _bad(x=torch.randn(2, 96).bfloat16())),
-    ("x", _bad(x=torch.randn(awq.MAX_ROWS + 1, 64).bfloat16())),
     ("x", _bad(x=torch.tensor(1.0))),
     ("x", _bad(x=torch.zeros(2, 0).bfloat16(), qweight=torch.zeros(8, 0, dtype=torch.int8),
                wscales=torch.ones(0, 8).bfloat16(), wzeros=torch.ones(0, 8).bfloat16())),  # eager fails too

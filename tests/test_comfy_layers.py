@@ -127,8 +127,7 @@ def served(check=None):
 
     calls = Counter()
     real = registry.get_implementation
-    real_decline = cpu_speed.decline
-    cpu_speed.decline = lambda op, kwargs: None
+    cpu_speed.configure(mode="off")
 
     def get_implementation(func_name, backend=None, kwargs=None):
         impl = real(func_name, backend, kwargs)
@@ -147,7 +146,7 @@ def served(check=None):
     try:
         yield calls
     finally:
-        cpu_speed.decline = real_decline
+        cpu_speed.configure()
         del registry.get_implementation  # the instance attribute; the class's method again
 
 

@@ -100,6 +100,53 @@ def test_reinstall_replaces_its_own_files(installed):
     install.install(str(installed), "test")
 
 
+@pytest.mark.parametrize("present, missing", [
+    (("main.py",), "comfy/ and custom_nodes/"), (("main.py", "comfy"), "custom_nodes/"),
+    (("comfy", "custom_nodes"), "main.py"), ((), "main.py, comfy/ and custom_nodes/")])
+def test_install_names_what_the_folder_lacks(tmp_path, present, missing):
+    """A folder with main.py but no comfy/ was said to have "no main.py and comfy/ folder"."""
+    for name in present:
+        (tmp_path / name).write_text("") if name.endswith(".py") else (tmp_path / name).mkdir()
+    result = cli("install-comfyui", str(tmp_path))
+    assert result.returncode == 1
+    assert f"does not look like ComfyUI: it has no {missing} (the ComfyUI folder holds main.py, comfy/ and " \
+           "custom_nodes/" in result.stderr, result.stderr
+
+
+def test_a_second_install_says_unchanged(comfy_dir):
+    first = cli("install-comfyui", str(comfy_dir))
+    assert first.returncode == 0 and first.stdout.count("wrote ") == 4, first.stdout
+    again = cli("install-comfyui", str(comfy_dir))
+    assert again.returncode == 0, again.stderr
+    assert "wrote " not in again.stdout and again.stdout.count("unchanged ") == 4, again.stdout
+    assert "nothing changed" in again.stdout and "Restart ComfyUI" not in again.stdout
+
+
+def test_uninstall_says_where_the_cache_folder_is(installed, tmp_path):
+    """pip uninstall leaves the user's cache folder (flight records, CPU speed measurements): the
+    uninstall command names it."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "LOCALAPPDATA": str(tmp_path / "cache")}
+    (tmp_path / "cache" / "comfy_kitchen_c" / "flight").mkdir(parents=True)
+    result = subprocess.run([sys.executable, "-m", "comfy_kitchen_c", "uninstall-comfyui", str(installed)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    folder = os.path.join(str(tmp_path / "cache"), "comfy_kitchen_c")
+    assert f"comfy-kitchen-c's cache folder {folder} (flight) stays: neither this command nor pip uninstall" \
+           in result.stdout, result.stdout
+
+
+def test_the_node_on_a_cpu_only_comfyui_announces_no_gpu_machinery(installed):
+    """ComfyUI with --cpu: no checking mode, flight record or staging hooks in the line (none is
+    used), and no hooks installed."""
+    report, ours, out = start(installed, "--cpu")
+    assert report["priority"][0] == "c" and len(ours) == 1, out
+    line = ours[0]
+    assert "the CPU's kernels only (ComfyUI runs with --cpu): no GPU checking, flight record or staging hooks" in line
+    for part in ("checking mode", "flight record in", "staging hooks on"):
+        assert part not in line, (part, line)
+    assert not report["read_hooked"]
+
+
 def test_node_starts_with_one_log_line(installed):
     report, ours, out = start(installed)
     assert report["torch_imported_by_prestartup"] is False, out

@@ -56,7 +56,7 @@ def test_json_report_without_a_record(tmp_path):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert set(doc) == {"doctor_version", "environment", "comfyui_settings", "comfyui", "recommendations",
-                        "backends", "flight", "gemm", "problems", "verdict", "pinned_memory"}
+                        "backends", "flight", "gemm", "cpu", "problems", "verdict", "pinned_memory"}
     assert doc["problems"] == [] and doc["verdict"] == "Nothing doctor checks is wrong here."
     env = doc["environment"]
     assert set(env) == {"os", "python", "torch", "comfy_kitchen", "comfy_kitchen_c", "cuda", "kernels", "gpus",
@@ -269,7 +269,8 @@ def fake_flight(monkeypatch, tmp_path):
 
     module = types.SimpleNamespace(
         default_dir=lambda: str(tmp_path), record_files=record_files, record_pid=lambda path: 4242,
-        owner=lambda process, path: "ended", header=lambda path: loaded([])["process"], load=load)
+        owner=lambda process, path: "ended", header=lambda path: loaded([])["process"], load=load,
+        cache_root=lambda: str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "comfy_kitchen_c.flight", module)
     monkeypatch.setattr(comfy_kitchen_c, "flight", module, raising=False)
     return state

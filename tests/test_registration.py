@@ -176,11 +176,13 @@ class _OnlyOnCuda(FakeCudaTensor):
         return False
 
 
-def test_an_ignored_cpu_argument_does_not_make_a_gpu_call_a_cpu_one(monkeypatch, fresh_capabilities):
-    """The call's device is its first tensor's (backend._on_cpu): a CUDA call with a CPU tensor the
-    op ignores (residual_scale without a residual) is a GPU call, which the CPU's speed rules
-    (cpu_speed.py: eager is faster for float16 x from 128 rows on the CPU) must not decline.  Any
-    CPU tensor used to make it a CPU call."""
+def test_an_ignored_cpu_argument_does_not_make_a_gpu_call_a_cpu_one(monkeypatch, fresh_capabilities,
+                                                                      measured_speed):
+    """The call's device is its x's (cpu_speed.py decides by the argument whose size it measures):
+    a CUDA call with a CPU tensor the op ignores (residual_scale without a residual) is a GPU call,
+    which the CPU's speed rules (here: eager measured faster for float16 x at every row count)
+    must not decline.  Any CPU tensor used to make it a CPU call."""
+    measured_speed(lambda op, size: 0.5)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (9, 0))
     args = {"x": torch.randn(256, 64, dtype=torch.float16).as_subclass(_OnlyOnCuda),
             "weight": torch.zeros(32, 64, dtype=torch.int8).as_subclass(_OnlyOnCuda),
@@ -191,7 +193,8 @@ def test_an_ignored_cpu_argument_does_not_make_a_gpu_call_a_cpu_one(monkeypatch,
     assert result.success, result
     args["x"] = torch.randn(256, 64, dtype=torch.float16)  # the same call on the CPU: the speed rule holds
     args["weight"], args["weight_scale"] = torch.zeros(32, 64, dtype=torch.int8), torch.ones(32, 1)
-    assert backend._call_rule(op)(args).failed_param == "__speed__"
+    declined = backend._call_rule(op)(args)
+    assert declined.failed_param == "x" and "eager is faster on this CPU" in declined.failure_reason
 
 
 def test_every_int8_and_nvfp4_op_of_eager_is_served():

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every wheel of a release, in one command, from a clean clone of this checkout's HEAD:
 
-  python3 tools/build_wheels.py                 # all seven GPU architectures, into dist/
+  python3 tools/build_wheels.py                 # all eight GPU architectures, into dist/
   python3 tools/build_wheels.py --ci            # one (COMFY_KITCHEN_C_CUDA_ARCHS=120), as CI does
   python3 tools/build_wheels.py --archs "80;120" --outdir /tmp/wheels
 
@@ -28,7 +28,7 @@ import linux_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE_ARCHS = "75;80;86;89;90;100;110;120"  # setup.py's CUDA_ARCHS: every architecture a release serves
-CI_ARCHS = "120"  # SASS for Blackwell consumer GPUs plus its PTX: the editable install compiles all seven
+CI_ARCHS = "120"  # SASS for Blackwell consumer GPUs plus its PTX: the editable install compiles all eight
 
 
 def clone_head(work: Path) -> tuple[Path, str]:

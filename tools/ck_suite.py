@@ -44,7 +44,7 @@ def pytest_configure(config):
     from comfy_kitchen_c import cpu_speed
 
     comfy_kitchen_c.activate()
-    cpu_speed.decline = lambda op, kwargs: None
+    cpu_speed.configure(mode="off")
     real = registry.get_implementation
 
     def get_implementation(func_name, backend=None, kwargs=None):
