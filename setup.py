@@ -388,8 +388,9 @@ def gpu_kernel_sources():
 
 def emulated_device_sources():
     """GPU kernel sources and the emulator, compiled as C++ for _C_emu."""
-    return gpu_kernel_sources() + ["csrc/emu/emu_runtime.cpp", "csrc/emu/emu_streams.cpp",
-                                   "csrc/emu/emu_graphs.cpp", "csrc/emu/emu_races.cpp",
+    return gpu_kernel_sources() + ["csrc/emu/emu_runtime.cpp", "csrc/emu/emu_oplog.cpp",
+                                   "csrc/emu/emu_streams.cpp", "csrc/emu/emu_graphs.cpp",
+                                   "csrc/emu/emu_replay.cpp", "csrc/emu/emu_races.cpp",
                                    "csrc/emu/emu_hazards.cpp"]
 
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* int8_linear's plan, written once for every layer that needs it:
- *   - the scratch layout: how many bytes a call needs (comfy_kitchen_c/ops.py
+ *   - the scratch layout: how many bytes a call needs (comfy_kitchen_c/linear.py
  *     asks _C, which asks ckc_linear_plan_call) and how the op layer carves the
  *     caller's scratch into chunk buffers (csrc/ops/linear.c);
  *   - the per-chunk parameter blocks of both devices (csrc/cpu/linear.c and

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device's CUDA graphs: stream capture (work issued to a captured
- * stream is recorded as nodes), graphs, and their replay; and the calls CUDA
- * forbids while a capture is active.  See emu_api.h for the model.
+ * stream is recorded as nodes), the graphs it ends in, and the calls CUDA
+ * forbids while a capture is active.  Their replay is emu_replay.cpp's.  See
+ * emu_api.h for the model.
  *
  * Like CUDA: a capture belongs to one stream and, in thread-local mode, to the
  * thread that began it; a forbidden call invalidates the capture (its end then
- * fails) and fails itself; a replay runs the nodes in capture order, each
- * admitted by the stream layer as if issued then, so a hang injected into a
- * replay stops it there and everything after it on the stream. */
-#include "emu.h"
+ * fails) and fails itself. */
+#include "emu_api.h"
 #include "emu_graphs.h"
 
 #include <cstdio>
@@ -20,23 +19,9 @@
 #include <utility>
 #include <vector>
 
-namespace {
+using ckc_emu::Node;
 
-struct Node {
-    enum class Kind { kernel, memset, write, work } kind = Kind::kernel;
-    std::string op; /* the op it was issued under (injection, launch log) */
-    const char *name = nullptr;
-    dim3 grid, block;
-    size_t smem = 0;
-    std::function<void()> body;
-    void *p = nullptr;
-    int value = 0;
-    size_t bytes = 0;
-    uint64_t *word = nullptr;
-    uint64_t word_value = 0;
-    void (*run)(const void *ctx) = nullptr;
-    std::vector<unsigned char> ctx;
-};
+namespace {
 
 struct Capture {
     uint64_t id;
@@ -84,25 +69,6 @@ bool record(uintptr_t stream, Node &&node) {
 const char *mode_name(int mode) {
     return mode == CKC_EMU_CAPTURE_THREAD_LOCAL ? "thread-local" : (mode == CKC_EMU_CAPTURE_RELAXED ? "relaxed"
                                                                                                      : "global");
-}
-
-/* Runs one node on stream; CKC_EMU_OK or an error code with why. */
-int replay_node(const Node &n, uintptr_t stream, char *why, size_t cap) {
-    switch (n.kind) {
-    case Node::Kind::kernel: {
-        const int code = ckc_emu::run_kernel(n.name, n.grid, n.block, n.smem, stream, n.body);
-        if (code != CKC_EMU_OK)
-            ckc_emu_last_error(why, cap);
-        return code;
-    }
-    case Node::Kind::memset:
-        return ckc_emu_memset_async(n.p, n.value, n.bytes, stream, why, cap);
-    case Node::Kind::write:
-        ckc_emu_write_value64(n.word, n.word_value, stream);
-        return CKC_EMU_OK;
-    default:
-        return ckc_emu_stream_work(n.name, stream, n.run, n.ctx.data(), n.ctx.size(), why, cap);
-    }
 }
 
 } // namespace
@@ -239,41 +205,20 @@ extern "C" int ckc_emu_capture_end(uintptr_t stream, uint64_t *graph, char *why,
     return CKC_EMU_LAUNCH_ERROR;
 }
 
-extern "C" int ckc_emu_graph_launch(uint64_t graph, uintptr_t stream, char *why, size_t cap) {
-    std::vector<Node> nodes;
-    {
-        Graphs &g = graphs();
-        std::lock_guard<std::mutex> guard(g.lock);
-        auto it = g.graphs.find(graph);
-        if (it == g.graphs.end()) {
-            snprintf(why, cap, "cudaErrorInvalidValue: no graph %llu", (unsigned long long)graph);
-            return CKC_EMU_LAUNCH_ERROR;
-        }
-        if (find(g, stream) != nullptr) {
-            snprintf(why, cap, "a graph launched into a captured stream is not emulated");
-            return CKC_EMU_LAUNCH_ERROR;
-        }
-        nodes = it->second; /* a copy: the graph may be destroyed or replayed by another thread meanwhile */
+int ckc_emu::graph_nodes(uint64_t graph, uintptr_t stream, std::vector<Node> &nodes, char *why, size_t cap) {
+    Graphs &g = graphs();
+    std::lock_guard<std::mutex> guard(g.lock);
+    auto it = g.graphs.find(graph);
+    if (it == g.graphs.end()) {
+        snprintf(why, cap, "cudaErrorInvalidValue: no graph %llu", (unsigned long long)graph);
+        return CKC_EMU_LAUNCH_ERROR;
     }
-    /* Like cudaGraphLaunch: refused when the device already holds a fault; a fault
-     * of the replay's own work surfaces later (its nodes after it do not run). */
-    char name[64];
-    if (ckc_emu_query(stream, 0, name, sizeof name, why, cap) == CKC_EMU_STICKY)
-        return CKC_EMU_STICKY;
-    const std::string saved = ckc_emu_current_op();
-    int code = CKC_EMU_OK;
-    for (const Node &n : nodes) {
-        ckc_emu_set_op(n.op.c_str());
-        code = replay_node(n, stream, why, cap);
-        if (code == CKC_EMU_STICKY) {
-            ckc_emu_last_error(nullptr, 0); /* refused after the replay's own fault: asynchronous */
-            code = CKC_EMU_OK;
-        }
-        if (code != CKC_EMU_OK)
-            break;
+    if (find(g, stream) != nullptr) {
+        snprintf(why, cap, "a graph launched into a captured stream is not emulated");
+        return CKC_EMU_LAUNCH_ERROR;
     }
-    ckc_emu_set_op(saved.c_str());
-    return code;
+    nodes = it->second; /* a copy: the graph may be destroyed or replayed by another thread meanwhile */
+    return CKC_EMU_OK;
 }
 
 extern "C" void ckc_emu_graph_destroy(uint64_t graph) {

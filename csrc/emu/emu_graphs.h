@@ -5,10 +5,36 @@
 #ifndef CKC_EMU_GRAPHS_H
 #define CKC_EMU_GRAPHS_H
 
+#include "emu.h"
+
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace ckc_emu {
+
+/* One piece of work recorded into a capture, replayed in capture order. */
+struct Node {
+    enum class Kind { kernel, memset, write, work } kind = Kind::kernel;
+    std::string op; /* the op it was issued under (injection, launch log) */
+    const char *name = nullptr;
+    dim3 grid, block;
+    size_t smem = 0;
+    std::function<void()> body;
+    void *p = nullptr;
+    int value = 0;
+    size_t bytes = 0;
+    uint64_t *word = nullptr;
+    uint64_t word_value = 0;
+    void (*run)(const void *ctx) = nullptr;
+    std::vector<unsigned char> ctx;
+};
+
+/* A copy of graph's nodes, to replay on stream: CKC_EMU_OK, or an error code
+ * with why (no such graph; stream itself being captured). */
+int graph_nodes(uint64_t graph, uintptr_t stream, std::vector<Node> &nodes, char *why, size_t cap);
 
 /* Each returns true when stream is being captured and the work was recorded. */
 bool capture_memset(uintptr_t stream, void *p, int value, size_t bytes);

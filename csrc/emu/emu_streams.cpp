@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The emulated device's streams: queue positions, events, stream-ordered copies
  * and value writes, the device's sticky error, fault injection (for the tests of
- * comfy_kitchen_c's checking modes and flight record) and each OS thread's
- * launch log.  See emu_api.h for the model.
+ * comfy_kitchen_c's checking modes and flight record).  See emu_api.h for the
+ * model.
  *
  * Unlike the scheduler (emu_runtime.cpp), this state is the device's: shared by
  * every OS thread, behind one mutex. */
@@ -51,14 +51,6 @@ Device &device() {
     return d;
 }
 
-struct LaunchLog {
-    char op[64];
-    int launches;
-    const char *kernel;
-    unsigned grid[3];
-    unsigned block[3];
-};
-thread_local LaunchLog t_log;
 
 const char *kind_name(int kind) {
     switch (kind) {
@@ -73,7 +65,7 @@ const char *kind_name(int kind) {
 Injection *fire(Device &d, bool copy) {
     for (Injection &j : d.injections) {
         const bool kind_matches = j.kind == CKC_EMU_INJECT_HANG || (copy == (j.kind == CKC_EMU_INJECT_COPY));
-        if (j.seen >= j.nth || !kind_matches || (j.op[0] && strcmp(j.op, t_log.op) != 0))
+        if (j.seen >= j.nth || !kind_matches || (j.op[0] && strcmp(j.op, ckc_emu_current_op()) != 0))
             continue;
         if (++j.seen == j.nth)
             return &j;
@@ -116,32 +108,6 @@ extern "C" void ckc_emu_reset(void) {
         std::fill(d.arrivals.begin(), d.arrivals.end() - 1, 0u);
 }
 
-extern "C" void ckc_emu_set_op(const char *op) {
-    size_t n = 0;
-    for (; op && op[n] && n + 1 < sizeof t_log.op; n++) /* per op: cheaper than snprintf */
-        t_log.op[n] = op[n];
-    t_log.op[n] = '\0';
-    t_log.launches = 0;
-    t_log.kernel = nullptr;
-}
-
-extern "C" const char *ckc_emu_current_op(void) { return t_log.op; }
-
-extern "C" void ckc_emu_note_launch(const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                    unsigned by, unsigned bz) {
-    t_log.launches++;
-    t_log.kernel = kernel;
-    t_log.grid[0] = gx, t_log.grid[1] = gy, t_log.grid[2] = gz;
-    t_log.block[0] = bx, t_log.block[1] = by, t_log.block[2] = bz;
-}
-
-extern "C" int ckc_emu_launch_log(const char **kernel, unsigned grid[3], unsigned block[3]) {
-    *kernel = t_log.kernel;
-    memcpy(grid, t_log.grid, sizeof t_log.grid);
-    memcpy(block, t_log.block, sizeof t_log.block);
-    return t_log.launches;
-}
-
 extern "C" int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char *why, size_t cap) {
     ckc_emu_hazard_work(what, stream);
     Device &d = device();
@@ -164,14 +130,14 @@ extern "C" int ckc_emu_admit(const char *what, uintptr_t stream, int copy, char 
     switch (j->kind) {
     case CKC_EMU_INJECT_LAUNCH:
         s.position--; /* a refused launch queues nothing */
-        snprintf(why, cap, "injected launch failure of %s (op '%s')", what, t_log.op);
+        snprintf(why, cap, "injected launch failure of %s (op '%s')", what, ckc_emu_current_op());
         return CKC_EMU_LAUNCH_ERROR;
     case CKC_EMU_INJECT_HANG:
         s.hung_at = s.position;
         return CKC_EMU_SKIP;
     default:
         snprintf(text, sizeof text, "injected %s fault in %s (op '%s'): an illegal memory access was encountered",
-                 kind_name(j->kind), what, t_log.op);
+                 kind_name(j->kind), what, ckc_emu_current_op());
         set_sticky(d, "cudaErrorIllegalAddress", text);
         return CKC_EMU_SKIP;
     }

@@ -21,7 +21,8 @@ extern "C" {
  * template instance: gpu/kernel_list.h), as the launchers (gpu/launch_*.c) hold
  * it.  On a GPU the driver loads its fatbin into the device's context and finds
  * the symbol on the first launch there; on the emulated device `emu` runs the
- * same kernel source compiled for the CPU. */
+ * same kernel source compiled for the CPU.  CKC_KERNEL_DEVICES: the most devices
+ * the runtime serves (per-device tables: kernel handles, contexts, mapped host ranges). */
 #define CKC_KERNEL_DEVICES 64
 
 typedef int (*ckc_emu_thunk)(const char *log, const unsigned grid[3], const unsigned block[3], size_t smem,

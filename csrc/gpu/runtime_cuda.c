@@ -19,8 +19,6 @@
 #include "gpu.h"
 #include "runtime.h"
 
-#define CKC_MAX_DEVICES 64
-
 /* The driver, or fail naming why there is none (gpu/cuda_driver.c). */
 #define CKC_DRIVER(d, err)                                                                                       \
     const ckc_cuda_api *d = ckc_cuda_driver(err);                                                                \
@@ -93,14 +91,14 @@ ckc_gpu_versions(int *driver, int *runtime, ckc_error *err)
 
 /* Primary contexts retained once per device, never released (torch's too). */
 static ckc_mutex contexts_lock = CKC_MUTEX_INIT;
-static CUcontext contexts[CKC_MAX_DEVICES];
+static CUcontext contexts[CKC_KERNEL_DEVICES];
 
 static ckc_status
 primary_context(const ckc_cuda_api *d, int device, CUcontext *ctx, ckc_error *err)
 {
     CUresult e = CKC_CU_SUCCESS;
-    if (device < 0 || device >= CKC_MAX_DEVICES) {
-        return CKC_FAIL(err, CKC_ERR_RUNTIME, "device index %d is beyond %d", device, CKC_MAX_DEVICES);
+    if (device < 0 || device >= CKC_KERNEL_DEVICES) {
+        return CKC_FAIL(err, CKC_ERR_RUNTIME, "device index %d is beyond %d", device, CKC_KERNEL_DEVICES);
     }
     ckc_mutex_lock(&contexts_lock);
     if (contexts[device] == NULL) {
@@ -152,7 +150,7 @@ ckc_gpu_device_leave(const ckc_gpu_device_guard *guard)
 /* ---- kernels: the fatbins loaded per device, functions found per device ---- */
 
 static ckc_mutex modules_lock = CKC_MUTEX_INIT;
-static CUmodule modules[CKC_MAX_DEVICES][CKC_FATBIN_MAX];
+static CUmodule modules[CKC_KERNEL_DEVICES][CKC_FATBIN_MAX];
 
 /* Why the kernels do not load on device: what the build serves it with
  * (fatbin_info.h) against the driver, then the driver's own answer. */
@@ -441,14 +439,13 @@ ckc_gpu_host_memory(const void *p, size_t bytes)
  * file mapping (registered, when the OS allows) or pinned words.  A few ranges
  * at most, each tried once; published with count, so that every op's lookup
  * takes no lock. */
-#define CKC_MAX_DEVICES 64
 #define CKC_HOST_RANGES 8
 
 typedef struct {
     char *base;
     size_t bytes;
     int mapped;                             /* 1: the devices can write it; 0: refused */
-    void *volatile device_base[CKC_MAX_DEVICES]; /* per device, filled on first use */
+    void *volatile device_base[CKC_KERNEL_DEVICES]; /* per device, filled on first use */
 } host_range;
 
 static ckc_mutex ranges_lock = CKC_MUTEX_INIT;
@@ -538,7 +535,7 @@ static char *
 device_view(host_range *h, int device)
 {
     void *view = NULL;
-    if (device < 0 || device >= CKC_MAX_DEVICES) {
+    if (device < 0 || device >= CKC_KERNEL_DEVICES) {
         return NULL;
     }
     view = ckc_atomic_load_ptr(&h->device_base[device]);
@@ -564,7 +561,7 @@ ckc_gpu_device_word(uint64_t *word, int device)
 }
 
 /* Per device, published once allocated: every op's lookup takes no lock. */
-static void *volatile arrivals[CKC_MAX_DEVICES];
+static void *volatile arrivals[CKC_KERNEL_DEVICES];
 
 /* How long the zeroing of a device's arrival counters may take (a healthy GPU:
  * microseconds); past it, marks fall back to separate kernels. */
@@ -619,7 +616,7 @@ uint32_t *
 ckc_gpu_mark_arrivals(int device, size_t count)
 {
     uint32_t *a;
-    if (device < 0 || device >= CKC_MAX_DEVICES) {
+    if (device < 0 || device >= CKC_KERNEL_DEVICES) {
         return NULL;
     }
     a = (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]);
@@ -643,7 +640,7 @@ ckc_gpu_mark_arrivals(int device, size_t count)
 uint32_t *
 ckc_gpu_mark_arrivals_known(int device)
 {
-    return device >= 0 && device < CKC_MAX_DEVICES ? (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]) : NULL;
+    return device >= 0 && device < CKC_KERNEL_DEVICES ? (uint32_t *)ckc_atomic_load_ptr(&arrivals[device]) : NULL;
 }
 
 int

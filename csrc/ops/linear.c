@@ -24,7 +24,7 @@
  * type, is rounded to out's type in the epilogue (csrc/math/linear.h).  The
  * weight is [n, k] when the GEMM needs no padding, else a zero-padded
  * [n_pad, k_pad] copy; the caller's scratch is carved into chunk buffers as
- * contract/linear_plan.h lays them out (comfy_kitchen_c/ops.py sized it with
+ * contract/linear_plan.h lays them out (comfy_kitchen_c/linear.py sized it with
  * the same layout, through _C.int8_linear_plan).
  *
  * The activation (csrc/math/activation.h) reads act_weight (rms_norm's k
