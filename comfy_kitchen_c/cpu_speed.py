@@ -485,8 +485,10 @@ def _eager(op: str):
         from comfy_kitchen.registry import registry
     except ImportError:
         return None
-    module = registry._backends.get("eager")
-    return getattr(module, op, None) if module is not None else None
+    try:
+        return registry.get_implementation(op, backend="eager")
+    except RuntimeError:  # comfy_kitchen's BackendError: eager missing, disabled or without op
+        return None
 
 
 def _block(fn, kwargs: dict, calls: int, warm: bool = True) -> float:

@@ -333,7 +333,9 @@ def pick_backend(registry, op: str, device_type: str, compute_capability, listin
     compute capability.  Rules that look at a call's values (shapes, group sizes) can
     still pass a particular call on to the next backend.  listing: registry.list_backends()."""
     listing = registry.list_backends() if listing is None else listing
-    for name in registry._priority:  # no public getter; backend.activate() reads it too
+    from .backend import priority
+
+    for name in priority(registry):
         if not registry.is_available(name) or op not in listing.get(name, {}).get("capabilities", ()):
             continue
         constraints = registry.get_constraints(name, op)
@@ -361,10 +363,10 @@ def backend_table() -> dict:
         return {"installed": False, "error": f"comfy_kitchen is not installed ({exc})", "priority": [],
                 "in_priority": [],
                 "c_registered": False, "c_active": False, "backends": [], "ops": []}
-    from .backend import BACKEND_NAME, capabilities
+    from .backend import BACKEND_NAME, capabilities, priority as read_priority
 
     listing = registry.list_backends()
-    priority = list(registry._priority)
+    priority = read_priority(registry)
     order = priority + sorted(name for name in listing if name not in priority)
     backends = [{"name": name, "in_priority": name in priority,
                  "available": registry.is_available(name), "disabled": listing[name]["disabled"],

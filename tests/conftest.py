@@ -211,7 +211,7 @@ def saved_priority(registry):
     afterwards: a plain set_priority of the old list would give "c" its kept place back."""
     from comfy_kitchen_c import backend
 
-    saved, place = list(registry._priority), backend._place
+    saved, place = backend.priority(registry), backend._place
     try:
         yield
     finally:
