@@ -383,7 +383,7 @@ def cpu_model() -> str:
 
 # CPU features that make eager's bfloat16 matmul (its rotation) fast: with them torch runs it in
 # oneDNN's AMX or AVX512-BF16 kernels, without them in a slow fallback, and eager's rotating ops
-# take 200x longer (benchmarks/README.md), which moves every "speedup vs eager" of those ops.
+# take 200x longer (benchmarks/results/cpu_ops_vs_eager.md), which moves every "speedup vs eager" of those ops.
 BF16_MATMUL_FLAGS = ("amx_bf16", "avx512_bf16")
 
 

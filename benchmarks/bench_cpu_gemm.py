@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""CPU int8_linear side by side: eager, ours with our C GEMM (the one-call op, what every row
-count ran before the library GEMM), ours with torch._int_mm (oneDNN) between our quantizer and
-epilogue.  The three alternate in blocks (a warm-up call, then --reps timed calls), --rounds
-times, and each value is the median of a name's timed calls; the ratios compare timings taken
-side by side.  Inputs: bench_cpu.py's int8_linear arguments (x [M, K] bfloat16, weight [K, K]).
+"""CPU int8_linear side by side: eager, ours with our C GEMM (the one-call op, which
+COMFY_KITCHEN_C_CPU_GEMM=ours runs at every row count), ours with torch._int_mm (oneDNN) between
+our quantizer and epilogue.  The three alternate in blocks (a warm-up call, then --reps timed
+calls), --rounds times, and each value is the median of a name's timed calls; the ratios compare
+timings taken side by side.  Inputs: bench_cpu.py's int8_linear arguments (x [M, K] bfloat16, weight [K, K]).
 
     python benchmarks/bench_cpu_gemm.py --m 1 256 1024 --k 3072 [--threads 1]
 """

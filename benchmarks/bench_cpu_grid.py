@@ -2,7 +2,7 @@
 """CPU grid: "c" against eager for every op "c" serves on the CPU, every float dtype, every
 int8_linear form, M = 1 .. 4096 rows, ComfyUI's K x N, 1 thread and all threads.
 
-    python benchmarks/bench_cpu_grid.py            # the full grid (benchmarks/README.md's table; over 30 min on a loaded 2-core machine)
+    python benchmarks/bench_cpu_grid.py            # the full grid (benchmarks/results/cpu_grid.md; over 30 min on a loaded 2-core machine)
     python benchmarks/bench_cpu_grid.py --quick    # a CI-size subset (M 1 and 256, all threads: minutes)
     python benchmarks/bench_cpu_grid.py --only int8_linear --dtype float16 --m 1 16
 

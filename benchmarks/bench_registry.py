@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Through the registry: what a user gets with "c" first against eager alone, on the CPU.
 
-    python benchmarks/bench_registry.py            # the full grid (benchmarks/README.md's table; about an hour on 2 cores)
+    python benchmarks/bench_registry.py            # the full grid (benchmarks/results/registry_grid_cpu.md; about an hour on 2 cores)
     python benchmarks/bench_registry.py --quick    # M 1 and 256, K = N = 3072, all threads
     python benchmarks/bench_registry.py --smoke    # CI's: a few cells of each kind (a minute or two)
     python benchmarks/bench_registry.py --only dequantize_int8_simple --dtype float32 --m 1 16 64

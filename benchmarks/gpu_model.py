@@ -732,7 +732,8 @@ def plan_v2(op: str, m: int, k: int, kind: int, esize: int, group: int, n: int |
 # worse of sm_90 and sm_120 at the two shapes of check(), kernels of 8e0dd6a), plus about 10% for a
 # compiler's reshuffling; a real regression costs more (the planted division of the tests adds
 # 20+ per element).  The NVFP4 quantizers are above the memory-bound budget: they are held where
-# they are until their division goes (benchmarks/README.md, "NVFP4 without a division per value").
+# they are until their division goes (benchmarks/results/gpu_model_predictions.md, "NVFP4 without a
+# division per value").
 INSTRUCTION_LIMITS = {
     "quantize_int8_rowwise": 12.5,           # reaches 11.4
     "int8_linear_quantize": 12.5,            # 11.4 (the same kernel)

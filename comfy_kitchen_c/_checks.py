@@ -40,7 +40,7 @@ def tensor(op: str, name: str, value, dtypes, ndim: int | None = None, min_ndim:
 
     Every call of every op runs this once per tensor argument, so the passing case reads each
     attribute once and calls nothing else (strided() inlined): 0.25-0.33 us, where the layered
-    form cost 0.42 (benchmarks/README.md, "The host path's checks")."""
+    form cost 0.42 (benchmarks/results/host_time_per_call.md)."""
     if not isinstance(value, _TENSOR):
         raise ArgumentTypeError(f"{op}: argument '{name}': expected a torch.Tensor, got {type(value).__name__}")
     if value.layout is not _STRIDED:

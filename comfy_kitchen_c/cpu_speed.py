@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where the CPU runs torch's code instead of ours, because it is faster there: measured side by
-side with eager (benchmarks/bench_cpu_grid.py; the figures: benchmarks/README.md, "CPU grid").
+side with eager (benchmarks/bench_cpu_grid.py; the figures: benchmarks/results/cpu_speed_rules.md).
 
 int8_linear's input activation.  On the CPU, from LIBRARY_GEMM_MIN_ROWS rows on (linear.py: the
 GEMM is torch._int_mm there), our quantizer applies the activation while it loads a row, one
@@ -33,7 +33,7 @@ logger = logging.getLogger("comfy_kitchen_c")
 
 # (input_act, x dtype) whose activation torch computes faster than our fused load, on the CPU's
 # library-GEMM path.  Measured 1 thread, K = N = 3072, M = 16, 64, 256, 1024, ABAB medians of 5
-# (benchmarks/README.md, "Fused activation or torch's"): our fused time / torch's activation +
+# (benchmarks/results/cpu_speed_rules.md): our fused time / torch's activation +
 # our plain quantizer:  gelu_tanh float32 1.2-2.2x (float16 0.8-1.0x, bfloat16 0.9-1.1x: fused
 # kept, its bfloat16 and float16 values come from act_tables.c); swiglu 1.0-1.6x in every dtype;
 # situ float32 1.5-2.0x, float16 1.1-1.2x (bfloat16 0.8-0.9x: fused kept, tabulated); rms_norm

@@ -330,7 +330,7 @@ def _linear(op: str, x, weight, weight_scale, bias, out_dtype, group: int, act: 
 # few are a matrix-vector product bound by reading the weight, which ours streams once per call
 # with no host work between parts, while torch._int_mm pays oneDNN's per-call setup (a primitive
 # for each new m) and two more Python -> C calls.  Measured on AVX512-VNNI (2 cores), K = N = 3072:
-# see benchmarks/README.md, "int8_linear on the CPU".
+# see benchmarks/results/cpu_int8_linear_gemm.md.
 LIBRARY_GEMM_MIN_ROWS = 16
 
 

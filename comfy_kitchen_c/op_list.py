@@ -137,8 +137,8 @@ NOT_SERVED = {
                               "(the registry is bypassed): CPU calls only would reach c; not served",
     "scaled_mm_svdquant_w4a4": "SVDQuant int4: on CUDA its layout calls comfy_kitchen's CUDA extension directly "
                                "(the registry is bypassed): CPU calls only would reach c; not served",
-    # issue 21, item 3: eager's fp16_linear is torch.nn.functional.linear (cuBLAS on CUDA, oneDNN on
-    # the CPU) plus an addcmul; measured (benchmarks/README.md "fp16_linear"): bfloat16 on the CPU
+    # eager's fp16_linear is torch.nn.functional.linear (cuBLAS on CUDA, oneDNN on the CPU) plus an
+    # addcmul; measured (benchmarks/results/cpu_ops_vs_eager.md, "fp16_linear"): bfloat16 on the CPU
     # runs oneDNN's AMX kernels at 80-180 GFLOP/s, and cuBLAS is the GPU's own GEMM.  float16 on the
     # CPU (torch's 8-11 GFLOP/s path) is the one case a C GEMM could win; not done (its sums would
     # not be eager's bits, and the op is meant for CUDA's fp16 accumulation)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where the CPU runs torch's code instead of ours (comfy_kitchen_c/cpu_speed.py): which path a
 call takes, and that the result is eager's either way.  Never a speed assert: the choices' figures
-are benchmarks/README.md's."""
+are in benchmarks/results/cpu_speed_rules.md."""
 from __future__ import annotations
 
 import pytest
@@ -263,7 +263,7 @@ def test_awq_above_the_gpu_rows_goes_to_eager_on_cuda_only_by_priority(activated
                                 {"stochastic_rounding": 3}])
 def test_w4a8_quantizer_is_served_in_every_form(activated, kw):
     """No speed rule gives a form of quantize_w4a8_int8_weight to eager: each is 2x eager or more
-    on the CPU (benchmarks/README.md, "The W4A8 / W6A8 quantizer on the CPU")."""
+    on the CPU (benchmarks/results/w4a8_quant_cpu.md)."""
     from comfy_kitchen.registry import registry
     call = {"weight": torch.randn(16, 256).to(torch.bfloat16), **kw}
     assert cpu_speed.decline("quantize_w4a8_int8_weight", call) is None

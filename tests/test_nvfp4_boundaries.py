@@ -3,8 +3,8 @@
 on the emulated device (the CUDA kernel source) and on the CPU: every positive finite e4m3 block
 scale, under per-tensor scales from 2^-20 to 2^20, with values at each code boundary (0.25 .. 5
 times the block's total scale) and 6 float32 steps either side of it, both signs, and uniform
-values.  Any form of the quantizer that does not divide each value (issue 22 asks for one: a
-reciprocal per block; benchmarks/README.md, "NVFP4 without a division per value") must pass
+values.  Any form of the quantizer that does not divide each value (a reciprocal per block:
+benchmarks/results/gpu_model_predictions.md, "NVFP4 without a division per value") must pass
 this: at these values the product x * RN(1 / total) and eager's RN(x / total) fall on different
 sides of a boundary (a build that used the product alone failed it for every per-tensor scale)."""
 

@@ -30,8 +30,8 @@
  * element-wise ops, ckc_row_grain) that costs more than a second thread saves: 2 threads,
  * K = 1024, 256 rows (16 grains), alternating with eager: quantize_int8_tensorwise float16
  * 0.56 ms with the pool, 0.28 ms without, quantize_per_tensor_fp8 float32 0.28 / 0.14 ms,
- * rms_rope float32 2.7 / 1.65 ms; from 786K elements the pool wins (benchmarks/README.md,
- * "Our thread pool beside torch's OpenMP"). */
+ * rms_rope float32 2.7 / 1.65 ms; from 786K elements the pool wins
+ * (benchmarks/results/cpu_pool_vs_openmp_team.md). */
 #define CKC_POOL_MIN_GRAINS 32
 
 typedef struct ckc_job {
@@ -178,9 +178,9 @@ unlink_job(ckc_job *job)
  * Where torch's libgomp is loaded (its Linux wheels), our loops run on its team through
  * GOMP_parallel (what GCC compiles `#pragma omp parallel` to): the very threads torch's ops run
  * on.  After a torch op they spin, waiting for the next parallel region, so ours starts at once,
- * and no thread of ours competes with them for the cores (benchmarks/README.md, "Our thread pool
- * beside torch's OpenMP").  Elsewhere (Windows and macOS builds of torch use other runtimes), in
- * a forked child (a parent's libgomp team does not survive fork), or with
+ * and no thread of ours competes with them for the cores
+ * (benchmarks/results/cpu_pool_vs_openmp_team.md).  Elsewhere (Windows and macOS builds of torch
+ * use other runtimes), in a forked child (a parent's libgomp team does not survive fork), or with
  * COMFY_KITCHEN_C_CPU_THREADS=pool: our pool below. */
 typedef void (*omp_parallel_fn)(void (*body)(void *), void *data, unsigned num_threads, unsigned flags);
 typedef int (*omp_thread_num_fn)(void);

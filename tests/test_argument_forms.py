@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Issue 23's edge inputs, for every op of the list (its fuzz target draws a valid call, so an op
-added to op_list.py is covered here without a line more):
+"""Forms an argument can take, for every op of the list (its fuzz target draws a valid call, so an
+op added to op_list.py is covered here without a line more):
 
 * an input whose non-contiguous copy cannot fit the device is refused with the op and the argument
   before the copy is made; the int8 linears serve an expanded (stride-0) x from its distinct rows;
