@@ -16,7 +16,13 @@ from .settings import SettingError, SettingWarning
 
 _settings = settings.current()
 settings.report(_settings, stacklevel=2)
-settings.export_to_c(_settings)  # before _C loads: the C side reads some of them with getenv
+
+from . import _C  # noqa: E402  (it takes the C side's settings as it loads: settings.apply)
+
+_isa = _settings.value("COMFY_KITCHEN_C_CPU_ISA")
+if _isa is not None and _isa not in _C.cpu_isas():  # the C side keeps the best one instead
+    settings.refuse(_settings, "COMFY_KITCHEN_C_CPU_ISA",
+                    f"this CPU and build run only {', '.join(_C.cpu_isas())}; {_C.cpu_isa()} is used")
 
 from . import ops  # noqa: E402
 from ._C import ArgumentError, ArgumentTypeError, KitchenError  # noqa: E402
@@ -33,17 +39,11 @@ __all__ = ["ArgumentError", "ArgumentTypeError", "BACKEND_NAME", "KitchenError",
 # ---- faults: checking modes, checked staging, flight record (faults.py, csrc/diag) ----
 from . import faults  # noqa: E402
 from ._C import CaptureError, CudaFault, HangSuspected, KernelFault, LaunchError, StagingFault  # noqa: E402
-from . import _C  # noqa: E402
 from .faults import check_mode, checking, fence, stage  # noqa: E402
 
 __all__ += ["CaptureError", "CudaFault", "HangSuspected", "KernelFault", "LaunchError", "StagingFault", "check_mode",
             "checking", "fence", "stage"]
 faults.configure_flight(__version__)
-
-_isa = _settings.value("COMFY_KITCHEN_C_CPU_ISA")
-if _isa is not None and _isa not in _C.cpu_isas():  # the C side has chosen the best one instead
-    settings.refuse(_settings, "COMFY_KITCHEN_C_CPU_ISA",
-                    f"this CPU and build run only {', '.join(_C.cpu_isas())}; {_C.cpu_isa()} is used")
 
 register()
 if _settings.value("COMFY_KITCHEN_C_ACTIVATE"):

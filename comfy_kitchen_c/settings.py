@@ -108,11 +108,11 @@ class Setting:
     default_text: str
     effect: str         # what it does (docs/settings.md's table)
     scope: str          # "package" | "node" | "test"
-    read_by_c: bool = False  # the C side reads it from the environment (kept canonical there)
+    c_key: str | None = None  # the C side acts on it too, under this name: apply() hands it over
 
 
-def _s(name, parse, default, accepted, default_text, effect, scope="package", read_by_c=False) -> Setting:
-    return Setting(PREFIX + name, parse, default, accepted, default_text, effect, scope, read_by_c)
+def _s(name, parse, default, accepted, default_text, effect, scope="package", c_key=None) -> Setting:
+    return Setting(PREFIX + name, parse, default, accepted, default_text, effect, scope, c_key)
 
 
 _BOOL = "1/true/yes/on or 0/false/no/off"
@@ -127,31 +127,31 @@ SETTINGS = {s.name: s for s in (
        "GEMM of CPU int8_linear from 16 rows: torch._int_mm (oneDNN) or ours (docs/linear.md)"),
     _s("CPU_THREADS", choice(CPU_THREADS), "openmp", ", ".join(CPU_THREADS), "openmp",
        "who runs the CPU kernels' parallel loops: torch's OpenMP threads (where torch's libgomp is loaded: Linux) "
-       "or our own pool (docs/cpu.md)", read_by_c=True),
+       "or our own pool (docs/cpu.md)", c_key="cpu_threads_pool"),
     _s("CPU_ISA", choice(CPU_ISAS), None, ", ".join(CPU_ISAS) + " (one this CPU runs)", "the best one",
-       "instruction set of the CPU kernels", read_by_c=True),
+       "instruction set of the CPU kernels", c_key="cpu_isa"),
     _s("CPU_SPEED", choice(CPU_SPEEDS), "measure", ", ".join(CPU_SPEEDS), "measure",
        "where eager is faster on this CPU, the registry gives it the call when it picks \"c\" by priority: "
        "measured at the first such call (off: \"c\" serves every call it can; docs/cpu.md)"),
     _s("CPU_SPEED_CACHE", path, None, "a file", "cpu_speed.json in the user's cache folder",
        "file keeping those measurements, per CPU model and versions (docs/cpu.md)"),
     _s("HUGE_PAGES", boolean, True, _BOOL, "on", "transparent-huge-page hint on large CPU outputs (Linux)",
-       read_by_c=True),
+       c_key="huge_pages"),
     _s("CUDA_DRIVER", path, None, "a library file", "the OS's (libcuda.so.1, nvcuda.dll)",
-       "the CUDA driver library the GPU kernels are launched through", read_by_c=True),
+       "the CUDA driver library the GPU kernels are launched through", c_key="cuda_driver"),
     _s("CUBLASLT", path, None, "a library file", "the one torch loaded, else the search of docs/linear.md",
-       "the cuBLASLt library the GPU GEMMs run on", read_by_c=True),
+       "the cuBLASLt library the GPU GEMMs run on", c_key="cublaslt"),
     _s("GEMM_TUNING", boolean, True, _BOOL, "on",
        "time int8_linear's eligible cuBLASLt algorithms at a shape's first call and keep the fastest "
-       "(docs/linear.md)", read_by_c=True),
+       "(docs/linear.md)", c_key="gemm_tuning"),
     _s("GEMM_CACHE", path, None, "a file", "none",
-       "file keeping int8_linear's timed GEMM choices across restarts (docs/linear.md)", read_by_c=True),
+       "file keeping int8_linear's timed GEMM choices across restarts (docs/linear.md)", c_key="gemm_cache"),
     _s("FLIGHT", boolean, True, _BOOL, "on", "write the flight record file"),
     _s("FLIGHT_DIR", path, None, "a folder", "the user's cache folder", "where flight records go"),
     _s("HANG_MS", positive_number("milliseconds", integer=True), 1500, "a positive whole number (ms)", "1500",
-       "no progress this long at a fence: the hang record is written", read_by_c=True),
+       "no progress this long at a fence: the hang record is written", c_key="hang_ms"),
     _s("HANG_RAISE_MS", positive_number("milliseconds", integer=True), 5000, "a positive whole number (ms)", "5000",
-       "no progress this long at a fence: HangSuspected is raised", read_by_c=True),
+       "no progress this long at a fence: HangSuspected is raised", c_key="hang_raise_ms"),
     _s("CONFIG", path, None, "a TOML file", "none (the node: its comfy_kitchen_c.toml, if present)",
        "file to read the other settings from (the environment wins)"),
     _s("HOOKS", boolean, True, _BOOL, "on", "staging hooks on ComfyUI's weight copies (docs/comfyui.md)",
@@ -161,10 +161,10 @@ SETTINGS = {s.name: s for s in (
     _s("RESERVE_VRAM", positive_number("GiB"), None, "a positive number (GiB)", "none",
        "pass --reserve-vram to ComfyUI", scope="node"),
     _s("EMU_REFUSE_HOST_MAPPING", boolean, False, _BOOL, "off",
-       "the emulated device refuses to map the flight record", scope="test", read_by_c=True),
+       "the emulated device refuses to map the flight record", scope="test", c_key="emu_refuse_host_mapping"),
     _s("EMU_SCHEDULE", schedule, "order", "order, shuffle, shuffle:<seed>", "order",
        "order in which the emulated device runs a block's threads (docs/testing.md)", scope="test",
-       read_by_c=True),
+       c_key="emu_schedule"),
 )}
 # Settings that take effect at `import comfy_kitchen_c`.
 IMPORT_TIME = tuple(name for name, s in SETTINGS.items()
@@ -428,9 +428,11 @@ def current() -> Settings:
 
 
 def reload() -> Settings:
-    """Loads them again (tests, and the node after it set COMFY_KITCHEN_C_CONFIG)."""
+    """Loads them again and puts them in force in C (tests, and the node after it set
+    COMFY_KITCHEN_C_CONFIG)."""
     global _current
     _current = load()
+    apply(_current)
     return _current
 
 
@@ -438,19 +440,36 @@ def value(name: str):
     return current().value(name)
 
 
-def export_to_c(settings: Settings, environ=None) -> None:
-    """The C side reads some settings with getenv: give it the canonical text of those that
-    parsed (a file's value, or "off" as "0"), and remove those refused (C then uses the same
-    default as Python), so C and Python never disagree."""
+def for_c(settings: Settings, environ=None) -> dict:
+    """The C side's settings: each value in force (a refused one's default), under the C side's
+    name, and the environment's CUDA_HOME (one of the folders cuBLASLt is searched in)."""
     environ = os.environ if environ is None else environ
+    out = {}
     for name, setting in SETTINGS.items():
-        v = settings.values[name]
-        if not setting.read_by_c or v.source == "default":
-            continue
-        if v.error is not None:
-            environ.pop(name, None)
-        else:
-            environ[name] = ("1" if v.value else "0") if isinstance(v.value, bool) else str(v.value)
+        if setting.c_key is not None:
+            value = settings.value(name)
+            out[setting.c_key] = value == "pool" if setting.c_key == "cpu_threads_pool" else value
+    out["cuda_home"] = environ.get("CUDA_HOME") or None
+    return out
+
+
+def apply(settings: Settings | None = None, modules=None) -> None:
+    """Puts settings (default: this process's) in force in C: one configure() call per extension
+    module loaded (_C, and _C_emu where the tests load it).  Each module calls it for itself as it
+    loads (csrc/module/configure.c); a change in a running process (reload()) comes this way too.
+    C reads no environment itself, and the process's environment is never written, so ComfyUI's
+    children see what the user set."""
+    import sys
+
+    settings = current() if settings is None else settings
+    if modules is None:
+        modules = [m for m in (sys.modules.get(f"{__package__}._C"), sys.modules.get(f"{__package__}._C_emu"))
+                   if m is not None]
+    values = for_c(settings)
+    for module in modules:
+        isa = values["cpu_isa"]
+        # an ISA this CPU or build lacks is refused at import (__init__.py): the best one stays
+        module.configure({**values, "cpu_isa": isa if isa in module.cpu_isas() else None})
 
 
 def describe(settings: Settings) -> str:

@@ -288,8 +288,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"stress: {exc}", file=sys.stderr)
             return 2
     if args.hang_ms is not None:
-        os.environ["COMFY_KITCHEN_C_HANG_MS"] = str(args.hang_ms)
-        os.environ["COMFY_KITCHEN_C_HANG_RAISE_MS"] = str(3 * args.hang_ms)
+        settings.apply(settings.load({**os.environ, "COMFY_KITCHEN_C_HANG_MS": str(args.hang_ms),
+                                      "COMFY_KITCHEN_C_HANG_RAISE_MS": str(3 * args.hang_ms)}))
     mode = args.check or settings.value("COMFY_KITCHEN_C_CHECK")
     with faults.checking(mode):
         cells = matrix(args)

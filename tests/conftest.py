@@ -205,6 +205,23 @@ def measured_speed(monkeypatch, tmp_path):
     cpu_speed.configure()
 
 
+@pytest.fixture
+def c_settings(monkeypatch):
+    """put(HANG_MS="50", ...): sets those COMFY_KITCHEN_C_* variables for the test and puts them in
+    force (settings.reload(): C takes its settings in one call, never from the environment); the
+    process's own settings are back in force after the test."""
+    from comfy_kitchen_c import settings
+
+    def put(**values):
+        for name, value in values.items():
+            monkeypatch.setenv(settings.PREFIX + name, value)
+        settings.reload()
+
+    yield put
+    monkeypatch.undo()
+    settings.reload()
+
+
 @contextlib.contextmanager
 def saved_priority(registry):
     """comfy_kitchen's backend priority and the place "c" keeps in it (backend.py), restored

@@ -33,7 +33,7 @@ def test_loader_finds_cublaslt_and_binds_every_function(tmp_path):
                     f"-I{ROOT / 'csrc'}", str(SOURCE),
                     *(str(ROOT / "csrc" / f) for f in ("contract/status.c", "platform/threads_posix.c",
                                                        "platform/library_posix.c", "gpu/blas_plan.c", "gpu/blas_tune.c",
-                                                       "platform/mapped_file_posix.c",
+                                                       "platform/mapped_file_posix.c", "platform/settings.c",
                                                        "gpu/cuda_driver.c", "gpu/fatbin_info.c")),
                     "-o", str(exe), "-ldl", "-lpthread"],
                    check=True, capture_output=True, text=True)

@@ -176,9 +176,8 @@ def test_a_faulty_copy_in_launch_mode_is_blamed_at_the_next_launch(comfy):
     assert info.value.op == "stage" and info.value.seq == copy["seq"]
 
 
-def test_a_hung_copy_is_named_by_the_watchdog(comfy, monkeypatch):
-    monkeypatch.setenv("COMFY_KITCHEN_C_HANG_MS", "50")
-    monkeypatch.setenv("COMFY_KITCHEN_C_HANG_RAISE_MS", "200")
+def test_a_hung_copy_is_named_by_the_watchdog(comfy, c_settings):
+    c_settings(HANG_MS="50", HANG_RAISE_MS="200")
     memory, model, _ = comfy
     tensors = [quantized()]
     device = device_buffer(memory, tensors)

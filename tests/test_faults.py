@@ -22,10 +22,10 @@ A, B = "quantize_int8_rowwise", "dequantize_int8_simple"
 
 
 @pytest.fixture(autouse=True)
-def quick_watchdog(monkeypatch):
+def quick_watchdog(c_settings):
     """Small thresholds: the hang record after 50 ms, HangSuspected after 300 ms."""
-    monkeypatch.setenv("COMFY_KITCHEN_C_HANG_MS", "50")
-    monkeypatch.setenv("COMFY_KITCHEN_C_HANG_RAISE_MS", "300")
+    c_settings(HANG_MS="50", HANG_RAISE_MS="300")
+    return c_settings
 
 
 def workload():
@@ -123,8 +123,8 @@ def test_nth_launch_of_an_op():
             ops.quantize_int8_rowwise(x)
 
 
-def test_watchdog_writes_the_hang_record_before_raising(monkeypatch):
-    monkeypatch.setenv("COMFY_KITCHEN_C_HANG_RAISE_MS", "3000")
+def test_watchdog_writes_the_hang_record_before_raising(quick_watchdog):
+    quick_watchdog(HANG_RAISE_MS="3000")
     raised = []
 
     def next_op():

@@ -139,10 +139,47 @@ def test_hang_limits_out_of_order_are_refused_and_both_take_the_defaults(env, re
     assert settings.load({P + "HANG_MS": "2000", P + "HANG_RAISE_MS": "2001"}).errors() == []
 
 
-def test_refused_values_are_removed_for_the_c_side():
-    environ = {P + "HANG_MS": "6000", P + "HUGE_PAGES": "off"}
-    settings.export_to_c(settings.load(environ), environ)
-    assert environ == {P + "HUGE_PAGES": "0"}  # C reads getenv: without HANG_MS it uses its default, 1500
+def test_refused_values_reach_c_as_their_defaults():
+    values = settings.for_c(settings.load({P + "HANG_MS": "6000", P + "HUGE_PAGES": "off"}), {})
+    assert values["hang_ms"] == 1500 and values["hang_raise_ms"] == 5000  # HANG_MS refused (above HANG_RAISE_MS)
+    assert values["huge_pages"] is False and values["cuda_home"] is None
+
+
+def test_c_takes_the_settings_in_one_call_and_the_environment_is_never_written(monkeypatch):
+    from comfy_kitchen_c import _C
+
+    before = dict(os.environ)
+    monkeypatch.setenv(P + "HANG_MS", " 700 ")
+    monkeypatch.setenv(P + "HUGE_PAGES", "Off")
+    monkeypatch.setenv(P + "CPU_THREADS", "pool")
+    try:
+        settings.reload()
+        in_force = _C.settings()
+        assert (in_force["hang_ms"], in_force["huge_pages"], in_force["cpu_threads_pool"]) == (700, False, True)
+        assert os.environ[P + "HANG_MS"] == " 700 " and os.environ[P + "HUGE_PAGES"] == "Off"  # as the user wrote
+    finally:
+        monkeypatch.undo()
+        settings.reload()
+    assert dict(os.environ) == before
+    assert _C.settings() == _as_c_holds(settings.current())
+
+
+def _as_c_holds(loaded) -> dict:
+    """What _C.settings() reads back after apply(loaded): the struct's fields, '' for None."""
+    return {k: ("" if v is None else v) for k, v in settings.for_c(loaded).items() if not k.startswith("emu_")}
+
+
+def test_configure_refuses_what_it_does_not_know_and_changes_nothing():
+    from comfy_kitchen_c import _C
+
+    in_force = _C.settings()
+    for bad, words in (({"hang_ms": 0}, "key 'hang_ms': expected a whole number of milliseconds"),
+                       ({"huge_pages": 1}, "key 'huge_pages': expected True or False"),
+                       ({"gemm_cache": "x" * 5000}, "key 'gemm_cache': too long"),
+                       ({"hang_mss": 10}, "key 'hang_mss': not a setting of the C side")):
+        with pytest.raises(_C.ArgumentError, match=f"configure: argument 'settings': {words}"):
+            _C.configure({**settings.for_c(settings.current()), **bad})
+        assert _C.settings() == in_force
 
 
 def test_flight_folder_that_cannot_be_written_is_refused(tmp_path):
@@ -156,12 +193,6 @@ def test_flight_folder_that_cannot_be_written_is_refused(tmp_path):
     assert loaded.value(P + "FLIGHT_DIR") is None  # the default: the user's cache folder
     assert settings.load({P + "FLIGHT_DIR": folder, P + "FLIGHT": "0"}).errors() == []  # unused when off
     assert settings.load({P + "FLIGHT_DIR": str(tmp_path / "new" / "deeper")}).errors() == []
-
-
-def test_export_to_c_writes_the_canonical_text():
-    environ = {P + "HUGE_PAGES": "Off", P + "HANG_MS": " 700 "}
-    settings.export_to_c(settings.load(environ), environ)
-    assert environ[P + "HUGE_PAGES"] == "0" and environ[P + "HANG_MS"] == "700"
 
 
 def test_bad_settings_are_warned_once_at_import_and_c_goes_on_with_the_defaults(tmp_path):
@@ -178,7 +209,7 @@ for w in caught:
     print(w.category.__name__, "|", w.message)
 from comfy_kitchen.registry import registry
 print(c.check_mode(), c.linear_memory_limit(), c._C.cpu_isa() == c._C.cpu_isas()[0], "c" in registry.list_backends())
-print(os.environ.get("COMFY_KITCHEN_C_HANG_MS"), os.environ.get("COMFY_KITCHEN_C_CPU_ISA"))
+print(os.environ.get("COMFY_KITCHEN_C_HANG_MS"), c._C.settings()["hang_ms"], repr(c._C.settings()["cpu_isa"]))
 q, s = c.ops.quantize_int8_rowwise(torch.randn(2, 64))
 print(tuple(q.shape), q.dtype)
 """, COMFY_KITCHEN_C_CHECK="sometimes", COMFY_KITCHEN_C_LINEAR_MEMORY_MB="lots", COMFY_KITCHEN_C_CPU_ISA="avx9000",
@@ -190,7 +221,8 @@ print(tuple(q.shape), q.dtype)
         P + "CHECK", P + "LINEAR_MEMORY_MB", P + "CPU_ISA", P + "FLIGHT_DIR", P + "HANG_MS", P + "CHEK"], warned
     assert warned[0] == (f"{P}CHECK='sometimes' (environment): expected one of launch, boundary, op; "
                          "the default is used (launch)")
-    assert lines[-3:] == ["launch 268435456 True True", "None None", "(2, 64) torch.int8"]
+    # the environment as the user wrote it; C on the defaults
+    assert lines[-3:] == ["launch 268435456 True True", "9000 1500 ''", "(2, 64) torch.int8"]
 
 
 def test_cpu_isa_this_cpu_lacks_is_refused_and_the_best_is_used(monkeypatch):
@@ -218,3 +250,16 @@ def test_the_readme_table_lists_every_setting():
         table = f.read()
     for name, setting in settings.SETTINGS.items():
         assert f"| `{name}` | {setting.accepted} | {setting.default_text} |" in table, name
+
+
+def test_the_c_side_reads_no_environment():
+    """C takes its settings from _C.configure alone (csrc/platform/settings.h): a getenv in csrc/
+    would be a second way in, one the settings' checks and doctor never see."""
+    import re
+    from pathlib import Path
+
+    csrc = Path(__file__).resolve().parents[1] / "csrc"
+    found = [f"{p.relative_to(csrc)}:{n}" for p in sorted(csrc.rglob("*")) if p.suffix in (".c", ".h", ".cpp")
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\b(getenv|_wgetenv|GetEnvironmentVariable\w*|setenv|putenv|_putenv)\s*\(", line)]
+    assert found == []

@@ -40,8 +40,8 @@ ckc_status ckc_cpu_entry_gemv_awq_w4a16(const ckc_op_params *p, ckc_exec *exec, 
 
 /* ---- the device (cpu/dispatch.c) ---- */
 
-/* Once per process: starts the thread pool and picks the best instruction set,
- * or the one named by the COMFY_KITCHEN_C_CPU_ISA environment variable. */
+/* Once per process: starts the thread pool and picks the best instruction set
+ * (the one COMFY_KITCHEN_C_CPU_ISA names is selected when the settings arrive). */
 void ckc_cpu_init(void);
 
 /* The instruction set of the kernels in use ("baseline", "avx2", "avx512"). */

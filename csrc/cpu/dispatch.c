@@ -91,10 +91,8 @@ ckc_cpu_isa(void)
 void
 ckc_cpu_init(void)
 {
-    const char *forced = getenv("COMFY_KITCHEN_C_CPU_ISA");
+    /* The best this CPU runs; COMFY_KITCHEN_C_CPU_ISA arrives later, with the other
+     * settings (_C.configure selects it). */
     ckc_parallel_init();
-    if (forced != NULL && ckc_cpu_select(forced)) {
-        return;
-    }
     ckc_cpu_select(ckc_cpu_available()[0]);
 }

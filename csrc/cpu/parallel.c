@@ -17,6 +17,7 @@
 
 #include "parallel.h"
 #include "platform/library.h"
+#include "platform/settings.h"
 #include "platform/threads.h"
 
 #define CKC_POOL_MAX_THREADS 256
@@ -222,11 +223,12 @@ omp_body(void *arg)
 static void
 omp_lookup(void)
 {
-    const char *setting = getenv("COMFY_KITCHEN_C_CPU_THREADS"); /* settings.py validates it */
+    ckc_settings settings;
     void *lib;
     void *parallel;
     void *thread_num;
-    if (setting != NULL && strcmp(setting, "pool") == 0) {
+    ckc_settings_read(&settings);
+    if (settings.cpu_threads_pool) {
         return;
     }
     lib = ckc_library_loaded("libgomp");

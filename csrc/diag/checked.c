@@ -12,9 +12,8 @@
 #include "flight_mirror.h"
 #include "gpu/runtime.h"
 #include "marks.h"
+#include "platform/settings.h"
 
-#define CKC_DEFAULT_HANG_MS 1500u
-#define CKC_DEFAULT_HANG_RAISE_MS 5000u
 
 /* ---- records ---- */
 
@@ -222,19 +221,6 @@ earlier_fault(ckc_flight_record *r, uint64_t seq, const char *where, ckc_error *
 
 /* ---- the watchdog ---- */
 
-static unsigned
-env_ms(const char *name, unsigned fallback)
-{
-    const char *v = getenv(name);
-    char *end;
-    unsigned long ms;
-    if (v == NULL || *v == '\0') {
-        return fallback;
-    }
-    ms = strtoul(v, &end, 10);
-    return *end == '\0' ? (unsigned)ms : fallback;
-}
-
 /* 1: done, 0: not yet, -1: fault (err filled). */
 typedef int (*ckc_poll)(void *ctx, ckc_error *err);
 
@@ -244,12 +230,14 @@ typedef int (*ckc_poll)(void *ctx, ckc_error *err);
 static ckc_status
 wait_for(ckc_poll poll, void *ctx, uint64_t stream, const char *where, ckc_error *err, ckc_fault *fault)
 {
-    const unsigned hang_ms = env_ms("COMFY_KITCHEN_C_HANG_MS", CKC_DEFAULT_HANG_MS);
-    const unsigned raise_setting = env_ms("COMFY_KITCHEN_C_HANG_RAISE_MS", CKC_DEFAULT_HANG_RAISE_MS);
-    const unsigned raise_ms = raise_setting > hang_ms ? raise_setting : hang_ms;
+    ckc_settings settings;
+    unsigned hang_ms, raise_ms;
     const uint64_t start = ckc_monotonic_ns();
     ckc_flight_record *hung = NULL;
     int flagged = 0;
+    ckc_settings_read(&settings);
+    hang_ms = settings.hang_ms;
+    raise_ms = settings.hang_raise_ms > hang_ms ? settings.hang_raise_ms : hang_ms;
     for (unsigned polls = 0;; polls++) {
         const int state = poll(ctx, err);
         uint64_t elapsed_ms;

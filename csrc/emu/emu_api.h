@@ -90,11 +90,15 @@ void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t stream);
 
 /* Host memory the emulated device writes completion marks into.  By default it
  * can write any host memory, as a GPU can write registered memory.  With
- * refusal on (ckc_emu_refuse_host_mapping(1), or COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING=1
- * in the environment at the first call), it refuses to map any host memory but
+ * refusal on (ckc_emu_refuse_host_mapping(1): COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING
+ * arrives that way with the other settings), it refuses to map any host memory but
  * its own allocations, as Linux >= 6.5 refuses CUDA to pin the file-backed
  * flight record: the tests exercise the pinned completion words that way. */
 void ckc_emu_refuse_host_mapping(int refuse);
+
+/* The order a block's threads run in (COMFY_KITCHEN_C_EMU_SCHEDULE): shuffle 0
+ * in order; else shuffled from seed (emu_runtime.cpp, "Schedule"). */
+void ckc_emu_set_schedule(int shuffle, uint64_t seed);
 /* Host-timing mode (benchmarks/bench_host.py --emulated): with skip on, a kernel
  * launch, or an emulated GEMM (ckc_emu_stream_work), is checked, logged and
  * admitted to its stream as usual, then not run, so that a call's time is its

@@ -10,6 +10,7 @@
 #include "emu.h"
 #include "emu_internal.h"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -246,28 +247,13 @@ struct Scheduler {
 thread_local Scheduler t_sched;
 
 /* ---- Schedule ------------------------------------------------------------------
- * COMFY_KITCHEN_C_EMU_SCHEDULE: "order" (default) runs a block's runnable threads
- * in linear order, each until it blocks; "shuffle:SEED" (or "shuffle", seed 1)
+ * COMFY_KITCHEN_C_EMU_SCHEDULE (ckc_emu_set_schedule): "order" (default) runs a
+ * block's runnable threads in linear order, each until it blocks; "shuffle:SEED"
  * visits them in a new random order on every pass, from a generator seeded by
  * SEED, the launch's number in the process and the block's index, so a consumer
  * that a missing barrier lets run before its producer does so under some seeds. */
-struct Schedule {
-    bool shuffle = false;
-    uint64_t seed = 0;
-};
-
-const Schedule &schedule() {
-    static const Schedule s = [] {
-        Schedule r;
-        const char *v = getenv("COMFY_KITCHEN_C_EMU_SCHEDULE");
-        if (v && strncmp(v, "shuffle", 7) == 0) {
-            r.shuffle = true;
-            r.seed = v[7] == ':' ? strtoull(v + 8, nullptr, 10) : 1;
-        }
-        return r;
-    }();
-    return s;
-}
+std::atomic<bool> schedule_shuffle{false};
+std::atomic<uint64_t> schedule_seed{0};
 
 uint64_t splitmix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -558,9 +544,9 @@ void start_block(Scheduler &s, const ckc_emu::SharedRanges &shared) {
     if (shared.dynamic_begin)
         memset(shared.dynamic_begin, kGarbageByte, shared.dynamic_size);
     ckc_emu::races_block_start();
-    if (schedule().shuffle) {
+    if (schedule_shuffle.load(std::memory_order_relaxed)) {
         const uint64_t block = ((uint64_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-        s.rng = splitmix64(schedule().seed ^ splitmix64(launches ^ splitmix64(block)));
+        s.rng = splitmix64(schedule_seed.load(std::memory_order_relaxed) ^ splitmix64(launches ^ splitmix64(block)));
     }
     for (unsigned i = 0; i < s.threads.size(); i++) {
         EmuThread &t = s.threads[i];
@@ -580,7 +566,7 @@ void run_block(Scheduler &s) {
         s.order[i] = i;
     for (;;) {
         bool progressed = false;
-        if (schedule().shuffle)
+        if (schedule_shuffle.load(std::memory_order_relaxed))
             shuffle_order(s);
         for (unsigned i : s.order) {
             EmuThread &t = s.threads[i];
@@ -728,4 +714,9 @@ extern "C" __attribute__((visibility("default"))) int ckc_emu_last_error(char *m
     t_error.code = CKC_EMU_OK;
     t_error.message[0] = '\0';
     return code;
+}
+
+extern "C" void ckc_emu_set_schedule(int shuffle, uint64_t seed) {
+    schedule_seed.store(seed, std::memory_order_relaxed);
+    schedule_shuffle.store(shuffle != 0, std::memory_order_relaxed);
 }

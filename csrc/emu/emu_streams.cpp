@@ -167,20 +167,9 @@ extern "C" void ckc_emu_write_value64(uint64_t *p, uint64_t value, uintptr_t str
 }
 
 namespace {
-/* -1: not read from the environment yet. */
-std::atomic<int> refuse_host_mapping{-1};
+std::atomic<bool> refuse_host_mapping{false};
 
-bool refuses_host_mapping() {
-    int refuse = refuse_host_mapping.load(std::memory_order_acquire);
-    if (refuse < 0) {
-        const char *v = std::getenv("COMFY_KITCHEN_C_EMU_REFUSE_HOST_MAPPING");
-        int unset = -1;
-        refuse = v != nullptr && strcmp(v, "1") == 0;
-        refuse_host_mapping.compare_exchange_strong(unset, refuse); /* a setter's value wins */
-        refuse = refuse_host_mapping.load(std::memory_order_acquire);
-    }
-    return refuse == 1;
-}
+bool refuses_host_mapping() { return refuse_host_mapping.load(std::memory_order_acquire); }
 } // namespace
 
 extern "C" void ckc_emu_refuse_host_mapping(int refuse) {

@@ -13,6 +13,7 @@
 #endif
 
 #include "blas_load.h"
+#include "platform/settings.h"
 
 
 #if defined(_WIN32)
@@ -101,11 +102,15 @@ lt_open_in(const char *dir, size_t dir_len, char *searched, size_t cap)
 void *
 ckc_blas_find_library(const char *search_dirs, char *searched, size_t cap)
 {
-    const char *cuda_home = getenv("CUDA_HOME");
-    const char *chosen = getenv("COMFY_KITCHEN_C_CUBLASLT");
+    ckc_settings settings;
+    const char *cuda_home;
+    const char *chosen;
     char dirs[4096 + 512];
     void *lib = NULL;
-    if (chosen != NULL && chosen[0] != '\0') { /* the setting's file, and no other */
+    ckc_settings_read(&settings);
+    cuda_home = settings.cuda_home[0] != '\0' ? settings.cuda_home : NULL;
+    chosen = settings.cublaslt;
+    if (chosen[0] != '\0') { /* the setting's file, and no other */
         lib = lt_open(chosen);
         if (lib == NULL) {
             append(searched, cap, chosen);

@@ -8,6 +8,7 @@
 
 #include "blas_tune.h"
 #include "gpu.h"
+#include "platform/settings.h"
 #include "platform/threads.h"
 
 #define CHOICES_MAX 512
@@ -29,9 +30,12 @@ static int n_choices;
 static ckc_blas_identity read_for[IDENTITIES_MAX];
 static int n_read;
 static long timed_runs, tunings, from_file;
-/* -2: not read from the environment yet; else 0 / 1 */
-static int tuning = -2;
-static int path_read;
+/* Set by ckc_blas_tune_configure (tests): -2 and 0 follow the settings. */
+static int tuning_override = -2;
+static int path_override;
+/* What is in force, derived from the settings of generation `derived` (-1: none yet). */
+static long derived = -1;
+static int tuning;
 static char path[1024];
 
 /* ---- settings ---- */
@@ -47,18 +51,22 @@ set_path(const char *p)
     }
 }
 
+/* Brings tuning and path up to date (lock held): the overrides, else the
+ * settings, re-read only when they change. */
 static void
 read_settings(void)
 {
-    if (tuning == -2) {
-        const char *v = getenv("COMFY_KITCHEN_C_GEMM_TUNING");
-        tuning = !(v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0 ||
-                                 strcmp(v, "no") == 0));
+    const long generation = ckc_settings_generation();
+    ckc_settings settings;
+    if (generation == derived) {
+        return;
     }
-    if (!path_read) {
-        set_path(getenv("COMFY_KITCHEN_C_GEMM_CACHE"));
-        path_read = 1;
+    ckc_settings_read(&settings);
+    tuning = tuning_override != -2 ? tuning_override : settings.gemm_tuning != 0;
+    if (!path_override) {
+        set_path(settings.gemm_cache);
     }
+    derived = generation;
 }
 
 int
@@ -76,13 +84,12 @@ void
 ckc_blas_tune_configure(int tuning_on, const char *cache_path)
 {
     ckc_mutex_lock(&lock);
-    tuning = tuning_on < 0 ? -2 : tuning_on != 0;
+    tuning_override = tuning_on < 0 ? -2 : tuning_on != 0;
+    path_override = cache_path != NULL;
     if (cache_path != NULL) {
         set_path(cache_path);
-        path_read = 1;
-    } else {
-        path_read = 0;
     }
+    derived = -1;
     n_choices = 0;
     n_read = 0;
     ckc_mutex_unlock(&lock);

@@ -8,6 +8,7 @@
 
 #include "platform/library.h"
 #include "platform/mapped_file.h" /* ckc_atomic_load_ptr */
+#include "platform/settings.h"
 #include "platform/threads.h"
 #include "cuda_driver.h"
 #include "fatbin_info.h"
@@ -99,13 +100,21 @@ bind_all(void *lib, const char *name)
     return 1;
 }
 
-/* Opens the library: the setting's, else the OS's names in order.  why: each refusal. */
+/* COMFY_KITCHEN_C_CUDA_DRIVER's file as the driver was opened from it (driver_lock held). */
+static char chosen_path[CKC_SETTING_PATH];
+
+/* Opens the library: the setting's, else the OS's names in order.  why: each refusal.
+ * Called under driver_lock; *name stays valid after it returns. */
 static void *
 open_driver(const char **name)
 {
-    const char *chosen = getenv("COMFY_KITCHEN_C_CUDA_DRIVER");
+    ckc_settings settings;
+    const char *chosen;
     char reason[300];
     size_t used;
+    ckc_settings_read(&settings);
+    memcpy(chosen_path, settings.cuda_driver, sizeof chosen_path);
+    chosen = chosen_path[0] != '\0' ? chosen_path : NULL;
     snprintf(driver_why, sizeof driver_why, "no CUDA driver could be loaded (is the NVIDIA driver installed?):");
     for (int i = 0; i < (chosen != NULL && chosen[0] != '\0' ? 1 : DRIVER_NAME_COUNT); i++) {
         void *lib;

@@ -23,8 +23,8 @@ void ckc_blas_reset(int capacity);
 
 /* The int8 GEMM's algorithm choices per shape class (gpu/blas_tune.c, in
  * every build): at most cap into out, returns how many there are; and the
- * settings' override (tuning 1/0, -1 the environment's; cache_path NULL the
- * environment's, "" none), which forgets every choice. */
+ * settings' override (tuning 1/0, -1 the settings'; cache_path NULL the
+ * settings', "" none), which forgets every choice. */
 int ckc_blas_choices(ckc_blas_choice *out, int cap);
 void ckc_blas_tune_configure(int tuning, const char *cache_path);
 /* Its counters (ckc_blas_stats' timed, tunings, from_file), and their reset with the choices. */

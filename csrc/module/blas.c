@@ -202,7 +202,7 @@ static PyMethodDef blas_functions[] = {
      "index (in the heuristic's answer), candidates, us (when timed), source (heuristic, timing, cache file)."},
     {"blas_tuning", blas_tuning, METH_VARARGS,
      "blas_tuning(tuning=-1, cache_path=None)\n--\n\nOverrides COMFY_KITCHEN_C_GEMM_TUNING (1 on, 0 off, -1 the "
-     "environment's) and COMFY_KITCHEN_C_GEMM_CACHE (a path, '' none, None the environment's); forgets every "
+     "settings') and COMFY_KITCHEN_C_GEMM_CACHE (a path, '' none, None the settings'); forgets every "
      "choice."},
 #if defined(CKC_EMULATED)
     {"blas_fake_timings", blas_fake_timings, METH_VARARGS,

@@ -3,8 +3,9 @@
  * the module itself.  Multi-phase init (PEP 489): the exec slot creates the
  * exception classes into the module state (module/state.c; _C_emu takes
  * _C's), adds the op functions (module/calls.c), the shared codes
- * (module/shared.c), the diagnostics (module/faults.c) and the functions
- * below, which reach the devices only through ops/devices.h. */
+ * (module/shared.c), the diagnostics (module/faults.c), the settings
+ * (module/configure.c) and the functions below, which reach the devices only
+ * through ops/devices.h. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -13,6 +14,7 @@
 #include "faults.h"
 #include "hazards.h"
 #include "ops/devices.h"
+#include "configure.h"
 #include "shared.h"
 #include "state.h"
 
@@ -231,7 +233,8 @@ module_exec(PyObject *m)
         ckc_add_op_functions(m, st) < 0 || ckc_add_shared(m) < 0 || PyModule_AddFunctions(m, module_functions) < 0 ||
         ckc_add_hazard_functions(m) < 0 ||
         (ckc_devices_have_gpu_runtime() && PyModule_AddFunctions(m, blas_functions) < 0) ||
-        PyModule_AddIntConstant(m, "HAS_CUDA", ckc_devices_have_cuda()) < 0) {
+        PyModule_AddIntConstant(m, "HAS_CUDA", ckc_devices_have_cuda()) < 0 ||
+        ckc_configure_add(m) < 0) { /* last: the settings, once everything they reach is there */
         return -1;
     }
     return 0;

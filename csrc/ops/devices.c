@@ -120,6 +120,17 @@ ckc_devices_emulated_refuse_host_mapping(int refuse)
 }
 
 void
+ckc_devices_emulated_schedule(int shuffle, uint64_t seed)
+{
+#if defined(CKC_EMULATED)
+    ckc_emu_set_schedule(shuffle, seed);
+#else
+    (void)shuffle;
+    (void)seed;
+#endif
+}
+
+void
 ckc_devices_emulated_skip_kernels(int skip)
 {
 #if defined(CKC_EMULATED)

@@ -70,6 +70,7 @@ void ckc_devices_blas_tune_configure(int tuning, const char *cache_path);
  * effect in other builds). */
 void ckc_devices_emulated_inject(int kind, const char *op, int nth);
 void ckc_devices_emulated_refuse_host_mapping(int refuse);
+void ckc_devices_emulated_schedule(int shuffle, uint64_t seed);
 void ckc_devices_emulated_skip_kernels(int skip);
 void ckc_devices_emulated_reset(void);
 void ckc_devices_emulated_heuristic(const ckc_blas_candidate *c, int count);

@@ -3,12 +3,11 @@
 #if defined(__linux__)
 #define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE under -std=c11 */
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #endif
 
 #include "platform/fresh_pages.h"
+#include "platform/settings.h"
 
 void
 ckc_advise_output_pages(void *p, size_t bytes)
@@ -19,12 +18,12 @@ ckc_advise_output_pages(void *p, size_t bytes)
     const size_t min_bytes = 2 * huge_page;
     const uintptr_t begin = ((uintptr_t)p + huge_page - 1) & ~(uintptr_t)(huge_page - 1);
     const uintptr_t end = ((uintptr_t)p + bytes) & ~(uintptr_t)(huge_page - 1);
-    const char *setting;
+    ckc_settings settings;
     if (bytes < min_bytes || end <= begin) {
         return;
     }
-    setting = getenv("COMFY_KITCHEN_C_HUGE_PAGES");
-    if (setting != NULL && strcmp(setting, "0") == 0) {
+    ckc_settings_read(&settings);
+    if (!settings.huge_pages) {
         return;
     }
     (void)madvise((void *)begin, end - begin, MADV_HUGEPAGE);

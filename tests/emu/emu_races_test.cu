@@ -15,6 +15,7 @@
 //   barrier_ok          the fixed kernel: right under every schedule, no report
 // Usage: emu_races_test CASE; prints "RESULT <case> ok|wrong|fault: <message>".
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -106,6 +107,10 @@ static bool neighbours_right(const std::vector<int> &out) {
 
 int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "";
+    /* The schedule the runner names (COMFY_KITCHEN_C_EMU_SCHEDULE, as _C.configure hands it over). */
+    const char *schedule = getenv("COMFY_KITCHEN_C_EMU_SCHEDULE");
+    if (schedule != nullptr && strncmp(schedule, "shuffle", 7) == 0)
+        ckc_emu_set_schedule(1, schedule[7] == ':' ? strtoull(schedule + 8, nullptr, 10) : 1);
     if (!strcmp(name, "missing_barrier") || !strcmp(name, "barrier_ok")) {
         std::vector<int> out(kThreads, -1);
         int *d_out = out.data();

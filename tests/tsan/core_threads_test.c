@@ -11,7 +11,7 @@
  *              runs into the watchdog (hang record, flush, then CKC_ERR_HANG).
  * Every result is checked against a single-threaded run.  Prints "OK" and exits 0;
  * any ThreadSanitizer report makes the process exit 66 (TSAN_OPTIONS in the runner). */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +25,7 @@
 #include "diag/flight_mirror.h"
 #include "emu/emu_api.h"
 #include "ops/op.h"
+#include "platform/settings.h"
 
 #define THREADS 8
 #define ROWS 2
@@ -193,9 +194,12 @@ main(int argc, char **argv)
     ckc_flight_config flight;
     ckc_error err;
     const char *path = argc > 1 ? argv[1] : "";
+    ckc_settings settings;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    setenv("COMFY_KITCHEN_C_HANG_MS", "50", 1);
-    setenv("COMFY_KITCHEN_C_HANG_RAISE_MS", "300", 1);
+    ckc_settings_default(&settings);
+    settings.hang_ms = 50;
+    settings.hang_raise_ms = 300;
+    ckc_settings_set(&settings);
     for (int i = 0; i < (int)(sizeof values / sizeof values[0]); i++) {
         values[i] = (i * 7919) % 1000 - 500;
     }

@@ -4,19 +4,27 @@
  * users' CUDA puts it:
  *   blas_load_test added DIR     DIR added with AddDllDirectory (os.add_dll_directory)
  *   blas_load_test cuda_home     CUDA_HOME set, the DLL in CUDA_HOME\bin\x64 (CUDA 13)
+ * CUDA_HOME reaches the search as _C.configure hands it over: in the settings.
  * Prints "found <file>" (exit 0) or "missing: <searched>" (exit 1). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <windows.h>
 
 #include "gpu/blas_load.h"
+#include "platform/settings.h"
 
 int
 main(int argc, char **argv)
 {
     char searched[2048] = "";
     char file[MAX_PATH] = "";
+    ckc_settings settings;
+    const char *cuda_home = getenv("CUDA_HOME");
     void *lib;
+    ckc_settings_default(&settings);
+    snprintf(settings.cuda_home, sizeof settings.cuda_home, "%s", cuda_home != NULL ? cuda_home : "");
+    ckc_settings_set(&settings);
     if (argc == 3 && strcmp(argv[1], "added") == 0) {
         wchar_t dir[MAX_PATH];
         if (MultiByteToWideChar(CP_UTF8, 0, argv[2], -1, dir, MAX_PATH) == 0 || AddDllDirectory(dir) == NULL) {

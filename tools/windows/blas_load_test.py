@@ -24,7 +24,7 @@ from wine import noise_free, session  # noqa: E402
 ROOT = setup_view.ROOT
 PROGRAM = "tests/windows/blas_load_test.c"
 FAKE = "tests/windows/fake_cublaslt.c"
-PARTS = ("csrc_gpu_blas_load.c",)
+PARTS = ("csrc_gpu_blas_load.c", "csrc_platform_settings.c", "csrc_platform_threads_win32.c")
 
 
 def programs(build_dir: Path) -> tuple[Path, Path]:

@@ -27,7 +27,7 @@ PROGRAM = "tests/windows/driver_test.c"
 # The loader and what it stands on, by object name (build.object_path): the driver it needs
 # comes from the kernels' images (fatbin_info.c over the generated fatbins.c).
 PARTS = ("csrc_gpu_cuda_driver.c", "csrc_gpu_fatbin_info.c", "csrc_platform_library_win32.c",
-         "csrc_platform_threads_win32.c", "csrc_contract_status.c")
+         "csrc_platform_threads_win32.c", "csrc_platform_settings.c", "csrc_contract_status.c")
 # What a reason may say: the library searched, or how the driver Wine offers failed.
 REASONS = ("nvcuda.dll", "cuInit", "has no cu", "supports CUDA")
 
