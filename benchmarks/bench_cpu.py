@@ -42,6 +42,7 @@ from typing import Callable
 import torch
 
 import comfy_kitchen_c.ops as C
+from comfy_kitchen_c import selftest_report
 from comfy_kitchen.backends.eager import quantization as E
 from comfy_kitchen.backends.eager import rope as E_ROPE
 from comfy_kitchen.backends.eager import residual as E_RESIDUAL
@@ -396,36 +397,10 @@ def bf16_matmul_units() -> str:
     return ", ".join(u for u in BF16_MATMUL_FLAGS if u in flags) or "none"
 
 
-class OtherLoad:
-    """CPU time that other processes used while we ran, as a share of all cores (Linux only).
-
-    Our timings are only meaningful when this is near 0: with 2 cores, one busy neighbour makes
-    every multi-threaded op (memcpy included) wait for time slices.
-    """
-
-    def __init__(self):
-        self.start = self._sample()
-
-    @staticmethod
-    def _sample():
-        try:
-            with open("/proc/stat") as f:
-                fields = [int(v) for v in f.readline().split()[1:]]
-        except OSError:
-            return None
-        hz = os.sysconf("SC_CLK_TCK")
-        idle = fields[3] + fields[4]  # idle + iowait
-        busy_s = (sum(fields[:8]) - idle) / hz
-        total_s = sum(fields[:8]) / hz
-        own = os.times()
-        return busy_s, total_s, own.user + own.system
-
-    def share(self) -> float | None:
-        end = self._sample()
-        if self.start is None or end is None:
-            return None
-        busy, total, own = (e - s for e, s in zip(end, self.start))
-        return max(busy - own, 0.0) / total
+# CPU time other processes used while we ran, as a share of all cores (Linux only): our timings
+# mean something only when it is near 0 (with 2 cores one busy neighbour makes every multi-threaded
+# op, memcpy included, wait for time slices).  The selftest measures it the same way.
+OtherLoad = selftest_report.OtherLoad
 
 
 def describe_load(share: float | None) -> str:

@@ -176,7 +176,7 @@ OTHER_LOAD = 0.10   # other processes' share of all cores above which the times 
 
 class OtherLoad:
     """CPU time other processes used while the selftest ran, as a share of all cores (Linux: /proc/stat
-    less this process's own time; None elsewhere), as benchmarks/bench_cpu.py measures it."""
+    less this process's own time; None elsewhere); benchmarks/bench_cpu.py measures with it too."""
 
     def __init__(self):
         self.start = self._sample()
