@@ -63,14 +63,10 @@ CUDA13_ONLY_ARCHS = {"110"}
 # The device layer (runtime seam and GEMM seam): exactly one per extension.  The
 # others are not compiled at all: their #if guards would leave empty translation
 # units, which ISO C forbids (MSVC /W4: C4206).
-# The launchers (host C over the runtime seam) serve both GPU devices.
-GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c", "csrc/gpu/launch_flight.c", "csrc/gpu/launch_int8.c",
-                 "csrc/gpu/launch_linear.c", "csrc/gpu/launch_nvfp4.c", "csrc/gpu/launch_tile.c",
-                 "csrc/gpu/launch_rope.c", "csrc/gpu/launch_fp8.c", "csrc/gpu/launch_residual.c",
-                 "csrc/gpu/launch_mxfp8.c",
-                 "csrc/gpu/launch_w4a4.c",
-                 "csrc/gpu/launch_w4a8.c",
-                 "csrc/gpu/launch_awq.c"]
+# The launchers (host C over the runtime seam) serve both GPU devices: every
+# gpu/launch_<family>.c, so that a new family's launcher needs no line here.
+GPU_LAUNCHERS = ["csrc/gpu/entries.c", "csrc/gpu/kernel.c"] + sorted(
+    p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc" / "gpu").glob("launch_*.c"))
 DEVICE_SOURCES = {
     "none": ["csrc/gpu/runtime_none.c"],
     "cuda": ["csrc/gpu/runtime_cuda.c", "csrc/gpu/blas_cublaslt.c", "csrc/gpu/blas_load.c", "csrc/gpu/cuda_driver.c",
