@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/architecture.md's "Adding an op" names every production file a new op touches.  Held
 against a real op, rms_gated_residual (family residual): each file whose code (not a comment)
 names it must be on the list, and each file on the list must exist and name the op or its family

@@ -169,16 +169,32 @@ def run_one_op(record_dir, **env):
     return int(files_after_import), path
 
 
+GONE = 999_999_999  # a pid no process has (above every OS's limit): its records are a dead process's
+
+
 def test_old_records_are_pruned_when_a_record_is_created_and_imports_touch_nothing(tmp_path):
     for k in range(20):
-        (tmp_path / f"flight-{k:013d}-1.ckcf").write_bytes(b"old")
+        (tmp_path / f"flight-{k:013d}-{GONE}.ckcf").write_bytes(b"old")
     (tmp_path / "flight-notes.txt").write_bytes(b"not a record")
     files_after_import, path = run_one_op(tmp_path)
     assert files_after_import == 20  # the import neither pruned nor created anything
     files = flight.record_files(str(tmp_path))
     assert len(files) == faults.KEEP_RECORDS and files[-1] == path  # the newest old ones, and this one
-    assert files[0].endswith(f"flight-{20 - faults.KEEP_RECORDS + 1:013d}-1.ckcf")
+    assert files[0].endswith(f"flight-{20 - faults.KEEP_RECORDS + 1:013d}-{GONE}.ckcf")
     assert (tmp_path / "flight-notes.txt").exists()
+
+
+def test_a_running_process_record_is_never_pruned(tmp_path):
+    """The oldest record of all belongs to a process that still runs (this one): it stays, however
+    many newer records there are, and the others are pruned as before."""
+    running = tmp_path / f"flight-{0:013d}-{os.getpid()}.ckcf"
+    running.write_bytes(b"live")
+    for k in range(1, 21):
+        (tmp_path / f"flight-{k:013d}-{GONE}.ckcf").write_bytes(b"old")
+    _, path = run_one_op(tmp_path)
+    files = flight.record_files(str(tmp_path))
+    assert running.exists()
+    assert len([f for f in files if f.endswith(f"-{GONE}.ckcf")]) == faults.KEEP_RECORDS - 1 and files[-1] == path
 
 
 def test_flight_record_off(tmp_path):

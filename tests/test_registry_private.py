@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The private parts of comfy_kitchen's registry that "c" reads, each where no public one serves:
 the priority list (a setter, no getter: backend.priority), and the thread-local override that
 use_backend sets (an explicit "c" is told from a pick by priority by it: backend.forced).  A

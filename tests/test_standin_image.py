@@ -193,10 +193,10 @@ def compare_ptx_with_cubin(mine: dict) -> int:
     by_kind = {}
     for e in mine["entries"]:
         assert e["module"]["code"] == 0, e["module"]["why"]
-        by_kind.setdefault(e["kind"], []).append({f["name"]: f for f in e["module"]["functions"]})
+        by_kind.setdefault(e["kind"], []).append((e["arch"], {f["name"]: f for f in e["module"]["functions"]}))
     compared = 0
-    for ptx in by_kind.get("ptx", []):
-        for elf in by_kind.get("elf", []):
+    for ptx_arch, ptx in by_kind.get("ptx", []):
+        for elf_arch, elf in by_kind.get("elf", []):
             assert set(ptx) == set(elf), mine["file"]
             for name, p in ptx.items():
                 e = elf[name]
@@ -205,8 +205,11 @@ def compare_ptx_with_cubin(mine: dict) -> int:
                 assert all(q["offset"] % q["align"] == 0 for q in p["params"]), name
                 assert (p["param_bytes"], p["max_threads"], p["reqntid"]) == \
                     (e["param_bytes"], e["max_threads"], e["reqntid"]), name
-                # ptxas may cap registers itself (from a minimum of blocks per SM): only .maxnreg carries over
-                assert p["max_registers"] in (0, e["max_registers"]), name
+                # ptxas may cap registers itself (from a minimum of blocks per SM): only .maxnreg carries over,
+                # and only into the SASS of the PTX's own architecture (another's may be capped its own way:
+                # Thor's plain quantizer, kernels/int8_tile.cu)
+                if elf_arch == ptx_arch:
+                    assert p["max_registers"] in (0, e["max_registers"]), name
                 compared += 1
     return compared
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Windows wheel's METADATA (tools/windows/wheel.py writes it by hand) must say what
 pyproject.toml says, in a form pip parses: every Requires-Dist a valid requirement whose
 marker holds exactly under its extra and its own platform condition."""

@@ -2,13 +2,16 @@
 /* Old flight-record files go when a new one is created (ckc_flight_prune,
  * flight_prune.h): the folder keeps the newest few, so a user's cache does not grow
  * with every process that ran a GPU op, and importing the package deletes
- * nothing. */
+ * nothing.  A record whose process still runs is never removed: on POSIX the
+ * removal would succeed under the process still writing it, and its record
+ * would be gone when doctor is asked after a crash. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flight_prune.h"
 #include "platform/directory.h"
+#include "platform/threads.h"
 
 typedef struct {
     const char *prefix;
@@ -27,14 +30,38 @@ ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* The pid in a record's name, prefix<ms>-<pid>suffix; 0 when there is none. */
+static long
+pid_of(const char *name, size_t prefix, size_t suffix)
+{
+    const size_t n = strlen(name);
+    size_t digits = n - suffix;
+    long pid = 0;
+    while (digits > prefix && name[digits - 1] >= '0' && name[digits - 1] <= '9') {
+        digits--;
+    }
+    if (digits == prefix || digits == n - suffix || name[digits - 1] != '-' || n - suffix - digits > 9) {
+        return 0;
+    }
+    for (size_t i = digits; i < n - suffix; i++) {
+        pid = pid * 10 + (name[i] - '0');
+    }
+    return pid;
+}
+
 static void
 collect(void *ctx, const char *name)
 {
     record_names *r = ctx;
     char *copy;
+    long pid;
     if (strncmp(name, r->prefix, strlen(r->prefix)) != 0 || !ends_with(name, r->suffix) ||
         strcmp(name, r->own) == 0) {
         return;
+    }
+    pid = pid_of(name, strlen(r->prefix), strlen(r->suffix));
+    if (pid != 0 && ckc_process_alive(pid)) {
+        return; /* a running process's record: it stays, and does not count against keep */
     }
     if (r->count == r->cap) {
         const size_t cap = r->cap ? 2 * r->cap : 32;

@@ -8,8 +8,9 @@
 #define CKC_FLIGHT_PATH_MAX 1024
 
 /* Removes the oldest files named prefix...suffix in path's folder but path
- * itself, so that `keep` of them remain (path included); what cannot be
- * removed (another process's, or gone already) is left. */
+ * itself and those of running processes (the pid in prefix<ms>-<pid>suffix), so
+ * that `keep` of the others remain (path included); what cannot be removed
+ * (held open on Windows, or gone already) is left. */
 void ckc_flight_prune(const char *path, const char *prefix, const char *suffix, unsigned keep);
 
 #endif /* CKC_DIAG_FLIGHT_PRUNE_H */

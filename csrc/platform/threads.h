@@ -55,4 +55,8 @@ int ckc_cpu_count(void);
 /* Identifier of the current process, to notice a fork. */
 long ckc_process_id(void);
 
+/* Whether process pid is running (1) or not (0): the flight record's pruning
+ * never removes a running process's record. */
+int ckc_process_alive(long pid);
+
 #endif /* CKC_PLATFORM_THREADS_H */

@@ -2,7 +2,13 @@
 /* POSIX implementation of platform/threads.h. */
 #if !defined(_WIN32)
 
+#if !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* kill() under -std=c11 */
+#endif
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "threads.h"
@@ -119,6 +125,16 @@ long
 ckc_process_id(void)
 {
     return (long)getpid();
+}
+
+int
+ckc_process_alive(long pid)
+{
+    if (pid <= 0 || (long)(pid_t)pid != pid) {
+        return 0;
+    }
+    /* signal 0 only checks: EPERM means it runs under another user */
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
 #endif /* !_WIN32 */

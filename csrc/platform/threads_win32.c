@@ -112,4 +112,23 @@ ckc_process_id(void)
     return (long)GetCurrentProcessId();
 }
 
+int
+ckc_process_alive(long pid)
+{
+    HANDLE process;
+    DWORD code = 0;
+    int alive;
+    if (pid <= 0) {
+        return 0;
+    }
+    process = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, (DWORD)pid);
+    if (process == NULL) {
+        /* access denied: it exists (another user's); anything else: gone */
+        return GetLastError() == ERROR_ACCESS_DENIED;
+    }
+    alive = GetExitCodeProcess(process, &code) && code == STILL_ACTIVE;
+    CloseHandle(process);
+    return alive;
+}
+
 #endif /* _WIN32 */
