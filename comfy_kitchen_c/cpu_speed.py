@@ -395,18 +395,21 @@ def rule_for(op: str, make: Callable[[str, str], object] = _pair) -> Callable[[d
             return None
         if not t.is_cpu:
             return None
-        look = (t.dtype if own_dtype else key_of(kwargs, t), threads_now(), _generation)
-        if look == last_key[0]:
-            ranges = last_ranges[0]
-        else:
-            key, threads, _ = look
-            found = tables.get((op, key, threads))
-            if found is None:
-                if not takes(key):
-                    return None
-                found = _table(probe, key, threads)
-            ranges = tuple((lo, hi, make(main, reason), reason) for lo, hi, reason in found)
-            last_key[0], last_ranges[0] = look, ranges
+        try:
+            look = (t.dtype if own_dtype else key_of(kwargs, t), threads_now(), _generation)
+            if look == last_key[0]:
+                ranges = last_ranges[0]
+            else:
+                key, threads, _ = look
+                found = tables.get((op, key, threads))
+                if found is None:
+                    if not takes(key):
+                        return None
+                    found = _table(probe, key, threads)
+                ranges = tuple((lo, hi, make(main, reason), reason) for lo, hi, reason in found)
+                last_key[0], last_ranges[0] = look, ranges
+        except TypeError:  # an argument no key is made of (a list for a dtype code): the op's check refuses it
+            return None
         if ranges:
             size = t.numel() if plain_size else size_of(kwargs, t)
             for lo, hi, result, reason in ranges:

@@ -107,6 +107,24 @@ def test_a_call_missing_an_argument_falls_through_the_registry():
             registry.get_implementation(op, backend="c", kwargs=kwargs)
 
 
+def test_an_unhashable_dtype_code_is_refused_by_the_check_not_the_speed_rule(tmp_path):
+    """Found (1:98189): with the CPU speed rules measuring, output_dtype_code=[1.0] reached the
+    rule's table look-up before the check and escaped the registry as a TypeError."""
+    from comfy_kitchen.exceptions import NoCapableBackendError
+    from comfy_kitchen.registry import registry
+
+    from comfy_kitchen_c import cpu_speed
+
+    kwargs = {"q": torch.ones(5, 7, 1, dtype=torch.int8), "scale": torch.ones(5, 7, 1), "output_dtype_code": [1.0]}
+    cpu_speed.configure(mode="measure", cache_file=str(tmp_path / "cpu_speed.json"))  # the rules on, as users run
+    try:
+        assert cpu_speed.rule_for("dequantize_int8_simple_dtype")(kwargs) is None
+        with pytest.raises(NoCapableBackendError):
+            registry.get_implementation("dequantize_int8_simple_dtype", backend="c", kwargs=kwargs)
+    finally:
+        cpu_speed.configure()
+
+
 def test_a_tensorwise_scale_with_more_dims_gives_eagers_shape():
     """Found: eager's q is x / scale broadcast, so a [1, 1] scale makes a 1-D x's q [1, K]."""
     from comfy_kitchen.backends.eager import quantization as E
