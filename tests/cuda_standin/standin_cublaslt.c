@@ -265,9 +265,7 @@ slot_u32(uint64_t slot)
 static float
 slot_f32(uint64_t slot)
 {
-    float v;
-    memcpy(&v, &slot, sizeof v);
-    return v;
+    return ckc_f32_from_bits(slot_u32(slot));
 }
 
 static const void *
